@@ -1,0 +1,42 @@
+// zerotrain — command-line entry point. Each subcommand lives in csrc/app/cmd_<name>.cpp.
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "zerotrain/app/commands.h"
+#include "zerotrain/core/check.h"
+#include "zerotrain/core/device.h"
+
+namespace {
+struct Command {
+  const char* name;
+  int (*run)(int argc, char** argv);
+  const char* help;
+};
+int cmd_version(int, char**) {
+  std::printf("zerotrain 0.1.0 (CUDA backend: %s)\n", zt::cuda_backend_built() ? "built" : "not built");
+  return 0;
+}
+
+const Command kCommands[] = {
+    {"version", cmd_version, "print the version and which backends were built"},
+};
+
+void usage(FILE* f) {
+  std::fprintf(f, "usage: zerotrain COMMAND [ARGS]\n\ncommands:\n");
+  for (const auto& c : kCommands) std::fprintf(f, "  %-14s %s\n", c.name, c.help);
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "--help")) {
+    usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? zt::kExitBadInput : 0;
+  }
+  for (const auto& c : kCommands) {
+    if (std::strcmp(argv[1], c.name) == 0) return c.run(argc - 1, argv + 1);
+  }
+  std::fprintf(stderr, "zerotrain: unknown command '%s'\n", argv[1]);
+  usage(stderr);
+  return zt::kExitBadInput;
+}

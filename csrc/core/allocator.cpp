@@ -1,0 +1,105 @@
+#include "zerotrain/core/allocator.h"
+
+#include <cstdio>
+#include <cstring>
+
+#include "zerotrain/core/device.h"
+
+namespace zt {
+
+const char* device_kind_name(DeviceKind k) { return k == DeviceKind::CPU ? "cpu" : "cuda"; }
+
+std::string TensorView::shape_string() const {
+  std::string s = "[";
+  for (int i = 0; i < ndim; ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+const char* mem_category_name(MemCategory c) {
+  static const char* kNames[kNumMemCategories] = {"params", "grads", "master", "optimizer_moments",
+                                                   "buckets", "gather", "activations", "workspace",
+                                                   "pinned_host", "communicator"};
+  int i = static_cast<int>(c);
+  return i >= 0 && i < kNumMemCategories ? kNames[i] : "?";
+}
+
+namespace {
+void raise_peak(std::atomic<size_t>& peak, size_t value) {
+  size_t prev = peak.load();
+  while (value > prev && !peak.compare_exchange_weak(prev, value)) {
+  }
+}
+}  // namespace
+
+void MemoryTracker::on_alloc(MemCategory c, size_t bytes) {
+  raise_peak(peak_[idx(c)], current_[idx(c)].fetch_add(bytes) + bytes);
+  raise_peak(peak_total_, total_.fetch_add(bytes) + bytes);
+}
+
+void MemoryTracker::on_free(MemCategory c, size_t bytes) {
+  current_[idx(c)].fetch_sub(bytes);
+  total_.fetch_sub(bytes);
+}
+
+void MemoryTracker::reset_peaks() {
+  for (int i = 0; i < kNumMemCategories; ++i) peak_[i].store(current_[i].load());
+  peak_total_.store(total_.load());
+}
+
+std::string MemoryTracker::report(const char* title) const {
+  std::string out = std::string(title) + "\n";
+  char line[160];
+  std::snprintf(line, sizeof(line), "  %-18s %16s %12s %16s %12s\n", "category", "current (B)", "(MiB)",
+                "peak (B)", "(MiB)");
+  out += line;
+  for (int i = 0; i < kNumMemCategories; ++i) {
+    size_t cur = current_[i].load(), pk = peak_[i].load();
+    std::snprintf(line, sizeof(line), "  %-18s %16zu %12.2f %16zu %12.2f\n",
+                  mem_category_name(static_cast<MemCategory>(i)), cur, cur / 1048576.0, pk, pk / 1048576.0);
+    out += line;
+  }
+  std::snprintf(line, sizeof(line), "  %-18s %16zu %12.2f %16zu %12.2f\n", "total", total_.load(),
+                total_.load() / 1048576.0, peak_total_.load(), peak_total_.load() / 1048576.0);
+  return out + line;
+}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+  if (this != &o) {
+    reset();
+    dev_ = o.dev_; ptr_ = o.ptr_; bytes_ = o.bytes_; cat_ = o.cat_; pinned_ = o.pinned_;
+    o.dev_ = nullptr; o.ptr_ = nullptr; o.bytes_ = 0;
+  }
+  return *this;
+}
+
+void DeviceBuffer::reset() {
+  if (ptr_ && dev_) {
+    if (pinned_) dev_->raw_free_pinned(ptr_); else dev_->raw_free(ptr_);
+    dev_->tracker().on_free(cat_, bytes_);
+  }
+  ptr_ = nullptr; bytes_ = 0; dev_ = nullptr;
+}
+
+TensorView DeviceBuffer::view(DType t, std::initializer_list<int64_t> dims) const {
+  TensorView v(ptr_, t, dims, pinned_ || !dev_ ? DeviceKind::CPU : dev_->kind());
+  ZT_CHECK(v.nbytes() <= bytes_, "view " + v.shape_string() + " is larger than its buffer (" +
+                                     std::to_string(bytes_) + " B)");
+  return v;
+}
+
+DeviceBuffer Device::alloc(size_t bytes, MemCategory c, bool zero) {
+  if (bytes == 0) return DeviceBuffer(this, nullptr, 0, c, false);
+  void* p = raw_alloc(bytes);
+  if (zero) raw_memset_sync(p, 0, bytes);
+  tracker_.on_alloc(c, bytes);
+  return DeviceBuffer(this, p, bytes, c, false);
+}
+
+DeviceBuffer Device::alloc_pinned_host(size_t bytes) {
+  if (bytes == 0) return DeviceBuffer(this, nullptr, 0, MemCategory::PinnedHost, true);
+  void* p = raw_alloc_pinned(bytes);
+  tracker_.on_alloc(MemCategory::PinnedHost, bytes);
+  return DeviceBuffer(this, p, bytes, MemCategory::PinnedHost, true);
+}
+
+}  // namespace zt

@@ -1,0 +1,162 @@
+// device_cuda.cpp — CUDA backend of the device interface: cudaMalloc (never managed memory),
+// cudaHostAlloc for pinned staging, cudaStream_t / cudaEvent_t.
+#include <cstdio>
+#include <memory>
+
+#include "zerotrain/core/check_cuda.h"
+#include "zerotrain/core/device.h"
+
+namespace zt {
+
+const char* cublas_status_text(cublasStatus_t s) { return cublasGetStatusString(s); }
+
+namespace {
+
+class CudaStream final : public Stream {
+ public:
+  CudaStream(int ordinal, std::string name) : name_(std::move(name)), ordinal_(ordinal) {
+    ZT_CUDA_CHECK(cudaSetDevice(ordinal_));
+    ZT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  }
+  ~CudaStream() override {
+    cudaStreamSynchronize(stream_);
+    cudaStreamDestroy(stream_);
+  }
+  DeviceKind kind() const override { return DeviceKind::CUDA; }
+  const std::string& name() const override { return name_; }
+  void wait(Event& e) override;
+  void synchronize() override { ZT_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+  void enqueue_host(std::function<void()> fn) override {
+    auto* heap = new std::function<void()>(std::move(fn));
+    ZT_CUDA_CHECK(cudaLaunchHostFunc(
+        stream_,
+        [](void* arg) {
+          std::unique_ptr<std::function<void()>> f(static_cast<std::function<void()>*>(arg));
+          (*f)();
+        },
+        heap));
+  }
+  void* native_handle() const override { return stream_; }
+
+ private:
+  std::string name_;
+  int ordinal_;
+  cudaStream_t stream_ = nullptr;
+};
+
+class CudaEvent final : public Event {
+ public:
+  explicit CudaEvent(bool timing) {
+    ZT_CUDA_CHECK(cudaEventCreateWithFlags(&event_, timing ? cudaEventDefault : cudaEventDisableTiming));
+  }
+  ~CudaEvent() override { cudaEventDestroy(event_); }
+  void record(Stream& s) override {
+    ZT_CUDA_CHECK(cudaEventRecord(event_, static_cast<cudaStream_t>(s.native_handle())));
+  }
+  void synchronize() override { ZT_CUDA_CHECK(cudaEventSynchronize(event_)); }
+  bool query() override {
+    cudaError_t rc = cudaEventQuery(event_);
+    if (rc == cudaErrorNotReady) return false;
+    ZT_CUDA_CHECK(rc);
+    return true;
+  }
+  float elapsed_ms_since(Event& start) override {
+    auto* s = dynamic_cast<CudaEvent*>(&start);
+    ZT_CHECK(s != nullptr, "elapsed_ms_since needs two CUDA events");
+    float ms = 0;
+    ZT_CUDA_CHECK(cudaEventElapsedTime(&ms, s->event_, event_));
+    return ms;
+  }
+  cudaEvent_t handle() const { return event_; }
+
+ private:
+  cudaEvent_t event_ = nullptr;
+};
+
+void CudaStream::wait(Event& e) {
+  auto* ce = dynamic_cast<CudaEvent*>(&e);
+  ZT_CHECK(ce != nullptr, "CudaStream::wait needs a CUDA event");
+  ZT_CUDA_CHECK(cudaStreamWaitEvent(stream_, ce->handle(), 0));
+}
+
+cudaMemcpyKind to_cuda(CopyKind k) {
+  switch (k) {
+    case CopyKind::HostToDevice: return cudaMemcpyHostToDevice;
+    case CopyKind::DeviceToHost: return cudaMemcpyDeviceToHost;
+    case CopyKind::DeviceToDevice: return cudaMemcpyDeviceToDevice;
+    case CopyKind::HostToHost: return cudaMemcpyHostToHost;
+  }
+  return cudaMemcpyDefault;
+}
+
+class CudaDevice final : public Device {
+ public:
+  explicit CudaDevice(int ordinal) : ordinal_(ordinal) {
+    ZT_CUDA_CHECK(cudaSetDevice(ordinal_));
+    ZT_CUDA_CHECK(cudaGetDeviceProperties(&props_, ordinal_));
+  }
+  DeviceKind kind() const override { return DeviceKind::CUDA; }
+  int ordinal() const override { return ordinal_; }
+  std::string description() const override {
+    char buf[512];
+    std::snprintf(buf, sizeof(buf), "cuda:%d (%s, %.1f GiB)", ordinal_, props_.name,
+                  props_.totalGlobalMem / 1073741824.0);
+    return buf;
+  }
+  std::unique_ptr<Stream> create_stream(const std::string& name) override {
+    return std::make_unique<CudaStream>(ordinal_, name);
+  }
+  std::unique_ptr<Event> create_event(bool timing) override { return std::make_unique<CudaEvent>(timing); }
+  void memcpy_async(void* dst, const void* src, size_t bytes, CopyKind k, Stream& s) override {
+    if (bytes == 0) return;
+    ZT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, to_cuda(k), static_cast<cudaStream_t>(s.native_handle())));
+  }
+  void memset_async(void* dst, int value, size_t bytes, Stream& s) override {
+    if (bytes == 0) return;
+    ZT_CUDA_CHECK(cudaMemsetAsync(dst, value, bytes, static_cast<cudaStream_t>(s.native_handle())));
+  }
+  void synchronize() override { ZT_CUDA_CHECK(cudaDeviceSynchronize()); }
+
+ protected:
+  void* raw_alloc(size_t bytes) override {
+    void* p = nullptr;
+    ZT_CUDA_CHECK(cudaMalloc(&p, bytes));
+    return p;
+  }
+  void raw_free(void* p) override { cudaFree(p); }
+  void* raw_alloc_pinned(size_t bytes) override {
+    void* p = nullptr;
+    ZT_CUDA_CHECK(cudaHostAlloc(&p, bytes, cudaHostAllocDefault));
+    return p;
+  }
+  void raw_free_pinned(void* p) override { cudaFreeHost(p); }
+  void raw_memset_sync(void* p, int v, size_t bytes) override { ZT_CUDA_CHECK(cudaMemset(p, v, bytes)); }
+
+ private:
+  int ordinal_;
+  cudaDeviceProp props_{};
+};
+
+}  // namespace
+
+bool cuda_backend_built() { return true; }
+
+int cuda_device_count() {
+  int n = 0;
+  // No driver reports an error here, not 0: any error means "no GPU".
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+std::unique_ptr<Device> make_cuda_device(int ordinal) {
+  int n = cuda_device_count();
+  if (n == 0) throw InputError("no CUDA GPU is available on " + process_info().host);
+  if (ordinal < 0 || ordinal >= n)
+    throw InputError("CUDA device " + std::to_string(ordinal) + " requested but only " + std::to_string(n) + " visible");
+  return std::make_unique<CudaDevice>(ordinal);
+}
+
+}  // namespace zt

@@ -1,0 +1,83 @@
+// allocator.h — memory categories, the tracking allocator's accounting, and the RAII buffer.
+//
+// Every byte zerotrain allocates goes through Device::alloc with a category, so the memory
+// report can put measured bytes beside the ZeRO prediction, category by category.
+#pragma once
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "zerotrain/core/tensor.h"
+
+namespace zt {
+
+enum class MemCategory : uint8_t {
+  Params = 0,     // compute-dtype parameters (full, shard, or gathered-unit storage)
+  Grads,          // gradient storage (full, shard accumulator)
+  Master,         // fp32 (or bf16) master weights
+  OptimMoments,   // Adam m and v
+  Buckets,        // reduce-scatter / all-reduce bucket buffers
+  Gather,         // stage-3 all-gather buffers
+  Activations,
+  Workspace,
+  PinnedHost,     // page-locked host staging
+  Communicator,   // communicator-internal buffers
+  kCount
+};
+constexpr int kNumMemCategories = static_cast<int>(MemCategory::kCount);
+const char* mem_category_name(MemCategory c);  // "params", "grads", ..., "communicator"
+
+// Current and peak bytes per category, plus the peak of the total. Thread-safe.
+class MemoryTracker {
+ public:
+  void on_alloc(MemCategory c, size_t bytes);
+  void on_free(MemCategory c, size_t bytes);
+  size_t current(MemCategory c) const { return current_[idx(c)].load(); }
+  size_t peak(MemCategory c) const { return peak_[idx(c)].load(); }
+  size_t current_total() const { return total_.load(); }
+  size_t peak_total() const { return peak_total_.load(); }
+  void reset_peaks();  // peaks := current
+  std::string report(const char* title) const;  // table, bytes and MiB per category
+
+ private:
+  static int idx(MemCategory c) { return static_cast<int>(c); }
+  std::array<std::atomic<size_t>, kNumMemCategories> current_{};
+  std::array<std::atomic<size_t>, kNumMemCategories> peak_{};
+  std::atomic<size_t> total_{0};
+  std::atomic<size_t> peak_total_{0};
+};
+
+class Device;
+
+// Owns one allocation from a Device. Move-only; frees (and un-tracks) on destruction.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(Device* dev, void* p, size_t bytes, MemCategory c, bool pinned_host)
+      : dev_(dev), ptr_(p), bytes_(bytes), cat_(c), pinned_(pinned_host) {}
+  ~DeviceBuffer() { reset(); }
+  DeviceBuffer(DeviceBuffer&& o) noexcept { *this = std::move(o); }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  void reset();
+  void* data() const { return ptr_; }
+  template <typename T> T* as() const { return static_cast<T*>(ptr_); }
+  size_t bytes() const { return bytes_; }
+  MemCategory category() const { return cat_; }
+  bool pinned_host() const { return pinned_; }
+  explicit operator bool() const { return ptr_ != nullptr; }
+  TensorView view(DType t, std::initializer_list<int64_t> dims) const;
+
+ private:
+  Device* dev_ = nullptr;
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+  MemCategory cat_ = MemCategory::Workspace;
+  bool pinned_ = false;
+};
+
+}  // namespace zt

@@ -1,0 +1,36 @@
+// check_cuda.h — CUDA, cuBLAS and NCCL members of the check-macro family (see check.h).
+// Include only from .cu files and *_cuda.cpp / *_nccl.cpp host files.
+#pragma once
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include "zerotrain/core/check.h"
+
+namespace zt {
+const char* cublas_status_text(cublasStatus_t s);
+}
+
+#define ZT_CUDA_CHECK(call)                                                                  \
+  do {                                                                                       \
+    cudaError_t zt_cuda_rc_ = (call);                                                        \
+    if (zt_cuda_rc_ != cudaSuccess)                                                          \
+      ::zt::fatal(__FILE__, __LINE__, #call, cudaGetErrorString(zt_cuda_rc_));               \
+  } while (0)
+
+#define ZT_CUBLAS_CHECK(call)                                                                \
+  do {                                                                                       \
+    cublasStatus_t zt_cublas_rc_ = (call);                                                   \
+    if (zt_cublas_rc_ != CUBLAS_STATUS_SUCCESS)                                              \
+      ::zt::fatal(__FILE__, __LINE__, #call, ::zt::cublas_status_text(zt_cublas_rc_));       \
+  } while (0)
+
+#define ZT_NCCL_CHECK(call)                                                                  \
+  do {                                                                                       \
+    ncclResult_t zt_nccl_rc_ = (call);                                                       \
+    if (zt_nccl_rc_ != ncclSuccess && zt_nccl_rc_ != ncclInProgress) {                       \
+      const char* zt_last_ = ncclGetLastError(nullptr);                                      \
+      ::zt::fatal(__FILE__, __LINE__, #call,                                                 \
+                  std::string(ncclGetErrorString(zt_nccl_rc_)) + (zt_last_ && *zt_last_ ? std::string(" (") + zt_last_ + ")" : "")); \
+    }                                                                                        \
+  } while (0)

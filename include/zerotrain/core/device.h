@@ -1,0 +1,86 @@
+// device.h — the device interface: allocation, copies, streams and events.
+//
+// Semantics are CUDA's on both backends, so the engine is written once:
+//  * a Stream runs its work in issue order, asynchronously to the host;
+//  * Event::record(stream) marks "all work issued on stream so far"; Stream::wait(event) makes
+//    later work on that stream wait for it; waiting on a never-recorded event is a no-op;
+//  * Event::synchronize() blocks the host until the recorded work is done.
+// CPU backend: each Stream is an ordered work queue served by its own thread; an Event is a
+// completion counter + condition variable. CUDA backend: cudaStream_t / cudaEvent_t.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "zerotrain/core/allocator.h"
+#include "zerotrain/core/tensor.h"
+
+namespace zt {
+
+class Stream;
+
+class Event {
+ public:
+  virtual ~Event() = default;
+  virtual void record(Stream& s) = 0;
+  virtual void synchronize() = 0;   // host waits for the work captured by the last record()
+  virtual bool query() = 0;         // true when that work is done (or nothing was recorded)
+  // Milliseconds between two recorded events (both must be complete).
+  virtual float elapsed_ms_since(Event& start) = 0;
+};
+
+class Stream {
+ public:
+  virtual ~Stream() = default;
+  virtual DeviceKind kind() const = 0;
+  virtual const std::string& name() const = 0;
+  // Later work on this stream waits until the event's recorded work is complete.
+  virtual void wait(Event& e) = 0;
+  // Host blocks until all work issued so far has run.
+  virtual void synchronize() = 0;
+  // Run fn on the stream, in order. CPU: on the stream's thread. CUDA: as a host callback
+  // (fn must not call CUDA); used for host-side bookkeeping, not for compute.
+  virtual void enqueue_host(std::function<void()> fn) = 0;
+  // Native handle: cudaStream_t for CUDA, nullptr for CPU.
+  virtual void* native_handle() const = 0;
+};
+
+enum class CopyKind { HostToDevice, DeviceToHost, DeviceToDevice, HostToHost };
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  virtual DeviceKind kind() const = 0;
+  virtual int ordinal() const = 0;
+  virtual std::string description() const = 0;   // "cpu" / "cuda:0 (NVIDIA H200, 139.8 GiB)"
+
+  // Tracked allocations. Device memory (zero-filled on request) and page-locked host memory.
+  DeviceBuffer alloc(size_t bytes, MemCategory c, bool zero = false);
+  DeviceBuffer alloc_pinned_host(size_t bytes);
+  MemoryTracker& tracker() { return tracker_; }
+
+  virtual std::unique_ptr<Stream> create_stream(const std::string& name) = 0;
+  virtual std::unique_ptr<Event> create_event(bool timing = false) = 0;
+
+  // Asynchronous on `s` (CPU: runs on the stream's thread, in order).
+  virtual void memcpy_async(void* dst, const void* src, size_t bytes, CopyKind k, Stream& s) = 0;
+  virtual void memset_async(void* dst, int value, size_t bytes, Stream& s) = 0;
+  virtual void synchronize() = 0;  // whole device; never in a hot path
+
+ protected:
+  friend class DeviceBuffer;
+  virtual void* raw_alloc(size_t bytes) = 0;
+  virtual void raw_free(void* p) = 0;
+  virtual void* raw_alloc_pinned(size_t bytes) = 0;
+  virtual void raw_free_pinned(void* p) = 0;
+  virtual void raw_memset_sync(void* p, int v, size_t bytes) = 0;
+  MemoryTracker tracker_;
+};
+
+std::unique_ptr<Device> make_cpu_device();
+// CUDA device `ordinal`. Fails with InputError if the CUDA backend is not built or no GPU exists.
+std::unique_ptr<Device> make_cuda_device(int ordinal);
+bool cuda_backend_built();
+int cuda_device_count();  // 0 when there is no driver, no GPU, or no CUDA backend (never fails)
+
+}  // namespace zt

@@ -1,0 +1,84 @@
+// model.h — the contract between a workload (MLP, GPT) and the ZeRO engine.
+//
+// A model is an ordered list of parameters (forward order) grouped into units (embeddings,
+// each block, final norm + head). It never owns parameter or gradient storage: the engine
+// binds a pointer per parameter before a unit runs (full storage at stages 0–2, a gathered
+// buffer at stage 3) and a gradient pointer per parameter before the unit's backward.
+// The model owns its activations (allocated once for the micro-batch shape, category
+// Activations) and its workspace.
+//
+// Call sequence per micro-step (all work is enqueued on `stream`, nothing blocks):
+//   set_batch(batch)
+//   for u in 0..U-1:  [engine: gather/bind params of u]  forward_unit(u)
+//   loss is available on the device after the last unit (mean over the micro-batch)
+//   for u in U-1..0:  [engine: bind params and grads of u]  backward_unit(u, dloss)
+//                     [engine: hand u's grads to the reduce buckets]
+// backward_unit ACCUMULATES (+=) into the bound gradient storage; the engine zeroes it.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "zerotrain/core/device.h"
+#include "zerotrain/core/tensor.h"
+
+namespace zt {
+
+enum class InitKind : uint8_t { Normal, Zeros, Ones };
+
+struct ParamSpec {
+  std::string name;              // Hugging Face / safetensors name, e.g. "h.0.attn.c_attn.weight"
+  std::vector<int64_t> shape;    // storage layout (GPT Conv1D weights are [in, out])
+  int64_t numel = 0;
+  int unit = 0;                  // index of the unit that uses it
+  InitKind init = InitKind::Normal;
+  float init_std = 0.02f;        // for Normal
+};
+
+// One micro-batch on the host. Token models use inputs/targets as int32 [B,T]; the MLP uses
+// features [B,in] (fp32) and either targets_f [B,out] (regression) or targets [B] (classes).
+struct Batch {
+  int64_t B = 0, T = 1;
+  std::vector<int32_t> inputs, targets;
+  std::vector<float> features, targets_f;
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual std::string describe() const = 0;                 // one line: type, sizes, params
+  virtual const std::vector<ParamSpec>& params() const = 0; // forward order
+  virtual int num_units() const = 0;
+  virtual int64_t hidden_size() const = 0;                  // for "auto" bucket sizes
+  virtual double flops_per_sample() const = 0;              // forward+backward FLOPs (6N + attention)
+
+  // Storage binding (pointers in the compute dtype, on the model's device).
+  virtual void bind_param(int index, void* data) = 0;
+  virtual void bind_grad(int index, void* data) = 0;
+
+  // Copy a host micro-batch to the device (on `stream`) for the next forward/backward.
+  virtual void set_batch(const Batch& batch) = 0;
+  virtual void forward_unit(int unit) = 0;
+  // dloss: d(objective)/d(mean micro-batch loss), e.g. loss_scale / gradient_accumulation_steps.
+  virtual void backward_unit(int unit, float dloss) = 0;
+  // Mean loss of the last forward, as a device pointer to one float (valid after the last unit).
+  virtual const float* loss_device() const = 0;
+};
+
+struct ModelOptions {
+  DType compute_dtype = DType::F32;
+  int64_t micro_batch = 1;       // B the activations are sized for
+  Device* device = nullptr;
+  Stream* stream = nullptr;      // compute stream
+};
+
+// Parses a model JSON file (configs/models/*.json); InputError on a bad file (names path and key).
+std::unique_ptr<Model> load_model(const std::string& path, const ModelOptions& opt);
+
+// Counter-based initialisation: element i of parameter `spec` under `seed` depends only on
+// (seed, spec.name, i), so any slice [begin, begin+count) can be initialised on its own.
+// Writes fp32 values to host memory `out`.
+void init_param_slice(uint64_t seed, const ParamSpec& spec, int64_t begin, int64_t count, float* out);
+
+}  // namespace zt

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# setup.sh — idempotent set-up: install missing Debian packages (as root), configure, build.
+#   BUILD_DIR (default build), ZT_CMAKE_ARGS (extra cmake flags), JOBS (default: cores).
+# Safe to run again and again: installs nothing that is present, rebuilds incrementally.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
+JOBS="${JOBS:-$(nproc)}"
+
+PKGS=(build-essential cmake ninja-build libopenmpi-dev openmpi-bin nlohmann-json3-dev libopenblas-dev
+      libgtest-dev googletest python3)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [[ ! -f "$BUILD_DIR/CMakeCache.txt" ]]; then
+  cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja ${ZT_CMAKE_ARGS:-}
+fi
+cmake --build "$BUILD_DIR" -j "$JOBS"
