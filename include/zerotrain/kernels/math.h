@@ -20,6 +20,22 @@ ZT_HD float gelu_grad(float x) {
   return 0.5f * (1.0f + t) + 0.5f * x * sech2 * kGeluScale * (1.0f + 3.0f * 0.044715f * x * x);
 }
 
+// ReLU and its derivative (0 at x == 0).
+ZT_HD float relu(float x) { return x > 0.0f ? x : 0.0f; }
+ZT_HD float relu_grad(float x) { return x > 0.0f ? 1.0f : 0.0f; }
+
+// LayerNorm row statistics: mean = sum x / C, var = sum (x - mean)^2 / C (biased, as PyTorch),
+// rstd = 1 / sqrt(var + eps). Normalised value n = (x - mean) rstd; out = n w + b.
+ZT_HD float layernorm_rstd(float var, float eps) { return 1.0f / sqrtf(var + eps); }
+// Backward of one element given the row means of dnorm = w dout and of dnorm * n:
+//   dx = rstd (dnorm - mean(dnorm) - n mean(dnorm n))
+ZT_HD float layernorm_dinp(float dnorm, float n, float dnorm_mean, float dnorm_n_mean, float rstd) {
+  return rstd * (dnorm - dnorm_mean - n * dnorm_n_mean);
+}
+
+// Causal attention scores are q.k scaled by 1/sqrt(head size).
+ZT_HD float attention_scale(int head_size) { return 1.0f / sqrtf(static_cast<float>(head_size)); }
+
 // AdamW / Adam (DeepSpeed FusedAdam semantics). `g` is the already-unscaled, clipped gradient.
 //   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2
 //   adam_w_mode: p -= lr (m/bc1 / (sqrt(v/bc2) + eps) + wd p)

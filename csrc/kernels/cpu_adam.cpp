@@ -1,0 +1,54 @@
+// cpu_adam.cpp — Adam/AdamW step on the CPU backend (per element: math::adam_update).
+// Templated on the storage types: master weights P (fp32 | bf16), moments M for m and v
+// (fp32 | bf16), gradient G (fp32 | bf16 | fp16), and the optional compute-dtype copy O.
+#include <type_traits>
+
+#include "cpu_kernels.h"
+
+namespace zt::cpu_ops {
+namespace {
+
+struct NoOut {};  // param_out absent
+
+template <typename P, typename M, typename G, typename O>
+void adam_typed(P* p, M* m, M* v, const G* g, O* out, int64_t n, float grad_scale, const math::AdamParams& a) {
+#pragma omp parallel for schedule(static) if (n > kParallelGrain)
+  for (int64_t i = 0; i < n; ++i) {
+    float pi = to_f32(p[i]), mi = to_f32(m[i]), vi = to_f32(v[i]);
+    math::adam_update(pi, mi, vi, to_f32(g[i]) * grad_scale, a);
+    p[i] = from_f32<P>(pi);
+    m[i] = from_f32<M>(mi);
+    v[i] = from_f32<M>(vi);
+    if constexpr (!std::is_same_v<O, NoOut>) out[i] = from_f32<O>(to_f32(p[i]));
+  }
+}
+
+}  // namespace
+
+void adam_step(const TensorView& p, const TensorView& m, const TensorView& v, const TensorView& g, float grad_scale,
+               const math::AdamParams& a, const TensorView& param_out) {
+  const int64_t n = p.numel();
+  dispatch_dtype(p.dtype, [&](auto ptag) {
+    using P = decltype(ptag);
+    dispatch_dtype(m.dtype, [&](auto mtag) {
+      using M = decltype(mtag);
+      dispatch_dtype(g.dtype, [&](auto gtag) {
+        using G = decltype(gtag);
+        P* pp = static_cast<P*>(p.data);
+        M* mp = static_cast<M*>(m.data);
+        M* vp = static_cast<M*>(v.data);
+        const G* gp = static_cast<const G*>(g.data);
+        if (param_out.data == nullptr) {
+          adam_typed(pp, mp, vp, gp, static_cast<NoOut*>(nullptr), n, grad_scale, a);
+          return;
+        }
+        dispatch_dtype(param_out.dtype, [&](auto otag) {
+          using O = decltype(otag);
+          adam_typed(pp, mp, vp, gp, static_cast<O*>(param_out.data), n, grad_scale, a);
+        });
+      });
+    });
+  });
+}
+
+}  // namespace zt::cpu_ops

@@ -1,0 +1,170 @@
+// cpu_elementwise.cpp — elementwise ops and simple reductions on the CPU backend:
+// bias add / bias grad, GELU, ReLU, residual add, scale, cast, squared L2 norm.
+#include <cstring>
+#include <vector>
+
+#include "cpu_kernels.h"
+
+namespace zt::cpu_ops {
+namespace {
+
+// Columns handled by one task of a column-parallel reduction (bias_grad). Each column is summed
+// over rows 0..N-1 in order, so the result does not depend on the thread count.
+constexpr int64_t kColumnBlock = 64;
+
+// Elements per partial sum in squared_norm; partials are added in index order.
+constexpr int64_t kNormChunk = 1 << 15;
+
+template <typename T, typename F>
+void unary_map(T* out, const T* inp, int64_t n, F f) {
+#pragma omp parallel for schedule(static) if (n > kParallelGrain)
+  for (int64_t i = 0; i < n; ++i) out[i] = from_f32<T>(f(to_f32(inp[i])));
+}
+
+// dinp[i] += dout[i] * fprime(inp[i])
+template <typename T, typename F>
+void unary_backward(T* dinp, const T* inp, const T* dout, int64_t n, F fprime) {
+#pragma omp parallel for schedule(static) if (n > kParallelGrain)
+  for (int64_t i = 0; i < n; ++i) {
+    dinp[i] = from_f32<T>(to_f32(dinp[i]) + to_f32(dout[i]) * fprime(to_f32(inp[i])));
+  }
+}
+
+}  // namespace
+
+void bias_add(const TensorView& out, const TensorView& bias) {
+  const int64_t C = bias.numel();
+  if (C == 0) return;
+  const int64_t N = out.numel() / C;
+  dispatch_dtype(out.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* o = static_cast<T*>(out.data);
+    const T* b = static_cast<const T*>(bias.data);
+#pragma omp parallel for schedule(static) if (N * C > kParallelGrain)
+    for (int64_t i = 0; i < N; ++i) {
+      T* row = o + i * C;
+      for (int64_t j = 0; j < C; ++j) row[j] = from_f32<T>(to_f32(row[j]) + to_f32(b[j]));
+    }
+  });
+}
+
+void bias_grad(const TensorView& dbias, const TensorView& dout) {
+  const int64_t C = dbias.numel();
+  if (C == 0) return;
+  const int64_t N = dout.numel() / C;
+  const int64_t blocks = (C + kColumnBlock - 1) / kColumnBlock;
+  dispatch_dtype(dbias.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* db = static_cast<T*>(dbias.data);
+    const T* d = static_cast<const T*>(dout.data);
+#pragma omp parallel for schedule(static) if (N * C > kParallelGrain)
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      const int64_t j0 = blk * kColumnBlock;
+      const int64_t j1 = j0 + kColumnBlock < C ? j0 + kColumnBlock : C;
+      float acc[kColumnBlock] = {};
+      for (int64_t i = 0; i < N; ++i) {
+        const T* row = d + i * C;
+        for (int64_t j = j0; j < j1; ++j) acc[j - j0] += to_f32(row[j]);
+      }
+      for (int64_t j = j0; j < j1; ++j) db[j] = from_f32<T>(to_f32(db[j]) + acc[j - j0]);
+    }
+  });
+}
+
+void gelu_forward(const TensorView& out, const TensorView& inp) {
+  dispatch_dtype(out.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    unary_map(static_cast<T*>(out.data), static_cast<const T*>(inp.data), out.numel(),
+              [](float x) { return math::gelu(x); });
+  });
+}
+
+void gelu_backward(const TensorView& dinp, const TensorView& inp, const TensorView& dout) {
+  dispatch_dtype(dinp.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    unary_backward(static_cast<T*>(dinp.data), static_cast<const T*>(inp.data), static_cast<const T*>(dout.data),
+                   dinp.numel(), [](float x) { return math::gelu_grad(x); });
+  });
+}
+
+void relu_forward(const TensorView& out, const TensorView& inp) {
+  dispatch_dtype(out.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    unary_map(static_cast<T*>(out.data), static_cast<const T*>(inp.data), out.numel(),
+              [](float x) { return math::relu(x); });
+  });
+}
+
+void relu_backward(const TensorView& dinp, const TensorView& inp, const TensorView& dout) {
+  dispatch_dtype(dinp.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    unary_backward(static_cast<T*>(dinp.data), static_cast<const T*>(inp.data), static_cast<const T*>(dout.data),
+                   dinp.numel(), [](float x) { return math::relu_grad(x); });
+  });
+}
+
+void residual_add(const TensorView& out, const TensorView& a, const TensorView& b) {
+  const int64_t n = out.numel();
+  dispatch_dtype(out.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* o = static_cast<T*>(out.data);
+    const T* x = static_cast<const T*>(a.data);
+    const T* y = static_cast<const T*>(b.data);
+    // Element i reads x[i], y[i] before writing o[i]: aliasing out with a or b is safe.
+#pragma omp parallel for schedule(static) if (n > kParallelGrain)
+    for (int64_t i = 0; i < n; ++i) o[i] = from_f32<T>(to_f32(x[i]) + to_f32(y[i]));
+  });
+}
+
+void scale(const TensorView& x, float alpha) {
+  const int64_t n = x.numel();
+  dispatch_dtype(x.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* p = static_cast<T*>(x.data);
+#pragma omp parallel for schedule(static) if (n > kParallelGrain)
+    for (int64_t i = 0; i < n; ++i) p[i] = from_f32<T>(to_f32(p[i]) * alpha);
+  });
+}
+
+void cast(const TensorView& dst, const TensorView& src) {
+  const int64_t n = dst.numel();
+  if (dst.dtype == src.dtype) {  // same type: a copy (memmove: in-place is allowed)
+    if (dst.data != src.data) std::memmove(dst.data, src.data, dst.nbytes());
+    return;
+  }
+  dispatch_dtype(dst.dtype, [&](auto dtag) {
+    using D = decltype(dtag);
+    dispatch_dtype(src.dtype, [&](auto stag) {
+      using S = decltype(stag);
+      D* d = static_cast<D*>(dst.data);
+      const S* s = static_cast<const S*>(src.data);
+#pragma omp parallel for schedule(static) if (n > kParallelGrain)
+      for (int64_t i = 0; i < n; ++i) d[i] = from_f32<D>(to_f32(s[i]));
+    });
+  });
+}
+
+void squared_norm(double* out, const TensorView& src) {
+  const int64_t n = src.numel();
+  const int64_t chunks = (n + kNormChunk - 1) / kNormChunk;
+  std::vector<double> partial(static_cast<size_t>(chunks), 0.0);
+  dispatch_dtype(src.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = static_cast<const T*>(src.data);
+#pragma omp parallel for schedule(static) if (chunks > 1)
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t i1 = (c + 1) * kNormChunk < n ? (c + 1) * kNormChunk : n;
+      double acc = 0.0;
+      for (int64_t i = c * kNormChunk; i < i1; ++i) {
+        double v = to_f32(x[i]);
+        acc += v * v;
+      }
+      partial[static_cast<size_t>(c)] = acc;
+    }
+  });
+  double total = 0.0;
+  for (double p : partial) total += p;
+  *out = total;
+}
+
+}  // namespace zt::cpu_ops

@@ -1,0 +1,137 @@
+// ops_sequence.cpp — validated entry points of zt::ops for token-sequence ops: causal
+// attention, token + position embedding, softmax cross-entropy, MSE. See ops.cpp for the
+// checking and dispatch conventions. tokens / targets are int32 on the op's device; their
+// device cannot be checked here (raw pointers), only their presence.
+#include "ops_checks.h"
+
+namespace zt::ops {
+using namespace detail;
+
+namespace {
+void check_attention_dims(int64_t B, int64_t T, int64_t C, int64_t H, const char* op) {
+  ZT_CHECK(B >= 0 && T >= 0 && C >= 0, std::string("ops::") + op + ": negative B/T/C");
+  ZT_CHECK(H > 0 && C % H == 0, std::string("ops::") + op + ": C=" + std::to_string(C) +
+                                    " is not divisible by H=" + std::to_string(H));
+}
+}  // namespace
+
+void attention_forward(Stream& s, const TensorView& out, const TensorView& att, const TensorView& qkv, int64_t B,
+                       int64_t T, int64_t C, int64_t H) {
+  const char* op = "attention_forward";
+  check_attention_dims(B, T, C, H, op);
+  check_tensor(s, qkv, op, "qkv");
+  check_numel(qkv, B * T * 3 * C, op, "qkv");
+  check_tensor(s, out, op, "out");
+  check_numel(out, B * T * C, op, "out");
+  check_same(out, qkv, op, "out");
+  check_tensor(s, att, op, "att");
+  check_numel(att, B * H * T * T, op, "att");
+  check_dtype(att, DType::F32, op, "att");
+  if (s.kind() == DeviceKind::CPU) {
+    cpu_enqueue(s, [=] { cpu_ops::attention_forward(out, att, qkv, B, T, C, H); });
+  } else {
+    ZT_ON_CUDA(cuda_ops::attention_forward(s, out, att, qkv, B, T, C, H));
+  }
+}
+
+void attention_backward(Stream& s, const TensorView& dqkv, const TensorView& datt_scratch, const TensorView& dout,
+                        const TensorView& qkv, const TensorView& att, int64_t B, int64_t T, int64_t C, int64_t H) {
+  const char* op = "attention_backward";
+  check_attention_dims(B, T, C, H, op);
+  check_tensor(s, qkv, op, "qkv");
+  check_numel(qkv, B * T * 3 * C, op, "qkv");
+  check_pair(s, op, qkv, "qkv", dqkv, "dqkv");
+  check_tensor(s, dout, op, "dout");
+  check_numel(dout, B * T * C, op, "dout");
+  check_same(dout, qkv, op, "dout");
+  for (auto [t, name] : {std::pair{&att, "att"}, std::pair{&datt_scratch, "datt_scratch"}}) {
+    check_tensor(s, *t, op, name);
+    check_numel(*t, B * H * T * T, op, name);
+    check_dtype(*t, DType::F32, op, name);
+  }
+  if (s.kind() == DeviceKind::CPU) {
+    cpu_enqueue(s, [=] { cpu_ops::attention_backward(dqkv, datt_scratch, dout, qkv, att, B, T, C, H); });
+  } else {
+    ZT_ON_CUDA(cuda_ops::attention_backward(s, dqkv, datt_scratch, dout, qkv, att, B, T, C, H));
+  }
+}
+
+namespace {
+// out-like [B,T,C], wte [V,C] with V >= 1, wpe [T',C] with T' >= T, all one dtype.
+void check_embedding(const Stream& s, const char* op, const TensorView& x, const char* xn, const TensorView& wte,
+                     const char* wten, const TensorView& wpe, const char* wpen, const int32_t* tokens, int64_t B,
+                     int64_t T, int64_t C) {
+  ZT_CHECK(B >= 0 && T >= 0 && C > 0, std::string("ops::") + op + ": need B, T >= 0 and C > 0");
+  check_tensor(s, x, op, xn);
+  check_numel(x, B * T * C, op, xn);
+  check_tensor(s, wte, op, wten);
+  check_rows(wte, C, op, wten);
+  check_same(wte, x, op, wten);
+  ZT_CHECK(wte.numel() >= C, where(op, wten) + " has no rows");
+  check_tensor(s, wpe, op, wpen);
+  check_rows(wpe, C, op, wpen);
+  check_same(wpe, x, op, wpen);
+  ZT_CHECK(wpe.numel() >= T * C, where(op, wpen) + " has " + std::to_string(wpe.numel() / C) +
+                                     " positions, fewer than T=" + std::to_string(T));
+  check_ptr(tokens, B * T, op, "tokens");
+}
+}  // namespace
+
+void embedding_forward(Stream& s, const TensorView& out, const int32_t* tokens, const TensorView& wte,
+                       const TensorView& wpe, int64_t B, int64_t T, int64_t C) {
+  check_embedding(s, "embedding_forward", out, "out", wte, "wte", wpe, "wpe", tokens, B, T, C);
+  if (s.kind() == DeviceKind::CPU) {
+    cpu_enqueue(s, [=] { cpu_ops::embedding_forward(out, tokens, wte, wpe, B, T, C); });
+  } else {
+    ZT_ON_CUDA(cuda_ops::embedding_forward(s, out, tokens, wte, wpe, B, T, C));
+  }
+}
+
+void embedding_backward(Stream& s, const TensorView& dwte, const TensorView& dwpe, const TensorView& dout,
+                        const int32_t* tokens, int64_t B, int64_t T, int64_t C) {
+  check_embedding(s, "embedding_backward", dout, "dout", dwte, "dwte", dwpe, "dwpe", tokens, B, T, C);
+  if (s.kind() == DeviceKind::CPU) {
+    cpu_enqueue(s, [=] { cpu_ops::embedding_backward(dwte, dwpe, dout, tokens, B, T, C); });
+  } else {
+    ZT_ON_CUDA(cuda_ops::embedding_backward(s, dwte, dwpe, dout, tokens, B, T, C));
+  }
+}
+
+void softmax_cross_entropy(Stream& s, const TensorView& losses, const TensorView& dlogits, const TensorView& logits,
+                           const int32_t* targets, float dloss) {
+  const char* op = "softmax_cross_entropy";
+  check_tensor(s, losses, op, "losses");
+  check_dtype(losses, DType::F32, op, "losses");
+  const int64_t N = losses.numel();
+  check_tensor(s, logits, op, "logits");
+  ZT_CHECK(N > 0 ? logits.numel() % N == 0 && logits.numel() > 0 : logits.numel() == 0,
+           where(op, "logits") + " has shape " + logits.shape_string() + ", not " + std::to_string(N) +
+               " non-empty rows");
+  check_pair(s, op, logits, "logits", dlogits, "dlogits");
+  check_ptr(targets, N, op, "targets");
+  if (s.kind() == DeviceKind::CPU) {
+    cpu_enqueue(s, [=] { cpu_ops::softmax_cross_entropy(losses, dlogits, logits, targets, dloss); });
+  } else {
+    ZT_ON_CUDA(cuda_ops::softmax_cross_entropy(s, losses, dlogits, logits, targets, dloss));
+  }
+}
+
+void mse_loss(Stream& s, const TensorView& losses, const TensorView& dpred, const TensorView& pred,
+              const TensorView& target, float dloss) {
+  const char* op = "mse_loss";
+  check_tensor(s, losses, op, "losses");
+  check_dtype(losses, DType::F32, op, "losses");
+  const int64_t N = losses.numel();
+  check_tensor(s, pred, op, "pred");
+  ZT_CHECK(N > 0 ? pred.numel() % N == 0 : pred.numel() == 0,
+           where(op, "pred") + " has shape " + pred.shape_string() + ", not " + std::to_string(N) + " rows");
+  check_pair(s, op, pred, "pred", target, "target");
+  check_pair(s, op, pred, "pred", dpred, "dpred");
+  if (s.kind() == DeviceKind::CPU) {
+    cpu_enqueue(s, [=] { cpu_ops::mse_loss(losses, dpred, pred, target, dloss); });
+  } else {
+    ZT_ON_CUDA(cuda_ops::mse_loss(s, losses, dpred, pred, target, dloss));
+  }
+}
+
+}  // namespace zt::ops

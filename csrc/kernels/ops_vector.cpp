@@ -1,0 +1,75 @@
+// ops_vector.cpp — validated entry points of zt::ops for flat-vector ops: residual add, scale,
+// cast, squared L2 norm, Adam step. See ops.cpp for the checking and dispatch conventions.
+#include "ops_checks.h"
+
+namespace zt::ops {
+using namespace detail;
+
+void residual_add(Stream& s, const TensorView& out, const TensorView& a, const TensorView& b) {
+  check_pair(s, "residual_add", out, "out", a, "a");
+  check_pair(s, "residual_add", out, "out", b, "b");
+  if (s.kind() == DeviceKind::CPU) {
+    cpu_enqueue(s, [=] { cpu_ops::residual_add(out, a, b); });
+  } else {
+    ZT_ON_CUDA(cuda_ops::residual_add(s, out, a, b));
+  }
+}
+
+void scale(Stream& s, const TensorView& x, float alpha) {
+  check_tensor(s, x, "scale", "x");
+  if (s.kind() == DeviceKind::CPU) {
+    cpu_enqueue(s, [=] { cpu_ops::scale(x, alpha); });
+  } else {
+    ZT_ON_CUDA(cuda_ops::scale(s, x, alpha));
+  }
+}
+
+void cast(Stream& s, const TensorView& dst, const TensorView& src) {
+  check_tensor(s, dst, "cast", "dst");
+  check_tensor(s, src, "cast", "src");
+  check_numel(dst, src.numel(), "cast", "dst");
+  if (dst.dtype != src.dtype && dst.numel() > 0) {  // a converting cast cannot run in place
+    const char* d0 = static_cast<const char*>(dst.data);
+    const char* s0 = static_cast<const char*>(src.data);
+    ZT_CHECK(d0 + dst.nbytes() <= s0 || s0 + src.nbytes() <= d0, "ops::cast: dst overlaps src with a different dtype");
+  }
+  if (s.kind() == DeviceKind::CPU) {
+    cpu_enqueue(s, [=] { cpu_ops::cast(dst, src); });
+  } else {
+    ZT_ON_CUDA(cuda_ops::cast(s, dst, src));
+  }
+}
+
+void squared_norm(Stream& s, double* out, const TensorView& src) {
+  check_tensor(s, src, "squared_norm", "src");
+  check_ptr(out, 1, "squared_norm", "out");
+  if (s.kind() == DeviceKind::CPU) {
+    cpu_enqueue(s, [=] { cpu_ops::squared_norm(out, src); });
+  } else {
+    ZT_ON_CUDA(cuda_ops::squared_norm(s, out, src));
+  }
+}
+
+void adam_step(Stream& s, const TensorView& p, const TensorView& m, const TensorView& v, const TensorView& g,
+               float grad_scale, const math::AdamParams& a, const TensorView& param_out) {
+  const char* op = "adam_step";
+  check_tensor(s, p, op, "p");
+  ZT_CHECK(p.dtype == DType::F32 || p.dtype == DType::BF16, where(op, "p") + " must be fp32 or bf16");
+  check_pair(s, op, m, "m", v, "v");
+  ZT_CHECK(m.dtype == DType::F32 || m.dtype == DType::BF16, where(op, "m") + " must be fp32 or bf16");
+  check_numel(m, p.numel(), op, "m");
+  check_tensor(s, g, op, "g");
+  check_numel(g, p.numel(), op, "g");
+  if (param_out.data != nullptr) {
+    check_tensor(s, param_out, op, "param_out");
+    check_numel(param_out, p.numel(), op, "param_out");
+  }
+  ZT_CHECK(a.bias_correction1 > 0.0f && a.bias_correction2 > 0.0f, "ops::adam_step: bias corrections must be > 0");
+  if (s.kind() == DeviceKind::CPU) {
+    cpu_enqueue(s, [=] { cpu_ops::adam_step(p, m, v, g, grad_scale, a, param_out); });
+  } else {
+    ZT_ON_CUDA(cuda_ops::adam_step(s, p, m, v, g, grad_scale, a, param_out));
+  }
+}
+
+}  // namespace zt::ops
