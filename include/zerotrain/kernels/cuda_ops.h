@@ -40,5 +40,14 @@ void squared_norm(Stream& s, double* out, const TensorView& src);
 void adam_step(Stream& s, const TensorView& p, const TensorView& m, const TensorView& v, const TensorView& g,
                float grad_scale, const math::AdamParams& a, const TensorView& param_out);
 
+// Per-stream resources the launchers keep (kernels/stream_resources.cu): a cuBLAS handle with
+// a 32 MiB private workspace per stream that ran a GEMM, and a growable scratch buffer per
+// stream (two-pass reductions, attention's 16-bit probabilities, the embedding sort). These
+// bytes are not in the Device's MemoryTracker; the memory report can add them from here.
+size_t workspace_bytes();
+// Drains the streams and frees every handle and buffer above (e.g. before a memory
+// measurement or at shutdown). Must not race with ops being issued.
+void release_workspaces();
+
 }  // namespace zt::cuda_ops
 #endif

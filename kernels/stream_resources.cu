@@ -1,0 +1,139 @@
+// stream_resources.cu — the per-(device, stream) cache behind cuda_detail::cublas_handle()
+// and cuda_detail::scratch(): one cuBLAS handle with a private workspace, and one growable
+// scratch buffer, per stream that runs kernels.
+//
+// Ownership: the cache owns every entry; an entry owns its handle and both buffers (RAII).
+// The cache itself is a process-lifetime object that is never destroyed at exit (the CUDA
+// runtime may already be unloading then); release_workspaces() frees everything explicitly.
+#include <cublas_v2.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <utility>
+
+#include "cuda_common.cuh"
+#include "zerotrain/kernels/cuda_ops.h"
+
+namespace zt::cuda_detail {
+
+namespace {
+// cuBLAS's recommended workspace on Hopper; with a fixed private workspace its algorithm
+// choice, and so its bits, do not depend on what other streams are doing.
+constexpr size_t kCublasWorkspaceBytes = size_t(32) << 20;
+
+// Makes `dev` current for the scope, restoring the previous device.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int dev) {
+    ZT_CUDA_CHECK(cudaGetDevice(&prev_));
+    if (prev_ != dev) ZT_CUDA_CHECK(cudaSetDevice(dev));
+    dev_ = dev;
+  }
+  ~DeviceGuard() {
+    if (prev_ != dev_) cudaSetDevice(prev_);
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int prev_ = 0, dev_ = 0;
+};
+}  // namespace
+
+struct StreamResources {
+  int device = 0;
+  cudaStream_t stream = nullptr;
+  cublasHandle_t handle = nullptr;  // bound to `stream`, created lazily
+  void* cublas_workspace = nullptr;  // kCublasWorkspaceBytes, owned
+  void* scratch = nullptr;           // scratch_bytes, owned
+  size_t scratch_bytes = 0;
+
+  StreamResources(int dev, cudaStream_t s) : device(dev), stream(s) {}
+  ~StreamResources() {
+    // Work on `stream` may still use the buffers: drain it first. Errors are ignored here
+    // (destruction must not throw; the stream may already be gone).
+    if (stream) cudaStreamSynchronize(stream);
+    if (handle) cublasDestroy(handle);
+    if (cublas_workspace) cudaFree(cublas_workspace);
+    if (scratch) cudaFree(scratch);
+  }
+  StreamResources(const StreamResources&) = delete;
+  StreamResources& operator=(const StreamResources&) = delete;
+
+  size_t bytes_held() const { return (cublas_workspace ? kCublasWorkspaceBytes : 0) + scratch_bytes; }
+};
+
+namespace {
+struct Cache {
+  std::mutex mu;  // guards `entries` (the map), not the entries' use (see cuda_common.cuh)
+  std::map<std::pair<int, cudaStream_t>, std::unique_ptr<StreamResources>> entries;
+};
+Cache& cache() {
+  static Cache* c = new Cache();  // intentionally never destroyed: see the file comment
+  return *c;
+}
+}  // namespace
+
+StreamResources& stream_resources(Stream& s) {
+  ZT_CHECK(s.kind() == DeviceKind::CUDA, "CUDA op issued on a non-CUDA stream");
+  cudaStream_t st = native(s);
+  int dev = 0;
+  ZT_CUDA_CHECK(cudaStreamGetDevice(st, &dev));
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  auto& slot = c.entries[{dev, st}];
+  if (!slot) slot = std::make_unique<StreamResources>(dev, st);
+  return *slot;
+}
+
+void* cublas_handle(Stream& s) {
+  StreamResources& r = stream_resources(s);
+  if (!r.handle) {
+    DeviceGuard g(r.device);
+    ZT_CUBLAS_CHECK(cublasCreate(&r.handle));
+    ZT_CUBLAS_CHECK(cublasSetStream(r.handle, r.stream));
+    ZT_CUDA_CHECK(cudaMalloc(&r.cublas_workspace, kCublasWorkspaceBytes));
+    ZT_CUBLAS_CHECK(cublasSetWorkspace(r.handle, r.cublas_workspace, kCublasWorkspaceBytes));
+    ZT_CUBLAS_CHECK(cublasSetPointerMode(r.handle, CUBLAS_POINTER_MODE_HOST));
+  }
+  return r.handle;
+}
+
+void* scratch(Stream& s, size_t bytes) {
+  StreamResources& r = stream_resources(s);
+  if (bytes > r.scratch_bytes) {
+    DeviceGuard g(r.device);
+    // Earlier work on this stream may still read the old buffer.
+    ZT_CUDA_CHECK(cudaStreamSynchronize(r.stream));
+    size_t grow = r.scratch_bytes + r.scratch_bytes / 2;
+    if (r.scratch) ZT_CUDA_CHECK(cudaFree(r.scratch));
+    r.scratch = nullptr;
+    r.scratch_bytes = 0;
+    size_t want = bytes > grow ? bytes : grow;
+    want = (want + (size_t(1) << 20) - 1) & ~((size_t(1) << 20) - 1);  // whole MiB
+    ZT_CUDA_CHECK(cudaMalloc(&r.scratch, want));
+    r.scratch_bytes = want;
+  }
+  return r.scratch;
+}
+
+}  // namespace zt::cuda_detail
+
+namespace zt::cuda_ops {
+
+size_t workspace_bytes() {
+  auto& c = cuda_detail::cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  size_t total = 0;
+  for (auto& kv : c.entries) total += kv.second->bytes_held();
+  return total;
+}
+
+void release_workspaces() {
+  auto& c = cuda_detail::cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  c.entries.clear();
+}
+
+}  // namespace zt::cuda_ops
