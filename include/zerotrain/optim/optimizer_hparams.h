@@ -1,0 +1,59 @@
+// optimizer_hparams.h — the DeepSpeed `optimizer` section turned into per-step update parameters
+// (deepspeed-config.md §4).
+//
+// Supported types: "Adam"/"AdamW" (case-insensitive, DeepSpeed FusedAdam / DeepSpeedCPUAdam
+// semantics) and "SGD" (case-sensitive, a torch.optim name; torch semantics). Every other type is
+// an InputError saying it is not supported.
+// Effective decoupled weight decay: adam_w_mode = (type == "adamw") || params.adam_w_mode (default
+// true), so plain "Adam" is AdamW unless "adam_w_mode": false.
+// Step numbering: `step` counts SUCCESSFUL optimizer steps including the current one (1, 2, …),
+// as FusedAdam's per-group step counter; skipped (overflow) steps do not count.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "zerotrain/kernels/math.h"
+#include "zerotrain/optim/lr_schedule.h"
+#include "zerotrain/optim/sgd_math.h"
+
+namespace zt {
+
+enum class OptimizerKind { Adam, SGD };
+
+struct OptimizerHparams {
+  OptimizerKind kind = OptimizerKind::Adam;
+  std::string type;        // resolved name: "adam", "adamw" or "SGD"
+  double lr = 1e-3;        // base lr (before the schedule)
+  // Adam / AdamW (defaults: FusedAdam's)
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
+  bool bias_correction = true;
+  bool adam_w_mode = true;  // effective (see above)
+  // SGD (defaults: torch's)
+  double momentum = 0.0, dampening = 0.0;
+  bool nesterov = false;
+
+  bool has_betas() const { return kind == OptimizerKind::Adam; }  // OneCycle momentum cycling needs betas
+  std::string describe() const;  // one line for the resolved-config printout
+};
+
+// type: the `optimizer.type` string; params: `optimizer.params` (null/absent => all defaults).
+// InputError for an unsupported type, an unknown or ill-typed parameter, amsgrad true,
+// or max_grad_norm (DeepSpeed: use `gradient_clipping`).
+OptimizerHparams parse_optimizer(const std::string& type, const nlohmann::json& params);
+
+// Adam parameters for successful step `step` (>= 1), with the schedule's current values
+// (lr, and beta1/beta2 when the schedule cycles momentum). Bias corrections 1 - beta^step are
+// computed in double with the betas in effect for this step.
+math::AdamParams adam_params_for_step(const OptimizerHparams& h, int64_t step, const LrValues& sched);
+
+// SGD parameters with the schedule's current lr.
+optim::SgdParams sgd_params_for_step(const OptimizerHparams& h, const LrValues& sched);
+
+// CPU loop of optim::sgd_update over n elements. momentum_buf may be null when momentum == 0.
+// first_step: the momentum buffer has never been written (torch creates it on the first step).
+void sgd_step_cpu(float* params, float* momentum_buf, const float* grads, int64_t n, const optim::SgdParams& s,
+                  bool first_step);
+
+}  // namespace zt
