@@ -159,3 +159,31 @@ inline void expect_close_mag(const std::vector<double>& got, const std::vector<d
 // Unit roundoff of the storage type, with headroom for fp32 accumulation.
 inline double dtype_eps(DType t) { return t == DType::F32 ? 2e-6 : t == DType::BF16 ? 8e-3 : 1e-3; }
 }  // namespace zt::test
+
+namespace zt::test {
+// Checks an accumulating gradient output: after == before + grad (grad from finite differences).
+// Tolerance: rel (|before| + |grad|) + rel * max|grad| (fp32 kernels vs a double reference).
+inline void expect_accumulated(const std::vector<double>& after, const std::vector<double>& before,
+                               const std::vector<double>& grad, double rel, const std::string& what) {
+  double gmax = 0;
+  for (double g : grad) gmax = std::max(gmax, std::fabs(g));
+  std::vector<double> want(grad.size()), mag(grad.size());
+  for (size_t i = 0; i < grad.size(); ++i) {
+    want[i] = before[i] + grad[i];
+    mag[i] = std::fabs(before[i]) + std::fabs(grad[i]) + gmax;
+  }
+  expect_close_mag(after, want, mag, rel, what);
+}
+// Relative tolerance for a backward kernel checked against double finite differences.
+inline double grad_rel(DType t) { return t == DType::F32 ? 1e-4 : t == DType::BF16 ? 2e-2 : 4e-3; }
+
+// Sets the OpenMP thread count of the stream's worker thread (the ICV is per thread) for later ops.
+inline void set_stream_omp_threads(Stream& s, int threads);
+
+inline std::string dt_tag(DType t) { return std::string(" [") + dtype_name(t) + "]"; }
+}  // namespace zt::test
+
+#include <omp.h>
+inline void zt::test::set_stream_omp_threads(Stream& s, int threads) {
+  cpu_enqueue(s, [threads] { omp_set_num_threads(threads); });
+}

@@ -1,0 +1,86 @@
+// Causal self-attention: forward (out, att probabilities) against a double reference; backward
+// (dqkv) against central finite differences of the double forward; determinism.
+#include "kernel_test_util.h"
+
+namespace zt::test {
+namespace {
+
+struct Dims { int64_t B, T, C, H; };
+
+// out[B,T,C] of GPT-2 causal attention over qkv[B,T,3C]; optional probabilities att[B,H,T,T].
+std::vector<double> attention_ref(const std::vector<double>& qkv, Dims d, std::vector<double>* att = nullptr) {
+  const int64_t hs = d.C / d.H;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hs));
+  std::vector<double> out(d.B * d.T * d.C, 0.0);
+  if (att) att->assign(d.B * d.H * d.T * d.T, 0.0);
+  auto at = [&](int64_t b, int64_t t, int64_t part, int64_t h, int64_t i) {
+    return qkv[(b * d.T + t) * 3 * d.C + part * d.C + h * hs + i];
+  };
+  for (int64_t b = 0; b < d.B; ++b) {
+    for (int64_t h = 0; h < d.H; ++h) {
+      for (int64_t t = 0; t < d.T; ++t) {
+        std::vector<double> p(t + 1);
+        double mx = -1e300, sum = 0;
+        for (int64_t u = 0; u <= t; ++u) {
+          double sc = 0;
+          for (int64_t i = 0; i < hs; ++i) sc += at(b, t, 0, h, i) * at(b, u, 1, h, i);
+          p[u] = sc * scale;
+          mx = std::max(mx, p[u]);
+        }
+        for (int64_t u = 0; u <= t; ++u) sum += (p[u] = std::exp(p[u] - mx));
+        for (int64_t u = 0; u <= t; ++u) {
+          p[u] /= sum;
+          if (att) (*att)[((b * d.H + h) * d.T + t) * d.T + u] = p[u];
+          for (int64_t i = 0; i < hs; ++i) out[(b * d.T + t) * d.C + h * hs + i] += p[u] * at(b, u, 2, h, i);
+        }
+      }
+    }
+  }
+  return out;
+}
+
+class AttentionTest : public KernelTest, public ::testing::WithParamInterface<DType> {};
+
+TEST_P(AttentionTest, ForwardMatchesReferenceBackwardMatchesFiniteDifferences) {
+  const DType dt = GetParam();
+  for (Dims d : {Dims{1, 1, 4, 1}, Dims{2, 5, 8, 2}, Dims{1, 7, 12, 3}, Dims{2, 9, 16, 4}}) {
+    const std::string tag = dt_tag(dt) + " B" + std::to_string(d.B) + " T" + std::to_string(d.T) + " C" +
+                            std::to_string(d.C) + " H" + std::to_string(d.H);
+    HostTensor qkv = random_tensor(rng_, dt, {d.B, d.T, 3 * d.C}, -1.5, 1.5), out(dt, {d.B, d.T, d.C});
+    HostTensor att(DType::F32, {d.B, d.H, d.T, d.T}), datt(DType::F32, {d.B, d.H, d.T, d.T});
+    HostTensor dout = random_tensor(rng_, dt, {d.B, d.T, d.C}), dqkv = random_tensor(rng_, dt, {d.B, d.T, 3 * d.C});
+    auto x = qkv.values(), dy = dout.values(), dx0 = dqkv.values();
+    ops::attention_forward(s(), out.view(), att.view(), qkv.view(), d.B, d.T, d.C, d.H);
+    ops::attention_backward(s(), dqkv.view(), datt.view(), dout.view(), qkv.view(), att.view(), d.B, d.T, d.C, d.H);
+    sync();
+    std::vector<double> att_ref;
+    auto want = attention_ref(x, d, &att_ref);
+    expect_close(out.values(), want, dtype_eps(dt) * 4, dtype_eps(dt) * 2, "attention out" + tag);
+    // att is fp32 but computed from dtype inputs; rows above the diagonal are exactly zero.
+    expect_close(att.values(), att_ref, 1e-6, 1e-5, "attention att" + tag);
+    auto loss = [&](const std::vector<double>& xx) { return dot(dy, attention_ref(xx, d)); };
+    expect_accumulated(dqkv.values(), dx0, numeric_grad(loss, x), grad_rel(dt), "attention dqkv" + tag);
+  }
+}
+
+TEST_P(AttentionTest, BackwardIsDeterministicAcrossThreadCounts) {
+  const DType dt = GetParam();
+  Dims d{2, 32, 32, 4};
+  HostTensor qkv = random_tensor(rng_, dt, {d.B, d.T, 3 * d.C}), out(dt, {d.B, d.T, d.C});
+  HostTensor att(DType::F32, {d.B, d.H, d.T, d.T}), datt(DType::F32, {d.B, d.H, d.T, d.T});
+  HostTensor dout = random_tensor(rng_, dt, {d.B, d.T, d.C});
+  HostTensor d1(dt, {d.B, d.T, 3 * d.C}), d4(dt, {d.B, d.T, 3 * d.C});
+  ops::attention_forward(s(), out.view(), att.view(), qkv.view(), d.B, d.T, d.C, d.H);
+  ops::attention_backward(s(), d1.view(), datt.view(), dout.view(), qkv.view(), att.view(), d.B, d.T, d.C, d.H);
+  set_stream_omp_threads(s(), 4);
+  ops::attention_backward(s(), d4.view(), datt.view(), dout.view(), qkv.view(), att.view(), d.B, d.T, d.C, d.H);
+  set_stream_omp_threads(s(), 1);
+  sync();
+  EXPECT_EQ(d1.raw(), d4.raw());
+}
+
+INSTANTIATE_TEST_SUITE_P(AllDtypes, AttentionTest, ::testing::ValuesIn(kAllDtypes),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+}  // namespace
+}  // namespace zt::test
