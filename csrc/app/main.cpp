@@ -20,6 +20,7 @@ int cmd_version(int, char**) {
 
 const Command kCommands[] = {
     {"version", cmd_version, "print the version and which backends were built"},
+    {"check-config", zt::cmd_check_config, "validate a DeepSpeed config and print it fully resolved"},
 };
 
 void usage(FILE* f) {

@@ -1,0 +1,114 @@
+// cmd_check_config.cpp — `zerotrain check-config FILE [--world-size N] [--strict] [--explain]
+//                         [--hidden-size H] [--set PATH=VALUE]...`
+//
+// Prints the fully resolved config (DeepSpeed key names and nesting, every default filled) as
+// JSON on stdout and exits 0; warnings go to stderr. A config DeepSpeed (or zerotrain's policy)
+// rejects: the reason on stderr, exit 2. Under mpirun the world size comes from the launcher's
+// environment (no MPI_Init needed) and only rank 0 prints.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "zerotrain/app/commands.h"
+#include "zerotrain/config/ds_config.h"
+#include "zerotrain/core/check.h"
+
+namespace zt {
+namespace {
+
+void usage(FILE* f) {
+  std::fprintf(f,
+               "usage: zerotrain check-config FILE [--world-size N] [--strict] [--explain] [--hidden-size H]\n"
+               "                                   [--set PATH=VALUE]...\n"
+               "  --world-size N   data-parallel world size (default: from mpirun/srun, else 1)\n"
+               "  --strict         unknown top-level keys are errors instead of warnings\n"
+               "  --explain        print where every value came from (stderr)\n"
+               "  --hidden-size H  model hidden size for the \"auto\" bucket rules\n"
+               "  --set PATH=VALUE value for a key the file sets to \"auto\", e.g. --set optimizer.params.lr=3e-4\n");
+}
+
+bool parse_positive(const char* s, int64_t* out) {
+  char* end = nullptr;
+  long long v = std::strtoll(s, &end, 10);
+  if (!*s || *end || v < 1) return false;
+  *out = v;
+  return true;
+}
+
+}  // namespace
+
+int cmd_check_config(int argc, char** argv) {
+  const ProcessInfo& proc = process_info();
+  const bool printer = proc.rank <= 0;  // rank 0, or not launched by mpirun/srun
+  std::string file;
+  ConfigOptions opt;
+  opt.world_size = proc.world_size;
+  opt.world_size_origin = proc.rank >= 0 ? "from the launcher (mpirun/srun)" : "default: 1, not launched by mpirun";
+  bool explain = false;
+  try {
+    for (int i = 1; i < argc; ++i) {
+      std::string a = argv[i];
+      auto value = [&](const char* flag) -> const char* {
+        if (i + 1 >= argc) throw InputError(std::string("check-config: ") + flag + " needs a value");
+        return argv[++i];
+      };
+      if (a == "-h" || a == "--help") {
+        if (printer) usage(stdout);
+        return 0;
+      } else if (a == "--world-size") {
+        int64_t n = 0;
+        const char* v = value("--world-size");
+        if (!parse_positive(v, &n) || n > (1 << 24)) {
+          throw InputError(std::string("check-config: --world-size: found '") + v + "'; expected a positive integer");
+        }
+        opt.world_size = static_cast<int>(n);
+        opt.world_size_origin = "--world-size";
+      } else if (a == "--strict") {
+        opt.strict = true;
+      } else if (a == "--explain") {
+        explain = true;
+      } else if (a == "--hidden-size") {
+        int64_t h = 0;
+        const char* v = value("--hidden-size");
+        if (!parse_positive(v, &h)) {
+          throw InputError(std::string("check-config: --hidden-size: found '") + v + "'; expected a positive integer");
+        }
+        opt.hidden_size = h;
+      } else if (a == "--set") {
+        std::string kv = value("--set");
+        size_t eq = kv.find('=');
+        if (eq == std::string::npos || eq == 0) {
+          throw InputError("check-config: --set: found '" + kv + "'; expected PATH=VALUE");
+        }
+        std::string text = kv.substr(eq + 1);
+        Json v = Json::parse(text, nullptr, false);
+        if (v.is_discarded()) v = text;  // a bare word is a string
+        opt.command_line[kv.substr(0, eq)] = v;
+      } else if (!a.empty() && a[0] == '-') {
+        throw InputError("check-config: unknown option '" + a + "'");
+      } else if (file.empty()) {
+        file = a;
+      } else {
+        throw InputError("check-config: more than one FILE given ('" + file + "', '" + a + "')");
+      }
+    }
+    if (file.empty()) {
+      if (printer) usage(stderr);
+      return kExitBadInput;
+    }
+    DsConfig cfg = load_ds_config(file, opt);
+    if (printer) {
+      for (const std::string& w : cfg.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+      if (explain) std::fprintf(stderr, "%s", cfg.explain().c_str());
+      std::printf("%s\n", cfg.resolved_json().dump(2).c_str());
+      std::fflush(stdout);
+    }
+    return 0;
+  } catch (const InputError& e) {
+    if (printer) std::fprintf(stderr, "error: %s\n", e.what());
+    return kExitBadInput;
+  }
+}
+
+}  // namespace zt

@@ -1,0 +1,223 @@
+// cfg_batch.cpp — top-level scalar keys (deepspeed-config.md §3) and the batch triad (§2).
+#include <cctype>
+#include <algorithm>
+#include <cmath>
+
+#include "config_reader.h"
+
+namespace zt::cfg {
+namespace {
+
+std::optional<DType> read_dtype_choice(Ctx& c, Section& top, const std::string& key, const char* def) {
+  Section::Lookup l = top.take(key);
+  if (!l.present() || l.value->is_null()) {
+    top.put_lookup(key, def ? Json(def) : Json(nullptr), l);
+    if (!def) return std::nullopt;
+    DType t;
+    parse_dtype(def, &t);
+    return t;
+  }
+  std::string p = top.key_path(l.key);
+  if (!l.value->is_string()) c.fail(p, *l.value, "one of \"fp16\", \"bf16\", \"fp32\" (a string)");
+  std::string s = l.value->get<std::string>();
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  if (s != "fp16" && s != "bf16" && s != "fp32") {
+    c.fail(p, *l.value, "one of \"fp16\", \"bf16\", \"fp32\" (case-insensitive; DeepSpeed accepts no other spelling)");
+  }
+  top.put_lookup(key, s, l);
+  DType t;
+  parse_dtype(s.c_str(), &t);
+  return t;
+}
+
+// A batch key: absent / null / "auto" (no command-line value) -> nullopt.
+std::optional<int64_t> batch_key(Ctx& c, Section& top, const std::string& key, Section::Lookup* l) {
+  *l = top.take(key);
+  if (!l->present() || l->value->is_null()) return std::nullopt;
+  std::string p = top.key_path(l->key);
+  const Json& v = *l->value;
+  if (!v.is_number()) {
+    c.fail(p, v, "a positive integer",
+           v.is_string() ? "write the number without quotes" : "");
+  }
+  return to_int(c, p, v, BoolAsInt::kReject);
+}
+
+}  // namespace
+
+void read_top_level_scalars(Ctx& c, Section& top) {
+  DsConfig& g = c.cfg;
+  g.managed_gradient_accumulation = top.get_bool("managed_gradient_accumulation", true);
+  {
+    Section::Lookup l = top.take("steps_per_print");
+    if (!l.present() || l.value->is_null()) {
+      top.put_lookup("steps_per_print", nullptr, l);
+    } else {
+      std::string p = top.key_path(l.key);
+      int64_t v = to_int(c, p, *l.value, BoolAsInt::kReject);
+      if (v < 0) c.fail(p, *l.value, "an integer >= 0 (0 or null: no periodic progress line)");
+      g.steps_per_print = v;
+      top.put_lookup("steps_per_print", v, l);
+    }
+  }
+  g.dump_state = top.get_bool("dump_state", false);
+  g.disable_allgather = top.get_bool("disable_allgather", false);
+  g.communication_data_type = read_dtype_choice(c, top, "communication_data_type", nullptr);
+  read_dtype_choice(c, top, "seq_parallel_communication_data_type", "fp32");
+  g.prescale_gradients = top.get_bool("prescale_gradients", false);
+  {
+    Section::Lookup l = top.take("gradient_predivide_factor");
+    double f = 1.0;
+    if (l.present()) {
+      std::string p = top.key_path(l.key);
+      f = to_float(c, p, *l.value, false, false);
+      if (!(f > 0.0) || !std::isfinite(f)) c.fail(p, *l.value, "a number > 0");
+    }
+    g.gradient_predivide_factor = f;
+    top.put_lookup("gradient_predivide_factor", f, l);
+  }
+  {
+    Section::Lookup l = top.take("gradient_allreduce_op");
+    std::string op = "mean";
+    if (l.present()) {
+      std::string p = top.key_path(l.key);
+      if (!l.value->is_string()) c.fail(p, *l.value, "\"mean\" or \"sum\"");
+      op = l.value->get<std::string>();
+      std::transform(op.begin(), op.end(), op.begin(), [](unsigned char ch) { return std::tolower(ch); });
+      if (op != "mean" && op != "sum") {
+        c.fail(p, *l.value, "\"mean\" or \"sum\" (Invalid gradient_allreduce_op. Supported operations: ['mean', 'sum'])");
+      }
+    }
+    g.gradient_allreduce_op = op;
+    top.put_lookup("gradient_allreduce_op", op, l);
+  }
+  if (top.get_bool("sparse_gradients", false)) {
+    c.error("sparse_gradients", "true is not supported by zerotrain (sparse CSR embedding gradients); remove it or set false");
+  }
+  {
+    // Part A §4: "auto" -> 1.0 (DeepSpeed's default), unless the command line gives a value.
+    top.auto_rule("gradient_clipping", 1.0, "\"auto\" -> 1.0");
+    Section::Lookup l = top.take("gradient_clipping");
+    double v = 1.0;
+    if (l.present()) {
+      std::string p = top.key_path(l.key);
+      if (!l.value->is_number()) c.fail(p, *l.value, "a number (> 0 clips to that global L2 norm; 0 disables clipping)");
+      v = l.value->get<double>();
+      if (!std::isfinite(v)) c.fail(p, *l.value, "a finite number");
+    }
+    g.gradient_clipping = v;
+    top.put_lookup("gradient_clipping", v, l);
+  }
+  g.wall_clock_breakdown = top.get_bool("wall_clock_breakdown", false);
+  g.memory_breakdown = top.get_bool("memory_breakdown", false);
+  if (top.get_bool("graph_harvesting", false)) {
+    c.error("graph_harvesting", "true is not supported by zerotrain (CUDA graph capture); remove it or set false");
+  }
+  g.dataloader_drop_last = top.get_bool("dataloader_drop_last", false);
+  g.zero_allow_untested_optimizer = top.get_bool("zero_allow_untested_optimizer", false);
+  g.zero_force_ds_cpu_optimizer = top.get_bool("zero_force_ds_cpu_optimizer", true);
+  top.get_bool("use_data_before_expert_parallelism", false);
+  {
+    Section::Lookup l = top.take("log_level");
+    if (l.present() && !l.value->is_null() && !l.value->is_string()) {
+      c.fail(top.key_path(l.key), *l.value, "a log level name (a string) or null");
+    }
+    top.put_lookup("log_level", l.present() ? *l.value : Json(nullptr), l);
+  }
+  {
+    Section::Lookup l = top.take("vocabulary_size");
+    if (l.present() && !l.value->is_null()) {
+      std::string p = top.key_path(l.key);
+      int64_t v = to_int(c, p, *l.value, BoolAsInt::kReject);
+      if (v <= 0) c.fail(p, *l.value, "an integer > 0");
+      g.vocabulary_size = v;
+      if (v % 8 != 0) c.warn(p, "not a multiple of 8; tensor cores are used less efficiently");
+      top.put_lookup("vocabulary_size", v, l);
+    } else {
+      top.put_lookup("vocabulary_size", nullptr, l);
+    }
+  }
+  // §17.2: for config files DeepSpeed's sequence_parallel_size check never fires; W is the
+  // plain data-parallel world size. Accepted, with a note when it would look meaningful.
+  for (const char* k : {"sequence_parallel_size", "data_parallel_size"}) {
+    Section::Lookup l = top.take(k);
+    if (l.present()) {
+      std::string p = top.key_path(l.key);
+      int64_t v = to_int(c, p, *l.value, BoolAsInt::kReject);
+      if (v != 1) c.warn(p, "has no effect for a config file (as in DeepSpeed); the world size is the data-parallel size " + std::to_string(c.opt.world_size));
+      top.put_lookup(k, v, l);
+    }
+  }
+}
+
+void resolve_batch(Ctx& c, Section& top) {
+  DsConfig& g = c.cfg;
+  const int64_t W = c.opt.world_size;
+  const std::string ws = "world size " + std::to_string(W) + " (" + c.opt.world_size_origin + ")";
+  Section::Lookup lt, lm, lg;
+  std::optional<int64_t> tbs = batch_key(c, top, "train_batch_size", &lt);
+  std::optional<int64_t> mbs = batch_key(c, top, "train_micro_batch_size_per_gpu", &lm);
+  std::optional<int64_t> gas = batch_key(c, top, "gradient_accumulation_steps", &lg);
+  auto nonzero = [&](const std::optional<int64_t>& v, const Section::Lookup& l, const char* key) {
+    if (*v == 0) {
+      c.fail(top.key_path(l.key.empty() ? key : l.key), *l.value, "an integer > 0 (it is a divisor in the batch-size rule)");
+    }
+  };
+  std::string nt, nm, ng;  // derivation notes
+  if (tbs && mbs && gas) {
+  } else if (tbs && mbs) {
+    nonzero(mbs, lm, "train_micro_batch_size_per_gpu");
+    gas = (*tbs / *mbs) / W;
+    ng = "= train_batch_size / train_micro_batch_size_per_gpu / " + ws;
+  } else if (tbs && gas) {
+    nonzero(gas, lg, "gradient_accumulation_steps");
+    mbs = (*tbs / W) / *gas;
+    nm = "= train_batch_size / " + ws + " / gradient_accumulation_steps";
+  } else if (mbs && gas) {
+    tbs = *mbs * *gas * W;
+    nt = "= train_micro_batch_size_per_gpu * gradient_accumulation_steps * " + ws;
+  } else if (tbs) {
+    gas = 1;
+    mbs = *tbs / W;
+    ng = "= 1 (only train_batch_size given)";
+    nm = "= train_batch_size / " + ws;
+  } else if (mbs) {
+    tbs = *mbs * W;
+    gas = 1;
+    nt = "= train_micro_batch_size_per_gpu * " + ws;
+    ng = "= 1 (only train_micro_batch_size_per_gpu given)";
+  } else {
+    c.error("train_batch_size", "missing; expected train_batch_size or train_micro_batch_size_per_gpu (or both) "
+                                "to be given (DeepSpeed: \"Either train_batch_size or train_micro_batch_size_per_gpu "
+                                "needs to be provided\")");
+  }
+  auto put = [&](const char* key, int64_t v, const Section::Lookup& l, const std::string& note) {
+    if (note.empty()) {
+      top.put_lookup(key, v, l);
+    } else {
+      // Derived; "auto" in the file makes it the auto rule's result.
+      top.put(key, v, l.source == ConfigSource::kAuto ? ConfigSource::kAuto : ConfigSource::kDerived, note);
+    }
+  };
+  put("train_batch_size", *tbs, lt, nt);
+  put("train_micro_batch_size_per_gpu", *mbs, lm, nm);
+  put("gradient_accumulation_steps", *gas, lg, ng);
+  const std::string triad = " (train_batch_size " + std::to_string(*tbs) + ", train_micro_batch_size_per_gpu " +
+                            std::to_string(*mbs) + ", gradient_accumulation_steps " + std::to_string(*gas) + ", " +
+                            ws + ")";
+  if (*tbs <= 0) c.error("train_batch_size", std::to_string(*tbs) + " has to be greater than 0" + triad);
+  if (*mbs <= 0) c.error("train_micro_batch_size_per_gpu", std::to_string(*mbs) + " has to be greater than 0" + triad);
+  if (*gas <= 0) c.error("gradient_accumulation_steps", std::to_string(*gas) + " has to be greater than 0" + triad);
+  if (*tbs != *mbs * *gas * W) {
+    c.error("train_batch_size",
+            "found " + std::to_string(*tbs) + "; expected train_batch_size == train_micro_batch_size_per_gpu * "
+            "gradient_accumulation_steps * world size, but " + std::to_string(*tbs) + " != " + std::to_string(*mbs) +
+            " * " + std::to_string(*gas) + " * " + std::to_string(W) + " [" + ws + "]; give two of the three keys "
+            "and let the third be derived, or make them consistent");
+  }
+  g.train_batch_size = *tbs;
+  g.train_micro_batch_size_per_gpu = *mbs;
+  g.gradient_accumulation_steps = *gas;
+}
+
+}  // namespace zt::cfg

@@ -1,0 +1,233 @@
+// cfg_features.cpp — the remaining DeepSpeed sections (deepspeed-config.md §9): those zerotrain
+// reads (activation_checkpointing, checkpoint), those it knows but does not implement (accepted
+// while disabled, rejected when enabled: Part A §5), cross-section rules, and the key tables
+// behind "did you mean" hints.
+#include <algorithm>
+
+#include "config_reader.h"
+
+namespace zt::cfg {
+namespace {
+
+const char* const kZeroKeys[] = {
+    "stage", "contiguous_gradients", "reduce_scatter", "reduce_bucket_size", "allgather_partitions",
+    "allgather_bucket_size", "overlap_comm", "load_from_fp32_weights", "elastic_checkpoint", "offload_param",
+    "offload_optimizer", "sub_group_size", "cpu_offload", "stage3_prefetch_bucket_size",
+    "stage3_param_persistence_threshold", "stage3_model_persistence_threshold", "stage3_max_live_parameters",
+    "stage3_max_reuse_distance", "stage3_gather_16bit_weights_on_model_save", "round_robin_gradients",
+    "ignore_unused_parameters", "zero_hpz_partition_size", "zero_quantized_weights", "zero_quantized_gradients",
+    "mics_shard_size", "prefetch_bucket_size", "param_persistence_threshold", "max_live_parameters",
+    "max_reuse_distance"};
+const char* const kFp16Keys[] = {"loss_scale", "initial_scale_power", "loss_scale_window", "hysteresis",
+                                 "consecutive_hysteresis", "min_loss_scale", "fp16_master_weights_and_grads",
+                                 "auto_cast"};
+const char* const kBf16Keys[] = {"immediate_grad_update", "check_grad_overflow", "bf16_master_weights_and_grads",
+                                 "bf16_optimizer_states"};
+const char* const kOffloadKeys[] = {"device", "nvme_path", "buffer_count", "buffer_size", "max_in_cpu",
+                                    "pin_memory", "pipeline_read", "pipeline_write", "fast_init", "ratio"};
+
+// DeepSpeed top-level sections zerotrain does not implement: accepted while disabled.
+struct Feature {
+  const char* key;
+  const char* what;
+};
+const Feature kFeatures[] = {
+    {"elasticity", "elastic training"},
+    {"amp", "Apex AMP (use fp16 or bf16)"},
+    {"progressive_layer_drop", "progressive layer drop"},
+    {"compression_training", "compression training"},
+    {"quantize_training", "quantization-aware training"},
+    {"data_efficiency", "data efficiency (curriculum / random-LTD)"},
+    {"curriculum_learning", "curriculum learning"},
+    {"hybrid_engine", "the hybrid engine"},
+    {"compile", "torch.compile / DeepCompile"},
+    {"tensorboard", "the TensorBoard monitor"},
+    {"wandb", "the Weights & Biases monitor"},
+    {"csv_monitor", "the CSV monitor (zerotrain writes its own metrics log)"},
+    {"comet", "the Comet monitor"},
+    {"comms_logger", "the DeepSpeed comms logger (zerotrain traces collectives itself)"},
+    {"autotuning", "autotuning"},
+    {"nebula", "Nebula checkpointing"},
+    {"datastates", "DataStates checkpointing"},
+    {"eigenvalue", "eigenvalue computation"},
+    {"weight_quantization", "weight quantization"},
+    {"expert_parallel", "expert parallelism"},
+    {"tensor_parallel", "tensor parallelism"},
+    {"sparse_attention", "sparse attention"},
+};
+// Accepted and not used (no effect on training).
+const char* const kIgnoredSections[] = {"aio", "timers", "pipeline", "flops_profiler"};
+
+bool contains_enabled(const Json& v) {
+  if (v.is_object()) {
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      if ((it.key() == "enabled" || it.key() == "deepcompile") && it.value().is_boolean() && it.value().get<bool>()) return true;
+      if (contains_enabled(it.value())) return true;
+    }
+  } else if (v.is_array()) {
+    for (const Json& e : v)
+      if (contains_enabled(e)) return true;
+  }
+  return false;
+}
+
+void read_feature(Ctx& c, Section& top, const Feature& f) {
+  Section::Lookup l = top.take(f.key);
+  if (!l.present() || l.value->is_null()) return;
+  const Json& v = *l.value;
+  std::string k = f.key;
+  if (!v.is_object()) c.fail(k, v, "an object");
+  if ((k == "amp" || k == "progressive_layer_drop") && !v.contains("enabled")) {
+    c.error(k, "missing `enabled` (DeepSpeed requires it in this section)");
+  }
+  bool on = contains_enabled(v);
+  if (v.contains("enabled") && !v["enabled"].is_boolean()) on = to_bool(c, k + ".enabled", v["enabled"]);
+  if (k == "sparse_attention" && !v.empty()) on = true;
+  if (k == "tensor_parallel") {
+    for (const char* tp : {"autotp_size", "tp_size"}) {
+      if (v.contains(tp) && to_int(c, k + "." + tp, v[tp], BoolAsInt::kReject) > 1) on = true;
+    }
+  }
+  if (on) c.error(k, std::string("enables ") + f.what + ", which is not supported by zerotrain; remove the section or disable it");
+  c.cfg.resolved[k] = v;
+  c.record(k, ConfigSource::kFile, "disabled");
+}
+
+void read_activation_checkpointing(Ctx& c, Section& top) {
+  Section::Lookup l = top.take("activation_checkpointing");
+  if (l.present() && !l.value->is_object()) c.fail("activation_checkpointing", *l.value, "an object");
+  Section s(c, l.present() ? l.value : nullptr, "activation_checkpointing", Section::Kind::kLoose);
+  bool partition = s.get_bool("partition_activations", false);
+  s.get_bool("contiguous_memory_optimization", false);
+  bool cpu = s.get_bool("cpu_checkpointing", false);
+  Section::Lookup ln = s.take("number_checkpoints");
+  if (ln.present() && !ln.value->is_null()) to_int(c, s.key_path(ln.key), *ln.value, BoolAsInt::kReject);
+  s.put_lookup("number_checkpoints", ln.present() ? *ln.value : Json(nullptr), ln);
+  s.get_bool("synchronize_checkpoint_boundary", false);
+  s.get_bool("profile", false);
+  s.finish();
+  if (partition) c.error("activation_checkpointing.partition_activations", "true is not supported by zerotrain (no model parallelism)");
+  if (cpu) c.error("activation_checkpointing.cpu_checkpointing", "true is not supported by zerotrain");
+  c.cfg.resolved["activation_checkpointing"] = s.out();
+}
+
+void read_checkpoint(Ctx& c, Section& top) {
+  Section::Lookup l = top.take("checkpoint");
+  if (l.present() && !l.value->is_object()) c.fail("checkpoint", *l.value, "an object");
+  Section s(c, l.present() ? l.value : nullptr, "checkpoint", Section::Kind::kLoose);
+  Section::Lookup lt = s.take("tag_validation");
+  std::string tv = "WARN";
+  if (lt.present()) {
+    std::string p = s.key_path(lt.key);
+    if (!lt.value->is_string()) c.fail(p, *lt.value, "one of \"WARN\", \"IGNORE\", \"FAIL\" (case-insensitive)");
+    tv = lt.value->get<std::string>();
+    std::transform(tv.begin(), tv.end(), tv.begin(), [](unsigned char ch) { return std::toupper(ch); });
+    if (tv != "WARN" && tv != "IGNORE" && tv != "FAIL") {
+      c.fail(p, *lt.value, "one of \"WARN\", \"IGNORE\", \"FAIL\" (case-insensitive)");
+    }
+  }
+  s.put_lookup("tag_validation", tv, lt);
+  c.cfg.checkpoint_tag_validation = tv;
+  if (s.get_bool("load_universal", false)) {
+    c.error("checkpoint.load_universal", "true is not supported by zerotrain (universal checkpoints)");
+  }
+  s.get_bool("use_node_local_storage", false);
+  Section::Lookup lp = s.take("parallel_write");
+  Json pw = Json{{"pipeline_stage", false}};
+  if (lp.present()) {
+    if (!lp.value->is_object()) c.fail(s.key_path("parallel_write"), *lp.value, "an object");
+    if (lp.value->contains("pipeline_stage")) {
+      const Json& ps = (*lp.value)["pipeline_stage"];
+      bool ok = ps.is_boolean() || (ps.is_number_integer() && (ps == 0 || ps == 1));
+      if (!ok) c.fail("checkpoint.parallel_write.pipeline_stage", ps, "true or false");
+      pw["pipeline_stage"] = ps.is_boolean() ? ps.get<bool>() : ps.get<int64_t>() == 1;
+    }
+  }
+  s.put_lookup("parallel_write", pw, lp);
+  Section::Lookup lw = s.take("writer");
+  if (lw.present()) s.put_lookup("writer", *lw.value, lw);
+  s.finish();
+  c.cfg.resolved["checkpoint"] = s.out();
+}
+
+}  // namespace
+
+std::string home_section_of(const std::string& key) {
+  auto in = [&](const auto& table) { return std::find(std::begin(table), std::end(table), key) != std::end(table); };
+  if (in(kZeroKeys)) return "zero_optimization";
+  if (in(kFp16Keys)) return "fp16";
+  if (in(kBf16Keys)) return "bf16";
+  if (in(kOffloadKeys)) return "zero_optimization.offload_optimizer";
+  if (key == "lr" || key == "betas" || key == "eps" || key == "weight_decay") return "optimizer.params";
+  if (key == "warmup_num_steps" || key == "warmup_max_lr" || key == "total_num_steps") return "scheduler.params";
+  return "";
+}
+
+void read_other_sections(Ctx& c, Section& top) {
+  read_activation_checkpointing(c, top);
+  read_checkpoint(c, top);
+  for (const Feature& f : kFeatures) read_feature(c, top, f);
+  for (const char* k : kIgnoredSections) {
+    Section::Lookup l = top.take(k);
+    if (!l.present() || l.value->is_null()) continue;
+    if (!l.value->is_object()) c.fail(k, *l.value, "an object");
+    c.cfg.resolved[k] = *l.value;
+    c.record(k, ConfigSource::kFile, "accepted, not used by zerotrain");
+  }
+  if (top.has("flops_profiler")) {
+    const Json& fp = top.in()["flops_profiler"];
+    if (fp.is_object() && fp.contains("enabled") && to_bool(c, "flops_profiler.enabled", fp["enabled"])) {
+      // DeepSpeed ORs flops_profiler.enabled into wall_clock_breakdown.
+      c.cfg.wall_clock_breakdown = true;
+      top.put("wall_clock_breakdown", true, ConfigSource::kDerived, "flops_profiler.enabled turns it on");
+      c.warn("flops_profiler", "the FLOPs profiler is not implemented by zerotrain (the progress line reports "
+                               "TFLOP/s); wall_clock_breakdown is on, as in DeepSpeed");
+    }
+  }
+  if (top.has("pipeline")) c.warn("pipeline", "zerotrain has no pipeline parallelism; section ignored");
+}
+
+void check_combinations(Ctx& c) {
+  const DsConfig& g = c.cfg;
+  const int stage = g.zero.stage;
+  if (g.fp16.fp16_master_weights_and_grads && stage == 0) {
+    c.error("fp16.fp16_master_weights_and_grads",
+            "found true with zero_optimization.stage 0; expected ZeRO stage 1, 2 or 3 "
+            "(Fp16_master_weights_and_grads is only supported with ZeRO Stage 1, 2, or 3)");
+  }
+  if (g.bf16.bf16_master_weights_and_grads && stage == 0) {
+    c.error("bf16.bf16_master_weights_and_grads",
+            "found true with zero_optimization.stage 0; expected ZeRO stage 1, 2 or 3 "
+            "(Bf16_master_weights_and_grads is only supported with ZeRO Stage 1, 2, or 3)");
+  }
+  if (g.bf16.bf16_optimizer_states && (stage == 0 || !g.bf16.bf16_master_weights_and_grads)) {
+    c.error("bf16.bf16_optimizer_states", stage == 0
+                ? "requires ZeRO stage 1, 2 or 3"
+                : "found true; expected bf16_master_weights_and_grads true as well (bf16_optimizer_states "
+                  "requires bf16_master_weights_and_grads to be enabled)");
+  }
+  if (g.gradient_allreduce_op == "sum" && stage == 3) {
+    c.error("gradient_allreduce_op", "\"sum\" is not supported with ZeRO stage 3 (DeepSpeed rejects it too)");
+  }
+  if ((stage == 2 || stage == 3) && g.zero.reduce_scatter) {
+    if (g.gradient_predivide_factor != 1.0) {
+      c.error("gradient_predivide_factor", "found " + describe(Json(g.gradient_predivide_factor)) +
+              "; expected 1.0 with ZeRO stage " + std::to_string(stage) + " and reduce_scatter (DeepSpeed rejects this "
+              "when it builds the optimizer)");
+    }
+    if (g.prescale_gradients) {
+      c.error("prescale_gradients", "true is not supported with ZeRO stage " + std::to_string(stage) +
+              " and reduce_scatter (DeepSpeed rejects this when it builds the optimizer)");
+    }
+  }
+  if (stage == 0 && g.grad_accum_dtype) {
+    DType model = g.fp16.enabled ? DType::F16 : g.bf16.enabled ? DType::BF16 : DType::F32;
+    if (*g.grad_accum_dtype != model) {
+      c.error("data_types.grad_accum_dtype",
+              std::string("found \"") + dtype_name(*g.grad_accum_dtype) + "\"; expected \"" + dtype_name(model) +
+              "\" (the model dtype) without ZeRO (DeepSpeed: unsupported mix of model dtype and grad_accum_dtype)");
+    }
+  }
+}
+
+}  // namespace zt::cfg

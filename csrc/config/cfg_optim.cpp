@@ -1,0 +1,167 @@
+// cfg_optim.cpp — the "optimizer" section (deepspeed-config.md §4): type normalisation,
+// params with DeepSpeed's defaults, the max_grad_norm rule (§4, §17.4), "auto" params.
+#include <algorithm>
+#include <cmath>
+
+#include "config_reader.h"
+
+namespace zt::cfg {
+namespace {
+
+// Names DeepSpeed lower-cases and maps to its own optimizers.
+const char* const kDsLowerNames[] = {"adagrad", "adam", "adamw", "lamb", "onebitadam", "zerooneadam",
+                                     "onebitlamb", "muadam", "muadamw", "musgd", "lion", "muon"};
+// torch.optim classes DeepSpeed would accept by exact name (case-sensitive).
+const char* const kTorchOptimNames[] = {"SGD", "ASGD", "Adadelta", "Adafactor", "Adamax", "LBFGS", "NAdam",
+                                        "RAdam", "RMSprop", "Rprop", "SparseAdam"};
+
+double read_number(Ctx& c, Section& s, const std::string& key, double def, double min_value) {
+  Section::Lookup l = s.take(key);
+  double v = def;
+  if (l.present()) {
+    std::string p = s.key_path(l.key);
+    if (!l.value->is_number()) c.fail(p, *l.value, "a number");
+    v = l.value->get<double>();
+    if (!std::isfinite(v) || v < min_value) {
+      c.fail(p, *l.value, "a finite number >= " + describe(Json(min_value)));
+    }
+  }
+  s.put_lookup(key, v, l);
+  return v;
+}
+
+bool read_flag(Ctx& c, Section& s, const std::string& key, bool def) {
+  Section::Lookup l = s.take(key);
+  bool v = def;
+  if (l.present()) v = to_bool_strict(c, s.key_path(l.key), *l.value);
+  s.put_lookup(key, v, l);
+  return v;
+}
+
+void read_adam_params(Ctx& c, Section& s, OptimizerConfig& o) {
+  o.lr = read_number(c, s, "lr", 1e-3, 0.0);
+  {
+    Section::Lookup l = s.take("betas");
+    if (l.present()) {
+      std::string p = s.key_path(l.key);
+      const Json& v = *l.value;
+      bool ok = v.is_array() && v.size() == 2 && v[0].is_number() && v[1].is_number();
+      if (ok) {
+        o.beta1 = v[0].get<double>();
+        o.beta2 = v[1].get<double>();
+        ok = o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1;
+      }
+      if (!ok) c.fail(p, v, "a list of two numbers in [0, 1), e.g. [0.9, 0.999]");
+    }
+    s.put_lookup("betas", Json::array({o.beta1, o.beta2}), l);
+  }
+  o.eps = read_number(c, s, "eps", 1e-8, 0.0);
+  o.weight_decay = read_number(c, s, "weight_decay", 0.0, 0.0);
+  o.bias_correction = read_flag(c, s, "bias_correction", true);
+  o.adam_w_mode = read_flag(c, s, "adam_w_mode", true);
+  if (read_flag(c, s, "amsgrad", false)) {
+    c.error(s.key_path("amsgrad"), "true is not supported (DeepSpeed's FusedAdam rejects it too)");
+  }
+  read_flag(c, s, "torch_adam", false);
+  read_flag(c, s, "fp32_optimizer_states", true);
+  read_flag(c, s, "set_grad_none", true);
+  // Effective decoupled weight decay: "adamw" always; "adam" unless adam_w_mode is false.
+  o.decoupled_weight_decay = o.type == "adamw" || o.adam_w_mode;
+  o.kind = o.decoupled_weight_decay ? OptimizerKind::kAdamW : OptimizerKind::kAdam;
+}
+
+void read_sgd_params(Ctx& c, Section& s, OptimizerConfig& o) {
+  o.kind = OptimizerKind::kSGD;
+  o.lr = read_number(c, s, "lr", 1e-3, 0.0);
+  o.momentum = read_number(c, s, "momentum", 0.0, 0.0);
+  o.dampening = read_number(c, s, "dampening", 0.0, -INFINITY);
+  o.weight_decay = read_number(c, s, "weight_decay", 0.0, 0.0);
+  o.nesterov = read_flag(c, s, "nesterov", false);
+  if (read_flag(c, s, "maximize", false)) c.error(s.key_path("maximize"), "true is not supported by zerotrain");
+  for (const char* k : {"foreach", "fused"}) {
+    Section::Lookup l = s.take(k);
+    if (l.present() && !l.value->is_null()) to_bool_strict(c, s.key_path(l.key), *l.value);
+    s.put_lookup(k, l.present() ? *l.value : Json(nullptr), l);
+  }
+  read_flag(c, s, "differentiable", false);
+  if (o.nesterov && (o.momentum <= 0 || o.dampening != 0)) {
+    c.error(s.key_path("nesterov"), "true requires momentum > 0 and dampening 0 (Nesterov momentum requires a "
+                                    "momentum and zero dampening)");
+  }
+}
+
+}  // namespace
+
+void read_optimizer(Ctx& c, Section& top) {
+  Section::Lookup l = top.take("optimizer");
+  if (!l.present()) {
+    c.cfg.resolved["optimizer"] = nullptr;
+    c.record("optimizer", l.source, "no optimizer section");
+    return;
+  }
+  if (!l.value->is_object()) c.fail("optimizer", *l.value, "an object {\"type\": ..., \"params\": {...}}");
+  Section s(c, l.value, "optimizer", Section::Kind::kLoose);
+  Section::Lookup lt = s.take("type");
+  Section::Lookup lp = s.take("params");
+  bool legacy_fusion = s.get_bool("legacy_fusion", false);
+  s.finish();
+  if (!lt.present() || lt.value->is_null()) {
+    if (lp.present()) c.warn("optimizer.params", "ignored: the optimizer has no `type` (as in DeepSpeed)");
+    c.cfg.resolved["optimizer"] = nullptr;
+    c.record("optimizer", ConfigSource::kDefault, "no optimizer type");
+    return;
+  }
+  if (!lt.value->is_string()) c.fail("optimizer.type", *lt.value, "an optimizer name (a string), e.g. \"AdamW\"");
+  const std::string given = lt.value->get<std::string>();
+  std::string lower = given;
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  OptimizerConfig o;
+  if (std::find(std::begin(kDsLowerNames), std::end(kDsLowerNames), lower) != std::end(kDsLowerNames)) {
+    o.type = lower;
+  } else {
+    o.type = given;
+  }
+  if (o.type != "adam" && o.type != "adamw" && o.type != "SGD") {
+    bool ds_known = std::find(std::begin(kDsLowerNames), std::end(kDsLowerNames), o.type) != std::end(kDsLowerNames) ||
+                    std::find(std::begin(kTorchOptimNames), std::end(kTorchOptimNames), o.type) != std::end(kTorchOptimNames);
+    if (ds_known) {
+      c.fail("optimizer.type", *lt.value, "\"Adam\", \"AdamW\" or \"SGD\" (" + given + " is a DeepSpeed optimizer "
+             "that is not supported by zerotrain)");
+    }
+    std::string near = nearest_key(given, {"Adam", "AdamW", "SGD", "Adagrad", "Lamb", "Lion", "OneBitAdam"});
+    c.fail("optimizer.type", *lt.value, "\"Adam\", \"AdamW\" or \"SGD\" (DeepSpeed does not know `" + given + "` either)",
+           near.empty() ? "" : "did you mean `" + near + "`?");
+  }
+  Json params_in = Json::object();
+  if (lp.present()) {
+    if (!lp.value->is_object()) c.fail("optimizer.params", *lp.value, "an object of optimizer parameters");
+    params_in = *lp.value;
+  }
+  // max_grad_norm (§4, §17.4): DeepSpeed zeroes it when fp16 is off, and refuses the key when it
+  // builds the optimizer. Clipping is the top-level gradient_clipping.
+  bool has_mgn = params_in.contains("max_grad_norm");
+  Json mgn;
+  if (has_mgn) {
+    mgn = params_in["max_grad_norm"];
+    params_in.erase("max_grad_norm");
+    if (!mgn.is_number()) c.fail("optimizer.params.max_grad_norm", mgn, "a number (better: remove it and use gradient_clipping)");
+    if (c.cfg.fp16.enabled) {
+      c.error("optimizer.params.max_grad_norm", "is not supported as an optimizer parameter (DeepSpeed rejects it when "
+              "building the optimizer); use the top-level `gradient_clipping` instead");
+    }
+  }
+  Section ps(c, &params_in, "optimizer.params", Section::Kind::kStrict);
+  if (o.type == "SGD") read_sgd_params(c, ps, o);
+  else read_adam_params(c, ps, o);
+  ps.finish();
+  if (has_mgn) {
+    ps.put("max_grad_norm", 0.0, ConfigSource::kDerived, "set to 0.0 because fp16 is off (as DeepSpeed does)");
+    c.warn("optimizer.params.max_grad_norm", "set to 0.0 and ignored (fp16 is off); use the top-level `gradient_clipping`");
+  }
+  o.params = ps.out();
+  c.cfg.resolved["optimizer"] = Json{{"type", o.type}, {"params", o.params}, {"legacy_fusion", legacy_fusion}};
+  c.record("optimizer.type", ConfigSource::kFile, given == o.type ? "" : "\"" + given + "\" normalised");
+  c.cfg.optimizer = o;
+}
+
+}  // namespace zt::cfg

@@ -1,0 +1,152 @@
+// cfg_precision.cpp — fp16 (§6), bf16 / bfloat16 (§7), data_types and torch_autocast (§9).
+#include <cmath>
+
+#include "config_reader.h"
+
+namespace zt::cfg {
+
+// DeepSpeed's DtypeEnum spellings. "int8" is a DeepSpeed dtype zerotrain does not train in.
+std::optional<DType> parse_ds_dtype(Ctx& c, const std::string& path, const Json& v) {
+  if (v.is_null()) return std::nullopt;
+  static const char* kExpected = "one of \"fp32\"/\"float32\"/\"float\"/\"torch.float32\", "
+                                 "\"fp16\"/\"float16\"/\"half\"/\"torch.float16\", \"bf16\"/\"bfloat16\"/\"torch.bfloat16\", or null";
+  if (!v.is_string()) c.fail(path, v, kExpected);
+  std::string s = v.get<std::string>();
+  if (s == "fp32" || s == "float32" || s == "float" || s == "torch.float32") return DType::F32;
+  if (s == "fp16" || s == "float16" || s == "half" || s == "torch.float16") return DType::F16;
+  if (s == "bf16" || s == "bfloat16" || s == "torch.bfloat16") return DType::BF16;
+  if (s == "int8" || s == "torch.int8") c.error(path, "\"int8\" is not supported by zerotrain");
+  c.fail(path, v, kExpected);
+}
+
+namespace {
+
+const Json* section_object(Ctx& c, const Section::Lookup& l, const std::string& path) {
+  if (!l.present()) return nullptr;
+  if (!l.value->is_object()) c.fail(path, *l.value, "an object (e.g. {\"enabled\": true})");
+  return l.value;
+}
+
+// loss_scale_window / min_loss_scale: int, bools rejected; > 0 only under dynamic scaling.
+int64_t read_dynamic_int(Ctx& c, Section& s, const std::string& key, int64_t def) {
+  return s.get_int(key, def, Section::IntRule{BoolAsInt::kReject, std::nullopt});
+}
+
+void read_fp16(Ctx& c, Section& top) {
+  Fp16Config& f = c.cfg.fp16;
+  Section::Lookup l = top.take("fp16");
+  Section s(c, section_object(c, l, "fp16"), "fp16", Section::Kind::kStrict);
+  f.enabled = s.get_bool("enabled", false);
+  f.auto_cast = s.get_bool("auto_cast", false);
+  {
+    Section::Lookup ls = s.take("loss_scale");
+    double v = 0.0;
+    if (ls.present()) {
+      std::string p = s.key_path(ls.key);
+      const Json& x = *ls.value;
+      if (x.is_array() || x.is_object()) c.fail(p, x, "a number (fp16.loss_scale must be a number)");
+      if (x.is_boolean()) c.fail(p, x, "a number (0 = dynamic loss scaling, > 0 = static scale); not a boolean");
+      v = to_float(c, p, x, false, true);
+      if (!std::isfinite(v) || v < 0) c.fail(p, x, "a finite number >= 0 (0 = dynamic loss scaling, > 0 = static scale)");
+    }
+    f.loss_scale = v;
+    s.put_lookup("loss_scale", v, ls);
+  }
+  f.initial_scale_power = s.get_int("initial_scale_power", 16);
+  f.loss_scale_window = read_dynamic_int(c, s, "loss_scale_window", 1000);
+  f.hysteresis = s.get_int("hysteresis", 2);
+  f.consecutive_hysteresis = s.get_bool("consecutive_hysteresis", false);
+  f.min_loss_scale = read_dynamic_int(c, s, "min_loss_scale", 1);
+  f.fp16_master_weights_and_grads = s.get_bool("fp16_master_weights_and_grads", false);
+  s.finish();
+  if (f.enabled && f.dynamic()) {
+    if (f.loss_scale_window <= 0) {
+      c.fail("fp16.loss_scale_window", f.loss_scale_window,
+             "an integer > 0 when dynamic loss scaling is enabled (loss_scale=0)");
+    }
+    if (f.min_loss_scale <= 0) {
+      c.fail("fp16.min_loss_scale", f.min_loss_scale, "an integer > 0 when dynamic loss scaling is enabled (loss_scale=0)");
+    }
+  }
+  if (f.enabled && f.initial_scale_power > 1023) {
+    c.fail("fp16.initial_scale_power", f.initial_scale_power, "an integer <= 1023 (2^p must be a finite number)");
+  }
+  c.cfg.resolved["fp16"] = s.out();
+}
+
+void read_bf16(Ctx& c, Section& top) {
+  Bf16Config& b = c.cfg.bf16;
+  // "bf16" wins whenever it is present and not null; otherwise the legacy "bfloat16".
+  Section::Lookup l = top.take("bf16");
+  Section::Lookup legacy = top.take("bfloat16");
+  std::string name = "bf16";
+  if (l.present() && !l.value->is_null()) {
+    if (legacy.present()) c.warn("bfloat16", "ignored because `bf16` is given (as in DeepSpeed)");
+  } else if (legacy.present() && !legacy.value->is_null()) {
+    l = legacy;
+    name = "bfloat16";
+  } else {
+    l = Section::Lookup{};
+  }
+  Section s(c, section_object(c, l, name), name, Section::Kind::kStrict);
+  b.enabled = s.get_bool("enabled", false);
+  b.immediate_grad_update = s.get_bool("immediate_grad_update", false);
+  b.check_grad_overflow = s.get_bool("check_grad_overflow", true);
+  b.bf16_master_weights_and_grads = s.get_bool("bf16_master_weights_and_grads", false);
+  b.bf16_optimizer_states = s.get_bool("bf16_optimizer_states", false);
+  s.finish();
+  c.cfg.resolved["bf16"] = s.out();
+  if (name == "bfloat16") {  // provenance under the DeepSpeed name of the section
+    for (auto it = s.out().begin(); it != s.out().end(); ++it) {
+      c.cfg.provenance["bf16." + it.key()] = c.cfg.provenance["bfloat16." + it.key()];
+      c.cfg.provenance.erase("bfloat16." + it.key());
+    }
+  }
+}
+
+void read_data_types(Ctx& c, Section& top) {
+  Section::Lookup l = top.take("data_types");
+  Section s(c, section_object(c, l, "data_types"), "data_types", Section::Kind::kLoose);
+  for (const char* k : {"grad_accum_dtype", "param_dtype", "buffer_dtype"}) {
+    Section::Lookup lk = s.take(k);
+    std::optional<DType> t;
+    if (lk.present()) t = parse_ds_dtype(c, s.key_path(lk.key), *lk.value);
+    s.put_lookup(k, t ? Json(dtype_name(*t)) : Json(nullptr), lk);
+    if (std::string(k) == "grad_accum_dtype") c.cfg.grad_accum_dtype = t;
+    else if (t) c.error(s.key_path(k), "is not supported by zerotrain (parameter and buffer dtypes follow fp16/bf16); remove it");
+  }
+  s.finish();
+  c.cfg.resolved["data_types"] = s.out();
+}
+
+void read_torch_autocast(Ctx& c, Section& top) {
+  Section::Lookup l = top.take("torch_autocast");
+  if (!l.present()) return;
+  Section s(c, section_object(c, l, "torch_autocast"), "torch_autocast", Section::Kind::kLoose);
+  bool enabled = s.get_bool("enabled", false);
+  Section::Lookup ld = s.take("dtype");
+  if (ld.present()) parse_ds_dtype(c, s.key_path(ld.key), *ld.value);
+  Section::Lookup lm = s.take("lower_precision_safe_modules");
+  if (lm.present() && !lm.value->is_null()) {
+    bool ok = lm.value->is_array();
+    if (ok) for (const Json& e : *lm.value) ok = ok && e.is_string();
+    if (!ok) c.fail(s.key_path("lower_precision_safe_modules"), *lm.value, "a list of module names (strings)");
+  }
+  s.finish();
+  if (enabled) c.error("torch_autocast.enabled", "true is not supported by zerotrain (use fp16 or bf16)");
+}
+
+}  // namespace
+
+void read_precision(Ctx& c, Section& top) {
+  read_fp16(c, top);
+  read_bf16(c, top);
+  if (c.cfg.fp16.enabled && c.cfg.bf16.enabled) {
+    c.error("fp16.enabled", "found true together with bf16.enabled true; expected at most one of them "
+                            "(bfloat16 and fp16 modes cannot be simultaneously enabled)");
+  }
+  read_torch_autocast(c, top);
+  read_data_types(c, top);
+}
+
+}  // namespace zt::cfg

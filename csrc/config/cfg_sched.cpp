@@ -1,0 +1,243 @@
+// cfg_sched.cpp — the "scheduler" section (deepspeed-config.md §5): the five DeepSpeed
+// schedules, their params with defaults, and the construction-time checks done at config time.
+#include <algorithm>
+#include <cmath>
+
+#include "config_reader.h"
+
+namespace zt::cfg {
+namespace {
+
+const char* const kSchedules[] = {"WarmupLR", "WarmupDecayLR", "WarmupCosineLR", "OneCycle", "LRRangeTest"};
+const char* const kTorchSchedulers[] = {
+    "LambdaLR", "MultiplicativeLR", "StepLR", "MultiStepLR", "ConstantLR", "LinearLR", "ExponentialLR",
+    "SequentialLR", "CosineAnnealingLR", "ChainedScheduler", "ReduceLROnPlateau", "CyclicLR", "OneCycleLR",
+    "CosineAnnealingWarmRestarts", "PolynomialLR", "LRScheduler"};
+
+// Required when the value is "auto" without a command-line value, or absent.
+[[noreturn]] void missing(Ctx& c, Section& s, const std::string& key, const Section::Lookup& l) {
+  if (l.source == ConfigSource::kAuto) {
+    c.error(s.key_path(key), "is \"auto\" but nothing supplies a value (no command-line value); give a number");
+  }
+  c.error(s.key_path(key), std::string("missing; ") + "required by " + c.cfg.resolved["scheduler"]["type"].get<std::string>());
+}
+
+// A learning-rate / momentum value: a number or a per-param-group list of numbers.
+std::vector<double> read_group_values(Ctx& c, Section& s, const std::string& key, const std::vector<double>* def,
+                                      Json default_json = nullptr) {
+  Section::Lookup l = s.take(key);
+  if (!l.present()) {
+    if (!def) missing(c, s, key, l);
+    s.put_lookup(key, default_json.is_null() && !def->empty() ? Json((*def)[0]) : default_json, l);
+    return *def;
+  }
+  std::string p = s.key_path(l.key);
+  const Json& v = *l.value;
+  std::vector<double> out;
+  if (v.is_number()) {
+    out.push_back(v.get<double>());
+  } else if (v.is_array() && !v.empty()) {
+    for (const Json& e : v) {
+      if (!e.is_number()) c.fail(p, v, "a number or a list of numbers (one per parameter group)");
+      out.push_back(e.get<double>());
+    }
+  } else {
+    c.fail(p, v, "a number or a list of numbers (one per parameter group)");
+  }
+  for (double d : out)
+    if (!std::isfinite(d)) c.fail(p, v, "finite numbers");
+  s.put_lookup(key, v, l);
+  return out;
+}
+
+double read_real(Ctx& c, Section& s, const std::string& key, double def, double min_value, bool strictly_greater) {
+  Section::Lookup l = s.take(key);
+  double v = def;
+  if (l.present()) {
+    std::string p = s.key_path(l.key);
+    if (!l.value->is_number()) c.fail(p, *l.value, "a number");
+    v = l.value->get<double>();
+    bool ok = std::isfinite(v) && (strictly_greater ? v > min_value : v >= min_value);
+    if (!ok) c.fail(p, *l.value, std::string("a number ") + (strictly_greater ? "> " : ">= ") + describe(Json(min_value)));
+  }
+  s.put_lookup(key, v, l);
+  return v;
+}
+
+// An integer step count. DeepSpeed requires a Python int (a JSON whole number from a file).
+int64_t read_count(Ctx& c, Section& s, const std::string& key, std::optional<int64_t> def, int64_t min_value) {
+  Section::Lookup l = s.take(key);
+  if (!l.present()) {
+    if (!def) missing(c, s, key, l);
+    s.put_lookup(key, *def, l);
+    return *def;
+  }
+  std::string p = s.key_path(l.key);
+  const Json& v = *l.value;
+  std::string expected = "an integer >= " + std::to_string(min_value);
+  if (!v.is_number()) c.fail(p, v, expected);
+  int64_t n = to_int(c, p, v, BoolAsInt::kReject);
+  if (n < min_value) c.fail(p, v, expected);
+  s.put_lookup(key, n, l);
+  return n;
+}
+
+std::string read_warmup_type(Ctx& c, Section& s) {
+  Section::Lookup l = s.take("warmup_type");
+  std::string t = "log";
+  if (l.present()) {
+    if (!l.value->is_string()) c.fail(s.key_path(l.key), *l.value, "\"log\" or \"linear\"");
+    t = l.value->get<std::string>();
+    if (t != "log" && t != "linear") {
+      c.warn(s.key_path(l.key), "\"" + t + "\" is not \"log\" or \"linear\"; using \"log\" (as DeepSpeed does)");
+      t = "log";
+    }
+  }
+  s.put_lookup("warmup_type", t, l);
+  return t;
+}
+
+void read_warmup_family(Ctx& c, Section& s, SchedulerConfig& r) {
+  const std::vector<double> zero{0.0};
+  if (r.type != "WarmupCosineLR") {
+    r.warmup_min_lr = read_group_values(c, s, "warmup_min_lr", &zero);
+    if (r.type == "WarmupLR") {
+      // Default: each group's optimizer lr (DeepSpeed >= 0.17.2).
+      std::vector<double> opt_lr;
+      Json shown = nullptr;
+      if (c.cfg.optimizer) {
+        opt_lr.push_back(c.cfg.optimizer->lr);
+        shown = c.cfg.optimizer->lr;
+      }
+      Section::Lookup peek = s.take("warmup_max_lr");
+      r.warmup_max_lr = read_group_values(c, s, "warmup_max_lr", &opt_lr, shown);
+      if (!peek.present()) {
+        c.record(s.key_path("warmup_max_lr"), peek.source,
+                 c.cfg.optimizer ? "default: the optimizer's lr" : "default: each param group's lr");
+      }
+    } else {
+      const std::vector<double> def{0.001};
+      r.warmup_max_lr = read_group_values(c, s, "warmup_max_lr", &def);
+    }
+  } else {
+    r.warmup_min_ratio = read_real(c, s, "warmup_min_ratio", 0.0, -INFINITY, false);
+    r.cos_min_ratio = read_real(c, s, "cos_min_ratio", 0.0001, -INFINITY, false);
+  }
+  r.warmup_num_steps = read_count(c, s, "warmup_num_steps", 1000, 1);
+  r.warmup_type = read_warmup_type(c, s);
+  if (r.type != "WarmupLR") {
+    r.total_num_steps = read_count(c, s, "total_num_steps", std::nullopt, 0);
+    if (r.total_num_steps < r.warmup_num_steps) {
+      c.warn(s.key_path("total_num_steps"), "smaller than warmup_num_steps; the schedule never leaves warm-up fully");
+    }
+  }
+}
+
+void read_one_cycle(Ctx& c, Section& s, SchedulerConfig& r) {
+  r.cycle_min_lr = read_group_values(c, s, "cycle_min_lr", nullptr);
+  r.cycle_max_lr = read_group_values(c, s, "cycle_max_lr", nullptr);
+  r.decay_lr_rate = read_real(c, s, "decay_lr_rate", 0.0, 0.0, false);
+  r.cycle_first_step_size = read_real(c, s, "cycle_first_step_size", 2000, 0.0, true);
+  {
+    Section::Lookup l = s.take("cycle_second_step_size");
+    if (l.present() && !l.value->is_null()) {
+      r.cycle_second_step_size = read_real(c, s, "cycle_second_step_size", 0, 0.0, false);
+    } else {
+      r.cycle_second_step_size = r.cycle_first_step_size;
+      s.put("cycle_second_step_size", nullptr, l.source, "null -> cycle_first_step_size");
+    }
+  }
+  r.cycle_first_stair_count = read_count(c, s, "cycle_first_stair_count", 0, 0);
+  {
+    Section::Lookup l = s.take("cycle_second_stair_count");
+    if (l.present() && !l.value->is_null()) {
+      r.cycle_second_stair_count = read_count(c, s, "cycle_second_stair_count", 0, 0);
+    } else {
+      r.cycle_second_stair_count = r.cycle_first_stair_count;
+      s.put("cycle_second_stair_count", nullptr, l.source, "null -> cycle_first_stair_count");
+    }
+  }
+  r.decay_step_size = read_real(c, s, "decay_step_size", 0, 0.0, false);
+  {
+    Section::Lookup l = s.take("cycle_momentum");
+    bool v = true;
+    if (l.present()) v = to_bool_strict(c, s.key_path(l.key), *l.value);
+    s.put_lookup("cycle_momentum", v, l);
+    r.cycle_momentum = v;
+  }
+  const std::vector<double> min_mom{0.8}, max_mom{0.9};
+  r.cycle_min_mom = read_group_values(c, s, "cycle_min_mom", &min_mom);
+  r.cycle_max_mom = read_group_values(c, s, "cycle_max_mom", &max_mom);
+  r.decay_mom_rate = read_real(c, s, "decay_mom_rate", 0.0, 0.0, false);
+}
+
+void read_range_test(Ctx& c, Section& s, SchedulerConfig& r) {
+  const std::vector<double> def{1e-3};
+  r.lr_range_test_min_lr = read_group_values(c, s, "lr_range_test_min_lr", &def);
+  r.lr_range_test_step_size = read_count(c, s, "lr_range_test_step_size", 2000, 1);
+  r.lr_range_test_step_rate = read_real(c, s, "lr_range_test_step_rate", 1.0, -INFINITY, false);
+  Section::Lookup l = s.take("lr_range_test_staircase");
+  bool v = false;
+  if (l.present()) v = to_bool_strict(c, s.key_path(l.key), *l.value);
+  s.put_lookup("lr_range_test_staircase", v, l);
+  r.lr_range_test_staircase = v;
+}
+
+}  // namespace
+
+void read_scheduler(Ctx& c, Section& top) {
+  Section::Lookup l = top.take("scheduler");
+  if (!l.present()) {
+    c.cfg.resolved["scheduler"] = nullptr;
+    c.record("scheduler", l.source, "no scheduler section: constant learning rate");
+    return;
+  }
+  if (!l.value->is_object()) c.fail("scheduler", *l.value, "an object {\"type\": ..., \"params\": {...}}");
+  Section s(c, l.value, "scheduler", Section::Kind::kLoose);
+  Section::Lookup lt = s.take("type");
+  Section::Lookup lp = s.take("params");
+  s.finish();
+  if (!lt.present() || lt.value->is_null()) {
+    if (lp.present()) c.warn("scheduler.params", "ignored: the scheduler has no `type` (as in DeepSpeed)");
+    c.cfg.resolved["scheduler"] = nullptr;
+    c.record("scheduler", ConfigSource::kDefault, "no scheduler type: constant learning rate");
+    return;
+  }
+  const Json& t = *lt.value;
+  if (!t.is_string()) c.fail("scheduler.type", t, "a scheduler name (a string), e.g. \"WarmupLR\"");
+  SchedulerConfig r;
+  r.type = t.get<std::string>();
+  const std::string five = "one of WarmupLR, WarmupDecayLR, WarmupCosineLR, OneCycle, LRRangeTest (case-sensitive)";
+  if (std::find(std::begin(kSchedules), std::end(kSchedules), r.type) == std::end(kSchedules)) {
+    if (std::find(std::begin(kTorchSchedulers), std::end(kTorchSchedulers), r.type) != std::end(kTorchSchedulers)) {
+      c.fail("scheduler.type", t, five, "torch scheduler `" + r.type + "` is not supported by zerotrain");
+    }
+    std::string near = nearest_key(r.type, {std::begin(kSchedules), std::end(kSchedules)});
+    c.fail("scheduler.type", t, five + "; DeepSpeed does not recognize this LR scheduler either",
+           near.empty() ? "" : "did you mean `" + near + "`?");
+  }
+  c.cfg.resolved["scheduler"] = Json{{"type", r.type}};
+  Json params_in = Json::object();
+  if (lp.present()) {
+    if (!lp.value->is_object()) c.fail("scheduler.params", *lp.value, "an object of scheduler parameters");
+    params_in = *lp.value;
+  } else {
+    c.warn("scheduler.params", "missing (DeepSpeed would fail when building the scheduler); using the defaults");
+  }
+  Section ps(c, &params_in, "scheduler.params", Section::Kind::kStrict);
+  if (r.type == "OneCycle") read_one_cycle(c, ps, r);
+  else if (r.type == "LRRangeTest") read_range_test(c, ps, r);
+  else read_warmup_family(c, ps, r);
+  Section::Lookup li = ps.take("last_batch_iteration");
+  if (li.present()) {
+    int64_t v = to_int(c, ps.key_path(li.key), *li.value, BoolAsInt::kReject);
+    if (v != -1) c.fail(ps.key_path(li.key), *li.value, "-1 (resuming a schedule comes from a checkpoint in zerotrain)");
+  }
+  ps.finish();
+  r.params = ps.out();
+  c.cfg.resolved["scheduler"]["params"] = r.params;
+  c.record("scheduler.type", ConfigSource::kFile);
+  c.cfg.scheduler = r;
+}
+
+}  // namespace zt::cfg

@@ -1,0 +1,374 @@
+// hjson.cpp — recursive-descent reader for JSON + the HJSON relaxations (see hjson.h).
+#include "zerotrain/config/hjson.h"
+
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "zerotrain/core/check.h"
+
+namespace zt {
+namespace {
+
+constexpr int kMaxDepth = 256;
+
+bool is_punctuator(char c) { return c == '{' || c == '}' || c == '[' || c == ']' || c == ',' || c == ':'; }
+
+std::string trim(const std::string& s) {
+  size_t b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return std::string();
+  size_t e = s.find_last_not_of(" \t\r\n");
+  return s.substr(b, e - b + 1);
+}
+
+std::string child_path(const std::string& parent, const std::string& key) {
+  return parent.empty() ? key : parent + "." + key;
+}
+
+// Parses the JSON number grammar -?(0|[1-9]\d*)(\.\d+)?([eE][-+]?\d+)? over the whole of `t`.
+// Applies the §17.1 integer rule. Returns false when `t` is not a number.
+bool parse_number(const std::string& t, Json* out, bool* overflow) {
+  size_t i = 0, n = t.size();
+  *overflow = false;
+  if (i < n && t[i] == '-') ++i;
+  if (i >= n || !std::isdigit(static_cast<unsigned char>(t[i]))) return false;
+  if (t[i] == '0') {
+    ++i;
+  } else {
+    while (i < n && std::isdigit(static_cast<unsigned char>(t[i]))) ++i;
+  }
+  bool is_float = false;
+  if (i < n && t[i] == '.') {
+    ++i;
+    if (i >= n || !std::isdigit(static_cast<unsigned char>(t[i]))) return false;
+    while (i < n && std::isdigit(static_cast<unsigned char>(t[i]))) ++i;
+    is_float = true;
+  }
+  if (i < n && (t[i] == 'e' || t[i] == 'E')) {
+    ++i;
+    if (i < n && (t[i] == '+' || t[i] == '-')) ++i;
+    if (i >= n || !std::isdigit(static_cast<unsigned char>(t[i]))) return false;
+    while (i < n && std::isdigit(static_cast<unsigned char>(t[i]))) ++i;
+    is_float = true;
+  }
+  if (i != n) return false;
+  if (!is_float) {
+    errno = 0;
+    char* end = nullptr;
+    long long v = std::strtoll(t.c_str(), &end, 10);
+    if (errno != ERANGE) {
+      *out = static_cast<int64_t>(v);
+      return true;
+    }
+    // Beyond int64: keep the magnitude as a double; integer fields then report it as out of range.
+  }
+  double d = std::strtod(t.c_str(), nullptr);
+  if (std::isinf(d)) {
+    *overflow = true;
+    return true;
+  }
+  if (std::fabs(d) < 1e10 && d == std::floor(d)) {
+    *out = static_cast<int64_t>(d);
+  } else {
+    *out = d;
+  }
+  return true;
+}
+
+class Parser {
+ public:
+  Parser(const std::string& text, const std::string& source) : s_(text), src_(source) {}
+
+  Json parse_root() {
+    if (s_.compare(0, 3, "\xEF\xBB\xBF") == 0) i_ = 3;
+    skip_ws();
+    if (eof()) return Json::object();
+    Json root;
+    if (peek() == '{') {
+      root = parse_object("", 0, false);
+    } else if (peek() == '[') {
+      fail("the top level must be an object ({...}); found an array");
+    } else {
+      root = parse_object("", 0, true);
+    }
+    skip_ws();
+    if (!eof()) fail(std::string("unexpected '") + peek() + "' after the end of the top-level object");
+    return root;
+  }
+
+ private:
+  const std::string& s_;
+  std::string src_;
+  size_t i_ = 0;
+
+  bool eof() const { return i_ >= s_.size(); }
+  char peek() const { return eof() ? '\0' : s_[i_]; }
+  char peek_at(size_t k) const { return i_ + k < s_.size() ? s_[i_ + k] : '\0'; }
+
+  [[noreturn]] void fail_at(size_t pos, const std::string& what) const {
+    size_t line = 1, col = 1;
+    for (size_t k = 0; k < pos && k < s_.size(); ++k) {
+      if (s_[k] == '\n') {
+        ++line;
+        col = 1;
+      } else {
+        ++col;
+      }
+    }
+    std::ostringstream os;
+    os << "config " << src_ << ": line " << line << ", column " << col << ": " << what;
+    throw InputError(os.str());
+  }
+  [[noreturn]] void fail(const std::string& what) const { fail_at(i_, what); }
+
+  // Skips whitespace and all three comment styles.
+  void skip_ws() {
+    while (!eof()) {
+      char c = peek();
+      if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+        ++i_;
+      } else if (c == '#' || (c == '/' && peek_at(1) == '/')) {
+        while (!eof() && peek() != '\n') ++i_;
+      } else if (c == '/' && peek_at(1) == '*') {
+        size_t start = i_;
+        size_t end = s_.find("*/", i_ + 2);
+        if (end == std::string::npos) fail_at(start, "unterminated /* comment");
+        i_ = end + 2;
+      } else {
+        return;
+      }
+    }
+  }
+
+  Json parse_object(const std::string& path, int depth, bool braceless) {
+    if (depth > kMaxDepth) fail("nesting deeper than 256 levels");
+    size_t open = i_;
+    if (!braceless) ++i_;  // '{'
+    Json obj = Json::object();
+    for (;;) {
+      skip_ws();
+      if (eof()) {
+        if (braceless) return obj;
+        fail_at(open, "unterminated object: no closing '}' for this '{'");
+      }
+      if (!braceless && peek() == '}') {
+        ++i_;
+        return obj;
+      }
+      size_t key_pos = i_;
+      std::string key = parse_key(braceless && obj.empty());
+      skip_ws();
+      if (peek() != ':') {
+        if (braceless && obj.empty()) fail_at(key_pos, "the top level must be an object ({...})");
+        fail("expected ':' after key `" + child_path(path, key) + "`");
+      }
+      ++i_;
+      std::string kp = child_path(path, key);
+      if (obj.contains(key)) {
+        fail_at(key_pos, "duplicate key `" + kp + "` (DeepSpeed rejects duplicate keys too; keep one)");
+      }
+      skip_ws();
+      if (eof()) fail("expected a value for `" + kp + "`");
+      obj[key] = parse_value(kp, depth + 1);
+      skip_ws();
+      if (peek() == ',') ++i_;
+    }
+  }
+
+  Json parse_array(const std::string& path, int depth) {
+    if (depth > kMaxDepth) fail("nesting deeper than 256 levels");
+    size_t open = i_++;
+    Json arr = Json::array();
+    for (;;) {
+      skip_ws();
+      if (eof()) fail_at(open, "unterminated array: no closing ']' for this '['");
+      if (peek() == ']') {
+        ++i_;
+        return arr;
+      }
+      arr.push_back(parse_value(path + "[" + std::to_string(arr.size()) + "]", depth + 1));
+      skip_ws();
+      if (peek() == ',') ++i_;
+    }
+  }
+
+  std::string parse_key(bool first_root_key) {
+    char c = peek();
+    if (c == '"' || c == '\'') return parse_quoted(c);
+    size_t start = i_;
+    while (!eof()) {
+      char k = peek();
+      if (k == ':' || k == ' ' || k == '\t' || k == '\n' || k == '\r') break;
+      if (is_punctuator(k)) {
+        if (first_root_key) fail_at(start, "the top level must be an object ({...})");
+        fail(std::string("unexpected '") + k + "' in a key name (quote the key or check the syntax)");
+      }
+      ++i_;
+    }
+    if (i_ == start) fail("expected a key");
+    return s_.substr(start, i_ - start);
+  }
+
+  Json parse_value(const std::string& path, int depth) {
+    char c = peek();
+    if (c == '{') return parse_object(path, depth, false);
+    if (c == '[') return parse_array(path, depth);
+    if (c == '\'' && peek_at(1) == '\'' && peek_at(2) == '\'') return parse_multiline();
+    if (c == '"' || c == '\'') return parse_quoted(c);
+    if (is_punctuator(c)) fail(std::string("unexpected '") + c + "' where the value of `" + path + "` should be");
+    return parse_quoteless(path);
+  }
+
+  // A quoteless value: true/false/null/number when followed by a delimiter, else a string
+  // running to the end of the line.
+  Json parse_quoteless(const std::string& path) {
+    size_t start = i_;
+    size_t p = i_;
+    for (;;) {
+      bool eol = p >= s_.size() || s_[p] == '\n' || s_[p] == '\r';
+      char c = eol ? '\0' : s_[p];
+      bool delim = eol || c == ',' || c == '}' || c == ']' || c == '#' ||
+                   (c == '/' && p + 1 < s_.size() && (s_[p + 1] == '/' || s_[p + 1] == '*'));
+      if (delim && p > start) {
+        std::string t = trim(s_.substr(start, p - start));
+        Json v;
+        bool overflow = false;
+        if (t == "true") v = true;
+        else if (t == "false") v = false;
+        else if (t == "null") v = nullptr;
+        else if (parse_number(t, &v, &overflow)) {
+          if (overflow) fail_at(start, "`" + path + "`: number " + t + " is out of range");
+        } else if (eol) {
+          i_ = p;
+          return Json(t);
+        } else {
+          ++p;
+          continue;
+        }
+        i_ = start + (s_.substr(start, p - start).find_last_not_of(" \t") + 1);
+        return v;
+      }
+      if (eol) {  // only reachable with p == start, which parse_value rules out
+        fail("expected a value for `" + path + "`");
+      }
+      ++p;
+    }
+  }
+
+  std::string parse_quoted(char q) {
+    size_t open = i_++;
+    std::string out;
+    for (;;) {
+      if (eof()) fail_at(open, "unterminated string");
+      char c = s_[i_++];
+      if (c == q) return out;
+      if (c == '\n') fail_at(open, "unterminated string (a newline inside quotes)");
+      if (c != '\\') {
+        out += c;
+        continue;
+      }
+      if (eof()) fail_at(open, "unterminated string");
+      char e = s_[i_++];
+      switch (e) {
+        case '"': out += '"'; break;
+        case '\'': out += '\''; break;
+        case '\\': out += '\\'; break;
+        case '/': out += '/'; break;
+        case 'b': out += '\b'; break;
+        case 'f': out += '\f'; break;
+        case 'n': out += '\n'; break;
+        case 'r': out += '\r'; break;
+        case 't': out += '\t'; break;
+        case 'u': append_utf8(read_hex4(), &out); break;
+        default: fail_at(i_ - 2, std::string("invalid escape '\\") + e + "' in a string");
+      }
+    }
+  }
+
+  unsigned read_hex4() {
+    if (i_ + 4 > s_.size()) fail("truncated \\u escape");
+    unsigned v = 0;
+    for (int k = 0; k < 4; ++k) {
+      char h = s_[i_++];
+      v <<= 4;
+      if (h >= '0' && h <= '9') v |= static_cast<unsigned>(h - '0');
+      else if (h >= 'a' && h <= 'f') v |= static_cast<unsigned>(h - 'a' + 10);
+      else if (h >= 'A' && h <= 'F') v |= static_cast<unsigned>(h - 'A' + 10);
+      else fail_at(i_ - 1, "invalid hex digit in a \\u escape");
+    }
+    return v;
+  }
+
+  void append_utf8(unsigned cp, std::string* out) {
+    if (cp >= 0xD800 && cp <= 0xDBFF && peek() == '\\' && peek_at(1) == 'u') {
+      i_ += 2;
+      unsigned lo = read_hex4();
+      if (lo < 0xDC00 || lo > 0xDFFF) fail("invalid UTF-16 surrogate pair in a \\u escape");
+      cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+    }
+    if (cp < 0x80) {
+      *out += static_cast<char>(cp);
+    } else if (cp < 0x800) {
+      *out += static_cast<char>(0xC0 | (cp >> 6));
+      *out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+      *out += static_cast<char>(0xE0 | (cp >> 12));
+      *out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      *out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else {
+      *out += static_cast<char>(0xF0 | (cp >> 18));
+      *out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+      *out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      *out += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+  }
+
+  // '''multi-line''' string: the opening column's indentation is removed from each line, and
+  // the newline after the opening and before the closing quotes is dropped.
+  Json parse_multiline() {
+    size_t open = i_;
+    size_t line_start = s_.rfind('\n', open == 0 ? 0 : open - 1);
+    size_t indent = (line_start == std::string::npos) ? open : open - line_start - 1;
+    i_ += 3;
+    size_t end = s_.find("'''", i_);
+    if (end == std::string::npos) fail_at(open, "unterminated ''' string");
+    std::string body = s_.substr(i_, end - i_);
+    i_ = end + 3;
+    size_t first_nl = body.find('\n');
+    if (first_nl != std::string::npos && trim(body.substr(0, first_nl)).empty()) body.erase(0, first_nl + 1);
+    size_t last_nl = body.rfind('\n');
+    if (last_nl != std::string::npos && trim(body.substr(last_nl)).empty()) body.erase(last_nl);
+    std::string out;
+    std::istringstream lines(body);
+    std::string line;
+    bool first = true;
+    while (std::getline(lines, line)) {
+      size_t k = 0;
+      while (k < indent && k < line.size() && (line[k] == ' ' || line[k] == '\t')) ++k;
+      if (!first) out += '\n';
+      out += line.substr(k);
+      first = false;
+    }
+    return Json(out);
+  }
+};
+
+}  // namespace
+
+Json parse_hjson(const std::string& text, const std::string& source) {
+  return Parser(text, source).parse_root();
+}
+
+Json parse_hjson_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw InputError("config " + path + ": cannot open the file for reading");
+  std::ostringstream buf;
+  buf << f.rdbuf();
+  if (f.bad()) throw InputError("config " + path + ": read error");
+  return parse_hjson(buf.str(), path);
+}
+
+}  // namespace zt

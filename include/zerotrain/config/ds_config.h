@@ -1,0 +1,231 @@
+// ds_config.h — DeepSpeed-compatible training config: load, validate, resolve.
+//
+// load_ds_config() reads a DeepSpeed JSON/HJSON config file and returns every setting zerotrain
+// uses, typed, with DeepSpeed 0.19.5's defaults filled in (deepspeed-config.md Part B, with the
+// file-specific rules of §17), plus zerotrain's policy (Part A):
+//   * every rejection is a zt::InputError "config FILE: <json.path>: found <value>; expected <what>"
+//     (+ "did you mean `x`?" for an unknown key), raised before any training starts;
+//   * unknown keys: error in DeepSpeed's strict sections (zero_optimization, offload_*, fp16,
+//     bf16, optimizer/scheduler params); a warning at the top level and in the loose sections
+//     (an error with ConfigOptions::strict);
+//   * "auto" is resolved (Part A §4) and every value carries its provenance;
+//   * features DeepSpeed knows but zerotrain does not implement are accepted while disabled and
+//     rejected ("not supported by zerotrain") when a config turns them on.
+//
+// Usage (trainer):
+//   zt::ConfigOptions opt;
+//   opt.world_size = comm.world_size(); opt.world_size_origin = "MPI";
+//   opt.hidden_size = model.hidden_size();          // resolves the h-based "auto" values
+//   zt::DsConfig cfg = zt::load_ds_config(path, opt);
+//   for (auto& w : cfg.warnings) log_rank0(w);
+#pragma once
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "zerotrain/config/hjson.h"
+#include "zerotrain/core/dtype.h"
+
+namespace zt {
+
+// Where a resolved value came from.
+enum class ConfigSource {
+  kFile,         // written in the config file
+  kDefault,      // DeepSpeed's default (key absent)
+  kAuto,         // the file said "auto"; zerotrain's auto rule (Part A §4) produced the value
+  kCommandLine,  // the file said "auto"; ConfigOptions::command_line supplied the value
+  kDerived,      // computed from other keys (batch triad, legacy / deprecated key mapping)
+};
+const char* config_source_name(ConfigSource s);  // "file", "default", "auto", "command line", "derived"
+
+struct Provenance {
+  ConfigSource source = ConfigSource::kDefault;
+  std::string note;  // e.g. "= train_batch_size / (world size 2 * gradient_accumulation_steps 1)"
+};
+
+struct ConfigOptions {
+  int world_size = 1;                             // data-parallel world size W
+  std::string world_size_origin = "default: 1";   // shown in batch-triad errors ("MPI", "--world-size")
+  bool strict = false;                            // unknown top-level / loose-section keys are errors
+  std::optional<int64_t> hidden_size;             // model hidden size h, for the h-based "auto" rules
+  // Values for keys the file sets to "auto", by JSON path ("optimizer.params.lr",
+  // "train_micro_batch_size_per_gpu", "scheduler.params.total_num_steps", ...). They are
+  // validated like file values. A path whose file value is not "auto" is left alone.
+  std::map<std::string, Json> command_line;
+};
+
+struct Fp16Config {
+  bool enabled = false;
+  bool auto_cast = false;
+  double loss_scale = 0.0;          // 0: dynamic loss scaling; > 0: static scale
+  int64_t initial_scale_power = 16; // dynamic: initial scale 2^p
+  int64_t loss_scale_window = 1000;
+  int64_t hysteresis = 2;
+  bool consecutive_hysteresis = false;
+  int64_t min_loss_scale = 1;
+  bool fp16_master_weights_and_grads = false;
+  bool dynamic() const { return loss_scale == 0.0; }
+};
+
+struct Bf16Config {
+  bool enabled = false;
+  bool immediate_grad_update = false;
+  bool check_grad_overflow = true;
+  bool bf16_master_weights_and_grads = false;
+  bool bf16_optimizer_states = false;
+};
+
+struct OffloadParamConfig {
+  std::string device = "none";  // "none" | "cpu" ("nvme" is rejected: not supported)
+  std::optional<std::string> nvme_path;
+  int64_t buffer_count = 5;
+  int64_t buffer_size = 100000000;
+  int64_t max_in_cpu = 1000000000;
+  bool pin_memory = true;
+};
+
+struct OffloadOptimizerConfig {
+  std::string device = "none";  // "none" | "cpu"
+  std::optional<std::string> nvme_path;
+  int64_t buffer_count = 4;
+  bool pin_memory = true;
+  bool pipeline_read = false;
+  bool pipeline_write = false;
+  bool fast_init = false;
+  double ratio = 1.0;
+  bool super_offload = false;
+  double cpuadam_cores_perc = 0.8;
+};
+
+struct ZeroConfig {
+  int stage = 0;
+  bool contiguous_gradients = true;
+  bool reduce_scatter = true;
+  int64_t reduce_bucket_size = 500000000;      // elements
+  bool use_multi_rank_bucket_allreduce = true;
+  bool allgather_partitions = true;
+  int64_t allgather_bucket_size = 500000000;   // elements
+  bool overlap_comm = false;                   // resolved: explicit value, else stage == 3
+  bool load_from_fp32_weights = true;
+  bool elastic_checkpoint = false;
+  std::optional<OffloadParamConfig> offload_param;          // null / absent -> nullopt
+  std::optional<OffloadOptimizerConfig> offload_optimizer;  // null / absent -> nullopt
+  int64_t sub_group_size = 1000000000;
+  int64_t stage3_prefetch_bucket_size = 50000000;
+  int64_t stage3_param_persistence_threshold = 100000;
+  int64_t stage3_model_persistence_threshold = INT64_MAX;
+  int64_t stage3_max_live_parameters = 1000000000;
+  int64_t stage3_max_reuse_distance = 1000000000;
+  bool stage3_gather_16bit_weights_on_model_save = false;
+  int64_t stage3_module_granularity_threshold = 0;
+  bool stage3_use_all_reduce_for_fetch_params = false;
+  bool stage3_allgather_sequential = false;
+  bool ignore_unused_parameters = true;
+  bool round_robin_gradients = false;
+  bool memory_efficient_linear = true;
+  bool pipeline_loading_checkpoint = false;
+  bool optimizer_offloaded() const { return offload_optimizer && offload_optimizer->device != "none"; }
+  bool params_offloaded() const { return offload_param && offload_param->device != "none"; }
+};
+
+enum class OptimizerKind { kAdam, kAdamW, kSGD };
+
+struct OptimizerConfig {
+  std::string type;        // as DeepSpeed names it: "adam", "adamw" (lower-cased) or "SGD"
+  OptimizerKind kind = OptimizerKind::kAdamW;
+  Json params;             // resolved params, every default filled (DeepSpeed names)
+  // Adam / AdamW
+  double lr = 1e-3;
+  double beta1 = 0.9, beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+  bool bias_correction = true;
+  bool adam_w_mode = true;
+  bool decoupled_weight_decay = true;  // effective: type "adamw" || adam_w_mode (DeepSpeed's rule)
+  // SGD
+  double momentum = 0.0, dampening = 0.0;
+  bool nesterov = false;
+};
+
+// The five DeepSpeed schedules. Learning-rate and momentum values may be per-param-group
+// lists; a single number is stored as a one-element vector.
+struct SchedulerConfig {
+  std::string type;  // "WarmupLR" | "WarmupDecayLR" | "WarmupCosineLR" | "LRRangeTest" | "OneCycle"
+  Json params;       // resolved params, every default filled
+  // WarmupLR / WarmupDecayLR / WarmupCosineLR
+  std::vector<double> warmup_min_lr{0.0};
+  std::vector<double> warmup_max_lr;  // WarmupLR: empty = each group's optimizer lr
+  int64_t warmup_num_steps = 1000;
+  std::string warmup_type = "log";    // "log" | "linear"
+  int64_t total_num_steps = 0;        // required by WarmupDecayLR / WarmupCosineLR
+  double warmup_min_ratio = 0.0;
+  double cos_min_ratio = 0.0001;
+  // LRRangeTest
+  std::vector<double> lr_range_test_min_lr{1e-3};
+  int64_t lr_range_test_step_size = 2000;
+  double lr_range_test_step_rate = 1.0;
+  bool lr_range_test_staircase = false;
+  // OneCycle
+  std::vector<double> cycle_min_lr, cycle_max_lr;
+  double decay_lr_rate = 0.0;
+  double cycle_first_step_size = 2000, cycle_second_step_size = 2000;  // second: null -> first
+  int64_t cycle_first_stair_count = 0, cycle_second_stair_count = 0;   // second: null -> first
+  double decay_step_size = 0;
+  bool cycle_momentum = true;
+  std::vector<double> cycle_min_mom{0.8}, cycle_max_mom{0.9};
+  double decay_mom_rate = 0.0;
+};
+
+struct DsConfig {
+  std::string source;  // the file
+  int world_size = 1;
+  // Batch triad, always resolved and consistent: tbs == mbs * gas * world_size.
+  int64_t train_batch_size = 0;
+  int64_t train_micro_batch_size_per_gpu = 0;
+  int64_t gradient_accumulation_steps = 0;
+  bool managed_gradient_accumulation = true;
+  std::optional<int64_t> steps_per_print;  // nullopt or 0: no periodic progress line
+  double gradient_clipping = 1.0;          // > 0 enables clipping
+  bool prescale_gradients = false;
+  double gradient_predivide_factor = 1.0;
+  std::string gradient_allreduce_op = "mean";       // "mean" | "sum"
+  std::optional<DType> communication_data_type;     // nullopt: the compute dtype
+  bool wall_clock_breakdown = false;
+  bool memory_breakdown = false;
+  bool dump_state = false;
+  bool disable_allgather = false;
+  bool dataloader_drop_last = false;
+  bool zero_allow_untested_optimizer = false;
+  bool zero_force_ds_cpu_optimizer = true;
+  std::optional<int64_t> vocabulary_size;
+  Fp16Config fp16;
+  Bf16Config bf16;
+  ZeroConfig zero;
+  std::optional<DType> grad_accum_dtype;            // data_types.grad_accum_dtype
+  std::optional<OptimizerConfig> optimizer;         // nullopt: no "optimizer" (or no type)
+  std::optional<SchedulerConfig> scheduler;
+  std::string checkpoint_tag_validation = "WARN";   // "WARN" | "IGNORE" | "FAIL"
+
+  // The resolved config: DeepSpeed's key names and nesting, every default filled in.
+  Json resolved;
+  std::map<std::string, Provenance> provenance;     // JSON path -> where its value came from
+  std::vector<std::string> warnings;                // "config FILE: path: ..." lines, in order
+
+  const Json& resolved_json() const { return resolved; }
+  // One line per resolved leaf: "path = value  [source: note]".
+  std::string explain() const;
+};
+
+// Reads, validates and resolves a config file. Throws InputError on a config DeepSpeed would
+// reject at config time, or one zerotrain rejects by policy.
+DsConfig load_ds_config(const std::string& path, const ConfigOptions& opt);
+
+// The same from text; `source` names it in messages (tests use this).
+DsConfig parse_ds_config(const std::string& text, const std::string& source, const ConfigOptions& opt);
+
+// The same from an already parsed document.
+DsConfig resolve_ds_config(const Json& doc, const std::string& source, const ConfigOptions& opt);
+
+}  // namespace zt
