@@ -17,6 +17,11 @@
 #include "zerotrain/core/dtype.h"
 #include "zerotrain/kernels/ops.h"
 
+namespace zt {
+// Readable parameter names in gtest output.
+inline void PrintTo(DType t, std::ostream* os) { *os << dtype_name(t); }
+}  // namespace zt
+
 namespace zt::test {
 
 // Owns host storage of one dtype; elements are read/written as double (stores round RNE).
