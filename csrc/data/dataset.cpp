@@ -1,0 +1,144 @@
+// dataset.cpp — the --data spec parser and the batch split convention (dataset.h).
+#include "zerotrain/data/dataset.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <map>
+
+#include "zerotrain/core/check.h"
+#include "zerotrain/data/markov.h"
+#include "zerotrain/data/teacher.h"
+#include "zerotrain/data/token_file.h"
+
+namespace zt {
+
+namespace {
+
+// key=value pairs of a markov:/teacher: spec; unknown or repeated keys are errors.
+class SpecArgs {
+ public:
+  SpecArgs(const std::string& spec, const std::string& body, std::initializer_list<const char*> known)
+      : spec_(spec) {
+    size_t pos = 0;
+    while (pos < body.size()) {
+      size_t comma = body.find(',', pos);
+      std::string item = body.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+      pos = comma == std::string::npos ? body.size() : comma + 1;
+      if (item.empty()) continue;
+      size_t eq = item.find('=');
+      if (eq == std::string::npos || eq == 0)
+        throw InputError("--data '" + spec_ + "': expected key=value, found '" + item + "'");
+      std::string key = item.substr(0, eq);
+      bool ok = false;
+      for (const char* k : known) ok = ok || key == k;
+      if (!ok) {
+        std::string list;
+        for (const char* k : known) list += std::string(list.empty() ? "" : ", ") + k;
+        throw InputError("--data '" + spec_ + "': unknown key '" + key + "' (known: " + list + ")");
+      }
+      if (values_.count(key)) throw InputError("--data '" + spec_ + "': key '" + key + "' given twice");
+      values_[key] = item.substr(eq + 1);
+    }
+  }
+  int64_t integer(const std::string& key, int64_t fallback) const {
+    auto it = values_.find(key);
+    if (it == values_.end()) return fallback;
+    errno = 0;
+    char* end = nullptr;
+    long long v = std::strtoll(it->second.c_str(), &end, 10);
+    if (it->second.empty() || *end != '\0' || errno != 0)
+      throw InputError("--data '" + spec_ + "': " + key + " must be an integer, found '" + it->second + "'");
+    return v;
+  }
+  uint64_t unsigned_integer(const std::string& key, uint64_t fallback) const {
+    auto it = values_.find(key);
+    if (it == values_.end()) return fallback;
+    errno = 0;
+    char* end = nullptr;
+    unsigned long long v = std::strtoull(it->second.c_str(), &end, 10);
+    if (it->second.empty() || it->second[0] == '-' || *end != '\0' || errno != 0)
+      throw InputError("--data '" + spec_ + "': " + key + " must be a non-negative integer, found '" + it->second + "'");
+    return v;
+  }
+  double number(const std::string& key, double fallback) const {
+    auto it = values_.find(key);
+    if (it == values_.end()) return fallback;
+    errno = 0;
+    char* end = nullptr;
+    double v = std::strtod(it->second.c_str(), &end);
+    if (it->second.empty() || *end != '\0' || errno != 0 || !std::isfinite(v))
+      throw InputError("--data '" + spec_ + "': " + key + " must be a number, found '" + it->second + "'");
+    return v;
+  }
+
+ private:
+  std::string spec_;
+  std::map<std::string, std::string> values_;
+};
+
+void require_token_model(const std::string& spec, const DatasetShape& shape) {
+  if (shape.vocab_size <= 0 || shape.n_ctx <= 0)
+    throw InputError("--data '" + spec + "': token data needs a token model (GPT with vocab_size and n_ctx)");
+}
+
+}  // namespace
+
+std::unique_ptr<Dataset> make_dataset(const std::string& spec, const DatasetShape& shape) {
+  if (shape.global_batch <= 0) throw InputError("--data '" + spec + "': the global batch size must be > 0");
+  size_t colon = spec.find(':');
+  std::string kind = spec.substr(0, colon);
+  std::string body = colon == std::string::npos ? std::string() : spec.substr(colon + 1);
+  if (kind == "markov") {
+    require_token_model(spec, shape);
+    SpecArgs a(spec, body, {"vocab", "order", "seed", "temperature"});
+    int64_t vocab = a.integer("vocab", shape.vocab_size);
+    int64_t order = a.integer("order", 1);
+    if (vocab > shape.vocab_size)
+      throw InputError("--data '" + spec + "': vocab " + std::to_string(vocab) + " exceeds the model's vocab_size " +
+                       std::to_string(shape.vocab_size));
+    if (order < 0 || order > 16)
+      throw InputError("--data '" + spec + "': order must be in 0..16, found " + std::to_string(order));
+    return std::make_unique<MarkovDataset>(vocab, static_cast<int>(order), a.unsigned_integer("seed", shape.seed),
+                                           a.number("temperature", 0.5), shape.n_ctx, shape.global_batch);
+  }
+  if (kind == "teacher") {
+    if (shape.mlp_dims.size() < 2)
+      throw InputError("--data '" + spec + "': teacher data needs an MLP model (dims [in, ..., out])");
+    if (shape.mlp_classification)
+      throw InputError("--data '" + spec + "': teacher data is regression; the MLP's task is classification");
+    SpecArgs a(spec, body, {"noise", "seed"});
+    double noise = a.number("noise", 0.1);
+    if (noise < 0) throw InputError("--data '" + spec + "': noise must be >= 0");
+    return std::make_unique<TeacherDataset>(shape.mlp_dims, shape.mlp_relu, noise, a.unsigned_integer("seed", shape.seed),
+                                            shape.global_batch);
+  }
+  if (kind == "text" || kind == "tokens") {
+    require_token_model(spec, shape);
+    if (colon == std::string::npos || body.empty())
+      throw InputError("--data '" + spec + "': expected " + kind + ":PATH");
+    TokenFileDataset::Format format = kind == "text" ? TokenFileDataset::Format::Bytes : TokenFileDataset::Format::Auto;
+    std::string path = body;
+    size_t opt = body.rfind(",format=");
+    if (kind == "tokens" && opt != std::string::npos) {
+      std::string f = body.substr(opt + 8);
+      path = body.substr(0, opt);
+      if (f == "llmc") format = TokenFileDataset::Format::Llmc;
+      else if (f == "raw") format = TokenFileDataset::Format::Raw;
+      else if (f != "auto")
+        throw InputError("--data '" + spec + "': format must be auto, llmc or raw, found '" + f + "'");
+    }
+    if (path.empty()) throw InputError("--data '" + spec + "': expected " + kind + ":PATH");
+    return std::make_unique<TokenFileDataset>(path, format, shape.vocab_size, shape.n_ctx, shape.global_batch);
+  }
+  throw InputError("--data '" + spec + "': unknown data kind '" + kind +
+                   "' (expected markov:, teacher:, text:PATH or tokens:PATH)");
+}
+
+int64_t sample_range(int rank, int world, int micro_step, int gas, int64_t mbs) {
+  ZT_CHECK(world > 0 && rank >= 0 && rank < world, "sample_range: rank outside the world");
+  ZT_CHECK(gas > 0 && micro_step >= 0 && micro_step < gas, "sample_range: micro_step outside 0..gas-1");
+  return (static_cast<int64_t>(rank) * gas + micro_step) * mbs;
+}
+
+}  // namespace zt
