@@ -1,0 +1,170 @@
+// communicator.cpp — backend-independent half of the Communicator: argument checks, in-place
+// rules, sequence numbers and the log, the schedule-hash check, and the factory.
+#include "zerotrain/comm/communicator.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <vector>
+
+#include "zerotrain/core/check.h"
+
+namespace zt {
+
+const char* comm_backend_name(CommBackend b) { return b == CommBackend::MPI ? "mpi" : "nccl"; }
+
+double CommOptions::default_timeout_s() {
+  const char* v = std::getenv("ZT_COMM_TIMEOUT_S");
+  if (!v || !*v) return 300.0;
+  char* end = nullptr;
+  double t = std::strtod(v, &end);
+  if (end == v || *end != '\0') {
+    throw InputError(std::string("ZT_COMM_TIMEOUT_S='") + v + "': expected a number of seconds (<= 0 disables the watchdog)");
+  }
+  return t;
+}
+
+Communicator::Communicator(const CommOptions& opts, int rank, int world_size, int local_rank, int local_size)
+    : opts_(opts), log_(opts.log_capacity), rank_(rank), world_size_(world_size), local_rank_(local_rank),
+      local_size_(local_size) {}
+
+namespace {
+// [a, a+na) and [b, b+nb) share a byte.
+bool overlaps(const void* a, size_t na, const void* b, size_t nb) {
+  if (na == 0 || nb == 0) return false;
+  auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
+  return pa < pb + nb && pb < pa + na;
+}
+std::string where(CommOp op, const std::string& label) {
+  return std::string(comm_op_name(op)) + " label=\"" + label + "\"";
+}
+}  // namespace
+
+uint64_t Communicator::issue(Call c, const std::string& label, size_t bytes, Event* done) {
+  c.seq = log_.issue(c.op, label, c.count, bytes, c.dtype);
+  launch(c);
+  if (done) done->record(stream());
+  return c.seq;
+}
+
+uint64_t Communicator::all_reduce(const void* send, void* recv, size_t count, DType dt, ReduceOp op,
+                                  const std::string& label, Event* done) {
+  const size_t bytes = count * dtype_size(dt);
+  ZT_CHECK(count == 0 || (send && recv), where(CommOp::AllReduce, label) + ": null buffer");
+  const bool in_place = send == recv;
+  ZT_CHECK(in_place || !overlaps(send, bytes, recv, bytes),
+           where(CommOp::AllReduce, label) + ": send and recv overlap without being the same buffer");
+  Call c;
+  c.op = CommOp::AllReduce;
+  c.send = send;
+  c.recv = recv;
+  c.count = count;
+  c.dtype = dt;
+  c.reduce = op;
+  c.in_place = in_place;
+  return issue(c, label, bytes, done);
+}
+
+uint64_t Communicator::reduce_scatter(const void* send, void* recv, size_t recv_count, DType dt, ReduceOp op,
+                                      const std::string& label, Event* done) {
+  const size_t elt = dtype_size(dt);
+  const size_t send_bytes = recv_count * elt * static_cast<size_t>(world_size_);
+  ZT_CHECK(op == ReduceOp::Sum || op == ReduceOp::Avg,
+           where(CommOp::ReduceScatter, label) + ": reduce op must be sum or avg, got " + reduce_op_name(op));
+  ZT_CHECK(recv_count == 0 || (send && recv), where(CommOp::ReduceScatter, label) + ": null buffer");
+  const char* own = recv_count ? static_cast<const char*>(send) + static_cast<size_t>(rank_) * recv_count * elt
+                               : nullptr;
+  const bool in_place = recv_count > 0 && own == recv;
+  ZT_CHECK(in_place || !overlaps(send, send_bytes, recv, recv_count * elt),
+           where(CommOp::ReduceScatter, label) +
+               ": recv overlaps send; in place needs recv == send + rank*recv_count");
+  Call c;
+  c.op = CommOp::ReduceScatter;
+  c.send = send;
+  c.recv = recv;
+  c.count = recv_count;
+  c.dtype = dt;
+  c.reduce = op;
+  c.in_place = in_place;
+  return issue(c, label, send_bytes, done);
+}
+
+uint64_t Communicator::all_gather(const void* send, void* recv, size_t send_count, DType dt,
+                                  const std::string& label, Event* done) {
+  const size_t elt = dtype_size(dt);
+  const size_t recv_bytes = send_count * elt * static_cast<size_t>(world_size_);
+  ZT_CHECK(send_count == 0 || (send && recv), where(CommOp::AllGather, label) + ": null buffer");
+  const char* own = send_count ? static_cast<const char*>(recv) + static_cast<size_t>(rank_) * send_count * elt
+                               : nullptr;
+  const bool in_place = send_count > 0 && own == send;
+  ZT_CHECK(in_place || !overlaps(send, send_count * elt, recv, recv_bytes),
+           where(CommOp::AllGather, label) + ": send overlaps recv; in place needs send == recv + rank*send_count");
+  Call c;
+  c.op = CommOp::AllGather;
+  c.send = send;
+  c.recv = recv;
+  c.count = send_count;
+  c.dtype = dt;
+  c.in_place = in_place;
+  return issue(c, label, recv_bytes, done);
+}
+
+uint64_t Communicator::broadcast(void* buf, size_t count, DType dt, int root, const std::string& label, Event* done) {
+  ZT_CHECK(root >= 0 && root < world_size_, where(CommOp::Broadcast, label) + ": root " + std::to_string(root) +
+                                                " is not a rank of a world of " + std::to_string(world_size_));
+  ZT_CHECK(count == 0 || buf, where(CommOp::Broadcast, label) + ": null buffer");
+  Call c;
+  c.op = CommOp::Broadcast;
+  c.send = buf;
+  c.recv = buf;
+  c.count = count;
+  c.dtype = dt;
+  c.root = root;
+  c.in_place = true;
+  return issue(c, label, count * dtype_size(dt), done);
+}
+
+uint64_t Communicator::barrier(const std::string& label, Event* done) {
+  Call c;
+  c.op = CommOp::Barrier;
+  return issue(c, label, 0, done);
+}
+
+void Communicator::verify_same_across_ranks(uint64_t hash, const std::string& what) {
+  uint64_t seq = log_.issue(CommOp::VerifySame, what, 1, sizeof(uint64_t) * static_cast<size_t>(world_size_),
+                            DType::F32);
+  std::vector<uint64_t> all(static_cast<size_t>(world_size_));
+  gather_u64_blocking(seq, hash, all.data());
+  // Every rank sees the same table, so every rank decides (and throws) the same way.
+  std::map<uint64_t, std::vector<int>> ranks_by_value;
+  for (int r = 0; r < world_size_; ++r) ranks_by_value[all[r]].push_back(r);
+  if (ranks_by_value.size() == 1) return;
+  std::string msg = "ranks disagree on " + what + ":";
+  for (const auto& [value, ranks] : ranks_by_value) {
+    char hex[32];
+    std::snprintf(hex, sizeof(hex), "0x%016llx", static_cast<unsigned long long>(value));
+    msg += std::string(" ") + hex + " on rank" + (ranks.size() > 1 ? "s " : " ");
+    for (size_t i = 0; i < ranks.size(); ++i) msg += (i ? "," : "") + std::to_string(ranks[i]);
+    msg += ";";
+  }
+  msg.back() = '.';
+  std::vector<int> differ;  // ranks whose value differs from rank 0's
+  for (int r = 0; r < world_size_; ++r)
+    if (all[r] != all[0]) differ.push_back(r);
+  msg += " Ranks differing from rank 0: ";
+  for (size_t i = 0; i < differ.size(); ++i) msg += (i ? "," : "") + std::to_string(differ[i]);
+  throw CommMismatchError(msg);
+}
+
+std::unique_ptr<Communicator> make_communicator(Device& dev, MPI_Comm parent, const CommOptions& opts) {
+  if (dev.kind() == DeviceKind::CUDA) return make_nccl_communicator(dev, parent, opts);
+  return make_mpi_communicator(dev, parent, opts);
+}
+
+#if !defined(ZT_WITH_CUDA)
+std::unique_ptr<Communicator> make_nccl_communicator(Device&, MPI_Comm, const CommOptions&) {
+  throw InputError("the NCCL communicator needs the CUDA backend; this zerotrain was built without it");
+}
+#endif
+
+}  // namespace zt

@@ -1,0 +1,163 @@
+// communicator.h — collectives for data parallelism, on a dedicated comm stream.
+//
+// Semantics (both backends):
+//  * Every collective is enqueued on the communicator's comm stream and returns at once with
+//    its sequence number. Collectives complete in issue order. When `done` is given, it is
+//    recorded on the comm stream right after the collective: a compute stream that waits on it
+//    (Stream::wait) runs later work only after the collective's result is in place.
+//  * Producers: a collective reads its input when the comm stream reaches it. Work that fills
+//    the input on another stream must be made visible first: record an event there and call
+//    comm.wait(event) before issuing.
+//  * Buffer ownership: the caller owns every buffer; a buffer handed to a collective must not be
+//    written (or, for outputs, read) until the collective's `done` event completed.
+//  * Counts are elements. reduce_scatter: `recv_count` elements per rank, send holds
+//    world_size·recv_count. all_gather: `send_count` per rank, recv holds world_size·send_count.
+//  * In place follows NCCL: reduce_scatter in place when recv == send + rank·recv_count;
+//    all_gather in place when send == recv + rank·send_count; all_reduce when send == recv.
+//    Any other overlap between send and recv is a programming error (ZT_CHECK).
+//  * Every rank must issue the same collectives in the same order with the same counts and
+//    dtypes (labels should match too). A rank that does not is caught by the hang watchdog.
+//
+// Determinism (MPI backend): sums, averages and maxima are computed in fp32 in rank order
+// 0,1,…,n−1 (see host_reduce.h) by the rank that owns each element block, then distributed, so
+// every rank holds bitwise the same result and repeated runs are bitwise equal; bf16/fp16 are
+// rounded once, after the fp32 accumulation. all_reduce and reduce_scatter give bitwise the same
+// values for the same elements. NCCL backend: NCCL's own algorithms (deterministic for a fixed
+// NCCL version, topology and size; identical on every rank for all_reduce).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include <mpi.h>
+
+#include "zerotrain/comm/comm_log.h"
+#include "zerotrain/comm/host_reduce.h"
+#include "zerotrain/core/device.h"
+
+namespace zt {
+
+enum class CommBackend : uint8_t { MPI = 0, NCCL };
+const char* comm_backend_name(CommBackend b);  // "mpi", "nccl"
+
+// Exit status of a job the comm layer takes down (hang, async NCCL error, schedule mismatch).
+constexpr int kExitCommFailure = 3;
+
+struct CommOptions {
+  // Hang watchdog: a collective that started and has not completed after this many seconds
+  // takes the job down with a report. <= 0 disables the watchdog. Default: env
+  // ZT_COMM_TIMEOUT_S, else 300.
+  double timeout_s = default_timeout_s();
+  size_t log_capacity = 1024;        // ring log entries kept
+  // MPI backend: per-peer chunk of the pipelined reduce-scatter phase (bytes). Scratch memory is
+  // 2·(n−1)·chunk_bytes, tracked as MemCategory::Communicator.
+  size_t chunk_bytes = size_t(1) << 20;
+  // MPI backend: all_reduce of at most this many bytes gathers every contribution and reduces
+  // locally (one latency-bound step instead of two).
+  size_t small_all_reduce_bytes = 16 << 10;
+  static double default_timeout_s();
+};
+
+// Thrown by verify_same_across_ranks on every rank when the ranks disagree.
+class CommMismatchError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const { return rank_; }
+  int world_size() const { return world_size_; }
+  int local_rank() const { return local_rank_; }   // rank among the processes of this node
+  int local_size() const { return local_size_; }
+  virtual CommBackend backend() const = 0;
+  virtual Stream& stream() = 0;                    // the comm stream
+  virtual std::unique_ptr<Event> create_event() = 0;  // an event of the comm stream's kind
+  const CommOptions& options() const { return opts_; }
+
+  // Collectives. Return the sequence number; see the file comment for in-place rules.
+  // all_reduce: Sum, Avg, Max. reduce_scatter: Sum, Avg.
+  uint64_t all_reduce(const void* send, void* recv, size_t count, DType dt, ReduceOp op,
+                      const std::string& label = {}, Event* done = nullptr);
+  uint64_t reduce_scatter(const void* send, void* recv, size_t recv_count, DType dt, ReduceOp op,
+                          const std::string& label = {}, Event* done = nullptr);
+  uint64_t all_gather(const void* send, void* recv, size_t send_count, DType dt,
+                      const std::string& label = {}, Event* done = nullptr);
+  uint64_t broadcast(void* buf, size_t count, DType dt, int root, const std::string& label = {},
+                     Event* done = nullptr);
+  uint64_t barrier(const std::string& label = {}, Event* done = nullptr);
+
+  // Later collectives wait until `ready` (recorded on a producer stream) is complete.
+  void wait(Event& ready) { stream().wait(ready); }
+  // Host blocks until every collective issued so far has completed.
+  void synchronize() { stream().synchronize(); }
+
+  // Coalescing: NCCL fuses the collectives issued between group_start and group_end into one
+  // launch (ncclGroupStart/End); the MPI backend runs them one after another. Prefer CommGroup.
+  virtual void group_start() {}
+  virtual void group_end() {}
+
+  // Blocking check that every rank passes the same `hash` (e.g. of a bucket schedule). On a
+  // mismatch every rank throws CommMismatchError naming the ranks and their values — never a
+  // hang. Runs as a collective on the comm stream (it has a sequence number).
+  void verify_same_across_ranks(uint64_t hash, const std::string& what);
+
+  const CommLog& log() const { return log_; }
+  CommLog& log() { return log_; }
+
+ protected:
+  struct Call {
+    uint64_t seq = 0;
+    CommOp op = CommOp::Barrier;
+    const void* send = nullptr;
+    void* recv = nullptr;
+    size_t count = 0;            // as passed by the caller
+    DType dtype = DType::F32;
+    ReduceOp reduce = ReduceOp::Sum;
+    int root = 0;
+    bool in_place = false;
+  };
+  Communicator(const CommOptions& opts, int rank, int world_size, int local_rank, int local_size);
+  // Enqueue the collective on the comm stream; it marks the log started/completed.
+  virtual void launch(const Call& c) = 0;
+  // verify_same_across_ranks: gather one uint64 per rank into `all` (world_size entries).
+  // Runs the exchange as collective `seq` and returns when it is complete.
+  virtual void gather_u64_blocking(uint64_t seq, uint64_t value, uint64_t* all) = 0;
+
+  CommOptions opts_;
+  CommLog log_;
+  int rank_ = 0, world_size_ = 1, local_rank_ = 0, local_size_ = 1;
+
+ private:
+  uint64_t issue(Call c, const std::string& label, size_t bytes, Event* done);
+};
+
+// Scope guard for group_start/group_end.
+class CommGroup {
+ public:
+  explicit CommGroup(Communicator& c) : c_(c) { c_.group_start(); }
+  ~CommGroup() { c_.group_end(); }
+  CommGroup(const CommGroup&) = delete;
+  CommGroup& operator=(const CommGroup&) = delete;
+
+ private:
+  Communicator& c_;
+};
+
+// MPI on a CPU device, NCCL on a CUDA device (the device's ordinal is the GPU this rank uses).
+// `parent` is duplicated, never used directly. MPI must be initialised (MpiEnvironment).
+std::unique_ptr<Communicator> make_communicator(Device& dev, MPI_Comm parent = MPI_COMM_WORLD,
+                                                const CommOptions& opts = {});
+std::unique_ptr<Communicator> make_mpi_communicator(Device& cpu_dev, MPI_Comm parent = MPI_COMM_WORLD,
+                                                    const CommOptions& opts = {});
+// Throws InputError when the CUDA backend is not built.
+std::unique_ptr<Communicator> make_nccl_communicator(Device& cuda_dev, MPI_Comm parent = MPI_COMM_WORLD,
+                                                     const CommOptions& opts = {});
+
+}  // namespace zt

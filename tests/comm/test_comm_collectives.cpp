@@ -1,0 +1,195 @@
+// Every collective × dtype × in-place/out-of-place × size (0, 1, odd, > 1 MiB), checked bit for
+// bit on every rank against a rank-order fp32 reference computed locally from every rank's input.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <vector>
+
+#include "comm_test_util.h"
+#include "zerotrain/comm/communicator.h"
+#include "zerotrain/core/device.h"
+
+using namespace zt;
+using namespace zt::testing_comm;
+
+namespace {
+
+struct Variant {
+  const char* name;
+  size_t chunk_bytes;
+  size_t small_all_reduce_bytes;
+};
+// default settings; tiny chunks (many pipelined chunks, uneven chunk counts per block) with the
+// two-phase all_reduce forced even for one element.
+const Variant kVariants[] = {{"default", size_t(1) << 20, 16 << 10}, {"tiny_chunks", 4096 + 6, 0}};
+const DType kDTypes[] = {DType::F32, DType::BF16, DType::F16};
+// 0, 1, odd, a few KiB, and > 1 MiB in every dtype.
+const size_t kCounts[] = {0, 1, 7, 1023, 600011};
+
+class Collectives : public ::testing::TestWithParam<int> {
+ protected:
+  void SetUp() override {
+    dev_ = make_cpu_device();
+    CommOptions o;
+    o.chunk_bytes = kVariants[GetParam()].chunk_bytes;
+    o.small_all_reduce_bytes = kVariants[GetParam()].small_all_reduce_bytes;
+    o.timeout_s = 120;
+    comm_ = make_communicator(*dev_, MPI_COMM_WORLD, o);
+    done_ = comm_->create_event();
+  }
+  void TearDown() override {
+    done_.reset();
+    comm_.reset();
+  }
+  // Alternate between waiting on the done event and synchronising the communicator.
+  void finish(int i) {
+    if (i % 2) done_->synchronize();
+    else comm_->synchronize();
+  }
+  std::unique_ptr<Device> dev_;
+  std::unique_ptr<Communicator> comm_;
+  std::unique_ptr<Event> done_;
+};
+
+TEST_P(Collectives, AllReduce) {
+  const int n = comm_->world_size(), r = comm_->rank();
+  uint64_t salt = 100;
+  int i = 0;
+  for (DType dt : kDTypes)
+    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max})
+      for (size_t count : kCounts)
+        for (bool in_place : {false, true}) {
+          ++salt;
+          std::vector<uint8_t> in, out(count * dtype_size(dt) + 1, 0xAB);
+          fill_input(in, count, dt, r, salt);
+          std::vector<uint8_t> want = reference(count, 0, count, dt, op, n, salt);
+          uint8_t* dst = in_place ? in.data() : out.data();
+          comm_->all_reduce(in.data(), dst, count, dt, op, "ar", done_.get());
+          finish(++i);
+          EXPECT_TRUE(same_bits(dst, want.data(), count, dt))
+              << dtype_name(dt) << " " << reduce_op_name(op) << " count " << count << (in_place ? " in place" : "");
+          if (!in_place) {
+            EXPECT_EQ(out.back(), 0xAB) << "wrote past the end";
+          }
+        }
+}
+
+TEST_P(Collectives, ReduceScatter) {
+  const int n = comm_->world_size(), r = comm_->rank();
+  uint64_t salt = 200;
+  int i = 0;
+  for (DType dt : kDTypes)
+    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg})
+      for (size_t count : kCounts)
+        for (bool in_place : {false, true}) {
+          ++salt;
+          const size_t elt = dtype_size(dt), total = count * n;
+          std::vector<uint8_t> in, out(count * elt + 1, 0xAB);
+          fill_input(in, total, dt, r, salt);
+          std::vector<uint8_t> before = in;
+          std::vector<uint8_t> want = reference(total, count * r, count, dt, op, n, salt);
+          uint8_t* dst = in_place ? in.data() + count * r * elt : out.data();
+          comm_->reduce_scatter(in.data(), dst, count, dt, op, "rs", done_.get());
+          finish(++i);
+          EXPECT_TRUE(same_bits(dst, want.data(), count, dt))
+              << dtype_name(dt) << " " << reduce_op_name(op) << " count " << count << (in_place ? " in place" : "");
+          // Other ranks' blocks of the send buffer are never written.
+          for (int k = 0; k < n; ++k) {
+            if (in_place && k == r) continue;
+            EXPECT_TRUE(same_bits(in.data() + count * k * elt, before.data() + count * k * elt, count, dt))
+                << "send block " << k << " modified";
+          }
+          if (!in_place) {
+            EXPECT_EQ(out.back(), 0xAB) << "wrote past the end";
+          }
+        }
+}
+
+TEST_P(Collectives, AllGather) {
+  const int n = comm_->world_size(), r = comm_->rank();
+  uint64_t salt = 300;
+  int i = 0;
+  for (DType dt : kDTypes)
+    for (size_t count : kCounts)
+      for (bool in_place : {false, true}) {
+        ++salt;
+        const size_t elt = dtype_size(dt);
+        std::vector<uint8_t> mine, recv(count * n * elt + 1, 0xAB), want;
+        fill_input(mine, count, dt, r, salt);
+        for (int k = 0; k < n; ++k) {
+          std::vector<uint8_t> theirs;
+          fill_input(theirs, count, dt, k, salt);
+          want.insert(want.end(), theirs.begin(), theirs.end());
+        }
+        const void* send = mine.data();
+        if (in_place) {
+          std::memcpy(recv.data() + count * r * elt, mine.data(), count * elt);
+          send = recv.data() + count * r * elt;
+        }
+        comm_->all_gather(send, recv.data(), count, dt, "ag", done_.get());
+        finish(++i);
+        EXPECT_TRUE(same_bits(recv.data(), want.data(), count * n, dt))
+            << dtype_name(dt) << " count " << count << (in_place ? " in place" : "");
+        EXPECT_EQ(recv.back(), 0xAB) << "wrote past the end";
+      }
+}
+
+TEST_P(Collectives, Broadcast) {
+  const int n = comm_->world_size(), r = comm_->rank();
+  uint64_t salt = 400;
+  int i = 0;
+  for (DType dt : kDTypes)
+    for (size_t count : kCounts)
+      for (int root = 0; root < n; ++root) {
+        ++salt;
+        std::vector<uint8_t> buf, want;
+        fill_input(buf, count, dt, r, salt);
+        fill_input(want, count, dt, root, salt);
+        comm_->broadcast(buf.data(), count, dt, root, "bc", done_.get());
+        finish(++i);
+        EXPECT_TRUE(same_bits(buf.data(), want.data(), count, dt)) << dtype_name(dt) << " count " << count << " root " << root;
+      }
+}
+
+TEST_P(Collectives, BarrierAndLog) {
+  const int n = comm_->world_size();
+  comm_->barrier("b0");
+  std::vector<float> x(10, 1.0f), y(10 * n);
+  comm_->all_gather(x.data(), y.data(), 10, DType::F32, "g1");
+  comm_->all_reduce(x.data(), x.data(), 10, DType::F32, ReduceOp::Sum, "a2", done_.get());
+  done_->synchronize();
+  for (float v : x) EXPECT_EQ(v, static_cast<float>(n));
+  const CommLog& log = comm_->log();
+  EXPECT_EQ(log.last_issued(), 3u);
+  EXPECT_EQ(log.last_completed(), 3u);
+  std::vector<CommRecord> recs = log.recent(10);
+  ASSERT_EQ(recs.size(), 3u);
+  EXPECT_EQ(recs[0].op, CommOp::Barrier);
+  EXPECT_EQ(recs[1].op, CommOp::AllGather);
+  EXPECT_EQ(recs[1].label, "g1");
+  EXPECT_EQ(recs[1].bytes, 10u * 4u * n);  // full gathered size
+  EXPECT_EQ(recs[2].op, CommOp::AllReduce);
+  EXPECT_EQ(recs[2].bytes, 40u);
+  for (size_t k = 0; k < recs.size(); ++k) {
+    EXPECT_EQ(recs[k].seq, k + 1);
+    EXPECT_TRUE(recs[k].completed());
+    EXPECT_LE(recs[k].issued_s, recs[k].started_s);
+    EXPECT_LE(recs[k].started_s, recs[k].completed_s);
+  }
+  EXPECT_EQ(log.stats(CommOp::AllGather).calls, 1u);
+  EXPECT_EQ(log.stats(CommOp::AllGather).completed, 1u);
+  EXPECT_EQ(log.stats(CommOp::AllReduce).bytes, 40u);
+  EXPECT_FALSE(log.oldest_incomplete().has_value());
+}
+
+TEST_P(Collectives, NodeLocalRanks) {
+  // mpirun on one machine: every rank is local.
+  EXPECT_EQ(comm_->local_size(), comm_->world_size());
+  EXPECT_EQ(comm_->local_rank(), comm_->rank());
+  EXPECT_EQ(comm_->backend(), CommBackend::MPI);
+}
+
+INSTANTIATE_TEST_SUITE_P(Comm, Collectives, ::testing::Range(0, 2),
+                         [](const ::testing::TestParamInfo<int>& p) { return std::string(kVariants[p.param].name); });
+
+}  // namespace

@@ -1,0 +1,129 @@
+// NCCL backend, one rank per GPU: every collective × dtype × in place/out of place against the
+// same rank-order reference as the MPI tests (within the dtype's rounding, since NCCL's order is
+// its own), events, the log. Skips with a reason where there is no CUDA backend or no GPU.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "comm_test_util.h"
+#include "zerotrain/comm/communicator.h"
+#include "zerotrain/comm/mpi_env.h"
+#include "zerotrain/core/device.h"
+
+using namespace zt;
+using namespace zt::testing_comm;
+
+namespace {
+
+class NcclComm : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cuda_backend_built()) GTEST_SKIP() << "built without the CUDA backend";
+    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible";
+    NodeLocal nl = node_local(MPI_COMM_WORLD);
+    dev_ = make_cuda_device(cuda_ordinal_for_local_rank(nl.local_rank, nl.local_size, cuda_device_count()));
+    CommOptions o;
+    o.timeout_s = 120;
+    comm_ = make_communicator(*dev_, MPI_COMM_WORLD, o);
+    stream_ = dev_->create_stream("test");
+  }
+  void TearDown() override {
+    stream_.reset();
+    comm_.reset();
+    dev_.reset();
+  }
+  DeviceBuffer upload(const std::vector<uint8_t>& host, size_t bytes) {
+    DeviceBuffer b = dev_->alloc(bytes ? bytes : 1, MemCategory::Workspace, true);
+    if (!host.empty()) dev_->memcpy_async(b.data(), host.data(), host.size(), CopyKind::HostToDevice, *stream_);
+    stream_->synchronize();
+    return b;
+  }
+  std::vector<uint8_t> download(const void* p, size_t bytes) {
+    std::vector<uint8_t> h(bytes);
+    if (bytes) dev_->memcpy_async(h.data(), p, bytes, CopyKind::DeviceToHost, *stream_);
+    stream_->synchronize();
+    return h;
+  }
+  static void expect_close(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want, size_t count, DType dt,
+                           const std::string& what) {
+    const float tol = dt == DType::F32 ? 1e-5f : (dt == DType::BF16 ? 1e-2f : 2e-3f);
+    size_t bad = 0;
+    for (size_t i = 0; i < count; ++i) {
+      float g = load(got.data(), i, dt), w = load(want.data(), i, dt);
+      if (!(std::fabs(g - w) <= tol * (1.0f + std::fabs(w)))) ++bad;
+    }
+    EXPECT_EQ(bad, 0u) << what;
+  }
+  std::unique_ptr<Device> dev_;
+  std::unique_ptr<Communicator> comm_;
+  std::unique_ptr<Stream> stream_;
+};
+
+TEST_F(NcclComm, AllCollectives) {
+  const int n = comm_->world_size(), r = comm_->rank();
+  EXPECT_EQ(comm_->backend(), CommBackend::NCCL);
+  auto done = comm_->create_event();
+  uint64_t salt = 900;
+  for (DType dt : {DType::F32, DType::BF16, DType::F16})
+    for (size_t count : {size_t(0), size_t(1), size_t(7), size_t(600011)})
+      for (bool in_place : {false, true}) {
+        const size_t elt = dtype_size(dt);
+        for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max}) {
+          std::vector<uint8_t> in;
+          fill_input(in, count, dt, r, ++salt);
+          DeviceBuffer a = upload(in, count * elt), b = upload({}, count * elt);
+          void* dst = in_place ? a.data() : b.data();
+          comm_->all_reduce(a.data(), dst, count, dt, op, "ar", done.get());
+          stream_->wait(*done);
+          expect_close(download(dst, count * elt), reference(count, 0, count, dt, op, n, salt), count, dt,
+                       std::string("all_reduce ") + reduce_op_name(op));
+        }
+        for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg}) {
+          std::vector<uint8_t> in;
+          fill_input(in, count * n, dt, r, ++salt);
+          DeviceBuffer a = upload(in, count * n * elt), b = upload({}, count * elt);
+          void* dst = in_place ? static_cast<char*>(a.data()) + count * r * elt : b.data();
+          comm_->reduce_scatter(a.data(), dst, count, dt, op, "rs", done.get());
+          stream_->wait(*done);
+          expect_close(download(dst, count * elt), reference(count * n, count * r, count, dt, op, n, salt), count, dt,
+                       "reduce_scatter");
+        }
+        {
+          std::vector<uint8_t> mine, want;
+          fill_input(mine, count, dt, r, ++salt);
+          for (int k = 0; k < n; ++k) {
+            std::vector<uint8_t> t;
+            fill_input(t, count, dt, k, salt);
+            want.insert(want.end(), t.begin(), t.end());
+          }
+          DeviceBuffer recv = upload({}, count * n * elt), send = upload(mine, count * elt);
+          const void* s = send.data();
+          if (in_place) {
+            dev_->memcpy_async(static_cast<char*>(recv.data()) + count * r * elt, mine.data(), count * elt,
+                               CopyKind::HostToDevice, *stream_);
+            stream_->synchronize();
+            s = static_cast<char*>(recv.data()) + count * r * elt;
+          }
+          comm_->all_gather(s, recv.data(), count, dt, "ag", done.get());
+          stream_->wait(*done);
+          EXPECT_TRUE(same_bits(download(recv.data(), count * n * elt).data(), want.data(), count * n, dt));
+        }
+        {
+          std::vector<uint8_t> mine, want;
+          fill_input(mine, count, dt, r, ++salt);
+          fill_input(want, count, dt, 0, salt);
+          DeviceBuffer buf = upload(mine, count * elt);
+          comm_->broadcast(buf.data(), count, dt, 0, "bc", done.get());
+          stream_->wait(*done);
+          EXPECT_TRUE(same_bits(download(buf.data(), count * elt).data(), want.data(), count, dt));
+        }
+      }
+  comm_->barrier("end");
+  comm_->synchronize();
+  EXPECT_EQ(comm_->log().last_completed(), comm_->log().last_issued());
+  comm_->verify_same_across_ranks(42, "nccl schedule");
+}
+
+}  // namespace

@@ -1,0 +1,118 @@
+// Single-process units of the comm layer: the rank-order reduction kernel, the ring log, and the
+// watchdog's stall decision and report line.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "zerotrain/comm/comm_log.h"
+#include "zerotrain/comm/host_reduce.h"
+#include "zerotrain/comm/watchdog.h"
+
+using namespace zt;
+
+TEST(HostReduce, Bf16SumsAccumulateInFp32) {
+  // 1 + 2^-8 + 2^-8 in bf16 (8 mantissa bits): pairwise rounding loses both small terms
+  // (1 + 2^-8 rounds to 1, ties to even), fp32 accumulation keeps them (1 + 2^-7 is exact).
+  std::vector<bf16> a{bf16(1.0f)}, b{bf16(1.0f / 256)}, c{bf16(1.0f / 256)}, out(1);
+  const void* srcs[] = {a.data(), b.data(), c.data()};
+  reduce_in_order(srcs, 3, out.data(), 1, DType::BF16, ReduceOp::Sum, 3);
+  EXPECT_EQ(static_cast<float>(out[0]), 1.0f + 1.0f / 128);
+  EXPECT_EQ(static_cast<float>(bf16(static_cast<float>(bf16(1.0f + 1.0f / 256)) + 1.0f / 256)), 1.0f);
+}
+
+TEST(HostReduce, Fp16AvgAndRankOrder) {
+  std::vector<fp16> a{fp16(3.0f)}, b{fp16(4.0f)}, c{fp16(5.0f)}, out(1);
+  const void* srcs[] = {a.data(), b.data(), c.data()};
+  reduce_in_order(srcs, 3, out.data(), 1, DType::F16, ReduceOp::Avg, 3);
+  EXPECT_EQ(static_cast<float>(out[0]), 4.0f);
+  // fp32: the order is fixed left to right: (1e8 + 1) + -1e8 = 0 while 1e8 + (1 + -1e8) = ... also
+  // order-sensitive; the kernel must give exactly the left-to-right value.
+  std::vector<float> x{1e8f}, y{1.0f}, z{-1e8f}, o(1);
+  const void* s2[] = {x.data(), y.data(), z.data()};
+  reduce_in_order(s2, 3, o.data(), 1, DType::F32, ReduceOp::Sum, 3);
+  EXPECT_EQ(o[0], (1e8f + 1.0f) + -1e8f);
+  const void* s3[] = {y.data(), x.data(), z.data()};
+  reduce_in_order(s3, 3, o.data(), 1, DType::F32, ReduceOp::Sum, 3);
+  EXPECT_EQ(o[0], (1.0f + 1e8f) + -1e8f);
+}
+
+TEST(HostReduce, MaxIsOrderIndependent) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> a{1.0f, nan, -0.0f, -5.0f}, b{2.0f, 1.0f, 0.0f, -7.0f}, o1(4), o2(4);
+  const void* ab[] = {a.data(), b.data()};
+  const void* ba[] = {b.data(), a.data()};
+  reduce_in_order(ab, 2, o1.data(), 4, DType::F32, ReduceOp::Max, 2);
+  reduce_in_order(ba, 2, o2.data(), 4, DType::F32, ReduceOp::Max, 2);
+  EXPECT_EQ(o1[0], 2.0f);
+  EXPECT_TRUE(std::isnan(o1[1]) && std::isnan(o2[1]));
+  EXPECT_FALSE(std::signbit(o1[2]));
+  EXPECT_FALSE(std::signbit(o2[2]));
+  EXPECT_EQ(o1[3], -5.0f);
+  EXPECT_EQ(o2[3], -5.0f);
+}
+
+TEST(HostReduce, InPlaceAliasAndLongRuns) {
+  const size_t n = 5000;  // several tiles
+  std::vector<float> a(n), b(n);
+  for (size_t i = 0; i < n; ++i) { a[i] = static_cast<float>(i); b[i] = 0.5f; }
+  const void* srcs[] = {a.data(), b.data()};
+  reduce_in_order(srcs, 2, a.data(), n, DType::F32, ReduceOp::Sum, 2);
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(a[i], static_cast<float>(i) + 0.5f) << i;
+}
+
+TEST(CommLog, SequenceRingAndStats) {
+  CommLog log(4);
+  EXPECT_EQ(log.last_issued(), 0u);
+  EXPECT_FALSE(log.oldest_incomplete().has_value());
+  for (int i = 0; i < 6; ++i) log.issue(CommOp::AllGather, "u" + std::to_string(i), 10, 80, DType::BF16);
+  EXPECT_EQ(log.last_issued(), 6u);
+  // Seq 1 and 2 left the ring, but the oldest incomplete is still known by number.
+  auto old = log.oldest_incomplete();
+  ASSERT_TRUE(old.has_value());
+  EXPECT_EQ(old->seq, 1u);
+  EXPECT_FALSE(log.find(2).has_value());
+  ASSERT_TRUE(log.find(3).has_value());
+  EXPECT_EQ(log.find(3)->label, "u2");
+  for (uint64_t s = 1; s <= 4; ++s) {
+    log.mark_started(s);
+    log.mark_completed(s);
+  }
+  EXPECT_EQ(log.oldest_incomplete()->seq, 5u);
+  EXPECT_EQ(log.oldest_incomplete()->label, "u4");
+  auto recent = log.recent(3);
+  ASSERT_EQ(recent.size(), 3u);
+  EXPECT_EQ(recent[0].seq, 4u);
+  EXPECT_TRUE(recent[0].completed());
+  EXPECT_FALSE(recent[1].started());
+  CommOpStats st = log.stats(CommOp::AllGather);
+  EXPECT_EQ(st.calls, 6u);
+  EXPECT_EQ(st.completed, 4u);
+  EXPECT_EQ(st.bytes, 480u);
+  EXPECT_EQ(log.stats(CommOp::AllReduce).calls, 0u);
+}
+
+TEST(Watchdog, StallDecisionAndReportLine) {
+  CommLog log(16);
+  log.issue(CommOp::ReduceScatter, "bucket 3", 100, 1600, DType::F32);
+  log.mark_started(1);
+  log.mark_completed(1);
+  log.issue(CommOp::AllGather, "unit 5", 64, 512, DType::BF16);
+  const double t = log.now_s();
+  EXPECT_FALSE(stalled_collective(log, t + 100, 5).has_value()) << "not started: queued, not hung";
+  log.mark_started(2);
+  const double started = log.find(2)->started_s;
+  EXPECT_FALSE(stalled_collective(log, started + 4.9, 5).has_value());
+  auto s = stalled_collective(log, started + 5.1, 5);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->seq, 2u);
+  EXPECT_FALSE(stalled_collective(log, started + 50, 0).has_value()) << "timeout 0 disables";
+  std::string line = hang_report_line(log, "why");
+  EXPECT_NE(line.find("in #2 all_gather label=\"unit 5\" (512 bytes, bf16)"), std::string::npos) << line;
+  EXPECT_NE(line.find("last completed #1 reduce_scatter label=\"bucket 3\""), std::string::npos) << line;
+  EXPECT_NE(line.find("issued up to #2; why"), std::string::npos) << line;
+  log.mark_completed(2);
+  EXPECT_FALSE(stalled_collective(log, started + 50, 5).has_value());
+  EXPECT_NE(hang_report_line(log, "x").find("not in a collective"), std::string::npos);
+}
