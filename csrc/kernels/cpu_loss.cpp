@@ -23,34 +23,37 @@ void softmax_cross_entropy(const TensorView& losses, const TensorView& dlogits, 
     using T = decltype(tag);
     const T* x = static_cast<const T*>(logits.data);
     T* dx = static_cast<T*>(dlogits.data);
-#pragma omp parallel for schedule(static) if (N * V > kParallelGrain)
-    for (int64_t i = 0; i < N; ++i) {
-      T* drow = dx + i * V;
-      const int32_t target = targets[i];
-      if (target < 0) {  // ignored position: no loss, no gradient
-        loss_p[i] = 0.0f;
-        for (int64_t j = 0; j < V; ++j) drow[j] = from_f32<T>(0.0f);
-        continue;
-      }
-      std::vector<float> row(static_cast<size_t>(V));  // fp32 copy: drow may alias the logits
-      const T* xr = x + i * V;
-      float maxv = -INFINITY;
-      for (int64_t j = 0; j < V; ++j) {
-        row[j] = to_f32(xr[j]);
-        if (row[j] > maxv) maxv = row[j];
-      }
-      float sum = 0.0f;
-      for (int64_t j = 0; j < V; ++j) {
-        row[j] = expf(row[j] - maxv);
-        sum += row[j];
-      }
-      // -log p[target] = log(sum) - (x[target] - max), taken from the logit (not log of row[]).
-      const float shifted_target = to_f32(xr[target]) - maxv;
-      loss_p[i] = logf(sum) - shifted_target;
-      const float inv = 1.0f / sum;
-      for (int64_t j = 0; j < V; ++j) {
-        float p = row[j] * inv;
-        drow[j] = from_f32<T>(dloss * (p - (j == target ? 1.0f : 0.0f)));
+#pragma omp parallel if (N * V > kParallelGrain)
+    {
+      std::vector<float> row(static_cast<size_t>(V));  // fp32 copy of one row: drow may alias it
+#pragma omp for schedule(static)
+      for (int64_t i = 0; i < N; ++i) {
+        T* drow = dx + i * V;
+        const int32_t target = targets[i];
+        if (target < 0) {  // ignored position: no loss, no gradient
+          loss_p[i] = 0.0f;
+          for (int64_t j = 0; j < V; ++j) drow[j] = from_f32<T>(0.0f);
+          continue;
+        }
+        const T* xr = x + i * V;
+        float maxv = -INFINITY;
+        for (int64_t j = 0; j < V; ++j) {
+          row[j] = to_f32(xr[j]);
+          if (row[j] > maxv) maxv = row[j];
+        }
+        float sum = 0.0f;
+        for (int64_t j = 0; j < V; ++j) {
+          row[j] = expf(row[j] - maxv);
+          sum += row[j];
+        }
+        // -log p[target] = log(sum) - (x[target] - max), taken from the logit (not log of row[]).
+        const float shifted_target = to_f32(xr[target]) - maxv;
+        loss_p[i] = logf(sum) - shifted_target;
+        const float inv = 1.0f / sum;
+        for (int64_t j = 0; j < V; ++j) {
+          float p = row[j] * inv;
+          drow[j] = from_f32<T>(dloss * (p - (j == target ? 1.0f : 0.0f)));
+        }
       }
     }
   });
