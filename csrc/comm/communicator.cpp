@@ -43,7 +43,7 @@ std::string where(CommOp op, const std::string& label) {
 uint64_t Communicator::issue(Call c, const std::string& label, size_t bytes, Event* done) {
   c.seq = log_.issue(c.op, label, c.count, bytes, c.dtype);
   launch(c);
-  if (done) done->record(stream());
+  if (done) record_done(*done);
   return c.seq;
 }
 

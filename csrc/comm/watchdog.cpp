@@ -86,7 +86,10 @@ void CommWatchdog::run() {
       std::unique_lock<std::mutex> lock(mu_);
       if (cv_.wait_for(lock, tick, [&] { return stop_; })) return;
     }
-    if (hooks_.poll) hooks_.poll();
+    if (hooks_.poll) {
+      std::string err = hooks_.poll();
+      if (!err.empty()) fail(err);
+    }
     check_alert();
     if (auto stuck = stalled_collective(log_, log_.now_s(), timeout_s_)) {
       char why[96];

@@ -129,6 +129,9 @@ class Communicator {
   // verify_same_across_ranks: gather one uint64 per rank into `all` (world_size entries).
   // Runs the exchange as collective `seq` and returns when it is complete.
   virtual void gather_u64_blocking(uint64_t seq, uint64_t value, uint64_t* all) = 0;
+  // Make `done` complete when every collective launched so far has (NCCL defers it to group_end
+  // inside a group, where the fused launch happens).
+  virtual void record_done(Event& done) { done.record(stream()); }
 
   CommOptions opts_;
   CommLog log_;

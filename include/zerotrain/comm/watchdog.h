@@ -32,7 +32,9 @@ std::optional<CommRecord> stalled_collective(const CommLog& log, double now_s, d
 class CommWatchdog {
  public:
   struct Hooks {
-    std::function<void()> poll;       // called every tick (NCCL: mark completions, check errors)
+    // Called every tick (NCCL: mark completions, check async errors). A non-empty return is a
+    // failure line: the watchdog reports it and aborts the job.
+    std::function<std::string()> poll;
     std::function<void()> on_abort;   // called just before MPI_Abort (NCCL: ncclCommAbort)
   };
   // `parent`: the communicator whose ranks are alerted (duplicated here; collective call).
@@ -42,8 +44,8 @@ class CommWatchdog {
   CommWatchdog(const CommWatchdog&) = delete;
   CommWatchdog& operator=(const CommWatchdog&) = delete;
 
-  // Print `line` (prefixed with the process tag), alert the other ranks, and abort the job.
-  // Usable from any thread (the NCCL backend calls it on an async error).
+  // Print `line` (prefixed with the process tag) unless this rank already printed its line,
+  // alert the other ranks, and abort the job. Usable from any thread.
   [[noreturn]] void fail(const std::string& line);
   double poll_interval_s() const { return poll_s_; }
 

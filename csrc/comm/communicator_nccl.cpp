@@ -1,0 +1,248 @@
+// communicator_nccl.cpp — the GPU backend: one process per GPU, NCCL collectives on the
+// communicator's own CUDA stream, ncclUniqueId broadcast over MPI.
+//
+// Completion tracking: every collective (or fused group) is bracketed by two pooled CUDA events
+// on the comm stream; the watchdog thread polls them to mark the log started/completed, and
+// polls ncclCommGetAsyncError. An async NCCL error or a hang ends in ncclCommAbort + MPI_Abort
+// on this rank, after alerting the others, so no rank is left waiting forever.
+#include <deque>
+#include <mutex>
+#include <vector>
+
+#include "zerotrain/comm/communicator.h"
+#include "zerotrain/comm/mpi_env.h"
+#include "zerotrain/comm/watchdog.h"
+#include "zerotrain/core/check_cuda.h"
+
+namespace zt {
+
+namespace {
+
+ncclDataType_t nccl_type(DType dt) {
+  switch (dt) {
+    case DType::F32: return ncclFloat32;
+    case DType::BF16: return ncclBfloat16;
+    case DType::F16: return ncclFloat16;
+  }
+  return ncclFloat32;
+}
+
+ncclRedOp_t nccl_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return ncclSum;
+    case ReduceOp::Avg: return ncclAvg;
+    case ReduceOp::Max: return ncclMax;
+  }
+  return ncclSum;
+}
+
+class NcclCommunicator final : public Communicator {
+ public:
+  NcclCommunicator(Device& dev, MPI_Comm comm, int rank, int n, NodeLocal nl, const CommOptions& opts)
+      : Communicator(opts, rank, n, nl.local_rank, nl.local_size), dev_(dev), ordinal_(dev.ordinal()), comm_(comm) {
+    ZT_CUDA_CHECK(cudaSetDevice(ordinal_));
+    ncclUniqueId id{};
+    if (rank == 0) ZT_NCCL_CHECK(ncclGetUniqueId(&id));
+    ZT_MPI_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, comm_));
+    ZT_NCCL_CHECK(ncclCommInitRank(&nccl_, n, id, rank));
+    stream_ = dev.create_stream("comm");
+    cuda_stream_ = static_cast<cudaStream_t>(stream_->native_handle());
+    scratch_ = dev.alloc(sizeof(float), MemCategory::Communicator, true);
+    CommWatchdog::Hooks hooks;
+    hooks.poll = [this] { return poll(); };
+    hooks.on_abort = [this] { ncclCommAbort(nccl_); };
+    watchdog_ = std::make_unique<CommWatchdog>(log_, opts_.timeout_s, comm_, hooks);
+  }
+  ~NcclCommunicator() override {
+    ZT_CUDA_CHECK(cudaSetDevice(ordinal_));
+    ZT_CUDA_CHECK(cudaStreamSynchronize(cuda_stream_));
+    watchdog_.reset();
+    poll();  // marks everything complete and returns the events to the pool
+    ncclCommDestroy(nccl_);
+    for (cudaEvent_t e : pool_) cudaEventDestroy(e);
+    stream_.reset();
+    scratch_.reset();
+    MPI_Comm_free(&comm_);
+  }
+  CommBackend backend() const override { return CommBackend::NCCL; }
+  Stream& stream() override { return *stream_; }
+  std::unique_ptr<Event> create_event() override { return dev_.create_event(false); }
+
+  void group_start() override {
+    if (group_depth_++ == 0) {
+      ZT_CUDA_CHECK(cudaSetDevice(ordinal_));
+      group_start_ev_ = take_event();
+      ZT_CUDA_CHECK(cudaEventRecord(group_start_ev_, cuda_stream_));
+    }
+    ZT_NCCL_CHECK(ncclGroupStart());
+  }
+  void group_end() override {
+    ZT_CHECK(group_depth_ > 0, "group_end without group_start");
+    ZT_NCCL_CHECK(ncclGroupEnd());
+    if (--group_depth_ > 0) return;
+    cudaEvent_t end = take_event();
+    ZT_CUDA_CHECK(cudaEventRecord(end, cuda_stream_));
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      bool first = true;
+      for (uint64_t seq : group_seqs_) {  // the first carries the events; the rest finish with it
+        pending_.push_back({seq, first ? group_start_ev_ : nullptr, first ? end : nullptr});
+        first = false;
+      }
+      if (first) {  // empty group
+        pool_.push_back(group_start_ev_);
+        pool_.push_back(end);
+      }
+    }
+    group_seqs_.clear();
+    group_start_ev_ = nullptr;
+    for (Event* e : group_done_) e->record(*stream_);
+    group_done_.clear();
+  }
+
+ protected:
+  void launch(const Call& c) override {
+    ZT_CUDA_CHECK(cudaSetDevice(ordinal_));
+    cudaEvent_t start = nullptr, end = nullptr;
+    if (group_depth_ == 0) {
+      start = take_event();
+      ZT_CUDA_CHECK(cudaEventRecord(start, cuda_stream_));
+    }
+    const ncclDataType_t t = nccl_type(c.dtype);
+    switch (c.op) {
+      case CommOp::AllReduce:
+        ZT_NCCL_CHECK(ncclAllReduce(c.send, c.recv, c.count, t, nccl_op(c.reduce), nccl_, cuda_stream_));
+        break;
+      case CommOp::ReduceScatter:
+        ZT_NCCL_CHECK(ncclReduceScatter(c.send, c.recv, c.count, t, nccl_op(c.reduce), nccl_, cuda_stream_));
+        break;
+      case CommOp::AllGather:
+        ZT_NCCL_CHECK(ncclAllGather(c.send, c.recv, c.count, t, nccl_, cuda_stream_));
+        break;
+      case CommOp::Broadcast:
+        ZT_NCCL_CHECK(ncclBroadcast(c.send, c.recv, c.count, t, c.root, nccl_, cuda_stream_));
+        break;
+      case CommOp::Barrier:  // NCCL has no barrier: a one-element all-reduce orders the ranks
+        ZT_NCCL_CHECK(ncclAllReduce(scratch_.data(), scratch_.data(), 1, ncclFloat32, ncclSum, nccl_, cuda_stream_));
+        break;
+      case CommOp::VerifySame:
+      case CommOp::kCount: ZT_CHECK(false, "not a launchable collective"); break;
+    }
+    if (group_depth_ > 0) {
+      group_seqs_.push_back(c.seq);
+      return;
+    }
+    end = take_event();
+    ZT_CUDA_CHECK(cudaEventRecord(end, cuda_stream_));
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_.push_back({c.seq, start, end});
+  }
+
+  void record_done(Event& done) override {
+    if (group_depth_ > 0) group_done_.push_back(&done);
+    else done.record(*stream_);
+  }
+
+  // The exchange runs on the host over MPI once every earlier collective has completed.
+  void gather_u64_blocking(uint64_t seq, uint64_t value, uint64_t* all) override {
+    ZT_CHECK(group_depth_ == 0, "verify_same_across_ranks inside a group");
+    ZT_CUDA_CHECK(cudaSetDevice(ordinal_));
+    ZT_CUDA_CHECK(cudaStreamSynchronize(cuda_stream_));
+    poll();  // marks every earlier collective complete (in order, under mu_)
+    log_.mark_started(seq);
+    ZT_MPI_CHECK(MPI_Allgather(&value, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, comm_));
+    log_.mark_completed(seq);
+  }
+
+ private:
+  struct Pending {
+    uint64_t seq;
+    cudaEvent_t start;  // null: starts and completes with the entry before it (same group)
+    cudaEvent_t end;
+  };
+
+  cudaEvent_t take_event() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!pool_.empty()) {
+        cudaEvent_t e = pool_.back();
+        pool_.pop_back();
+        return e;
+      }
+    }
+    cudaEvent_t e;
+    ZT_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    return e;
+  }
+
+  // Watchdog thread (and destructor): mark started/completed collectives; report async errors.
+  std::string poll() {
+    cudaSetDevice(ordinal_);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      while (!pending_.empty()) {
+        Pending& p = pending_.front();
+        if (p.end == nullptr) {  // rides on the group's first entry, which completed (loop order)
+          log_.mark_started(p.seq);
+          log_.mark_completed(p.seq);
+          pending_.pop_front();
+          continue;
+        }
+        if (p.start && cudaEventQuery(p.start) == cudaSuccess) {
+          log_.mark_started(p.seq);
+          pool_.push_back(p.start);
+          p.start = nullptr;
+        }
+        cudaError_t q = cudaEventQuery(p.end);
+        if (q == cudaErrorNotReady) break;
+        if (q != cudaSuccess) return std::string("CUDA error on the comm stream: ") + cudaGetErrorString(q);
+        if (p.start) pool_.push_back(p.start);
+        log_.mark_started(p.seq);
+        log_.mark_completed(p.seq);
+        pool_.push_back(p.end);
+        pending_.pop_front();
+      }
+    }
+    ncclResult_t async = ncclSuccess;
+    if (ncclCommGetAsyncError(nccl_, &async) == ncclSuccess && async != ncclSuccess && async != ncclInProgress) {
+      const char* last = ncclGetLastError(nccl_);
+      return hang_report_line(log_, std::string("NCCL async error: ") + ncclGetErrorString(async) +
+                                        (last && *last ? std::string(" (") + last + ")" : "") + "; aborting the job");
+    }
+    return {};
+  }
+
+  Device& dev_;
+  int ordinal_;
+  MPI_Comm comm_;
+  ncclComm_t nccl_ = nullptr;
+  std::unique_ptr<Stream> stream_;      // the comm stream (its own cudaStream_t)
+  cudaStream_t cuda_stream_ = nullptr;
+  DeviceBuffer scratch_;                // one float for barrier(); only the comm stream touches it
+  std::mutex mu_;                       // guards pending_ and pool_
+  std::deque<Pending> pending_;         // launched, not yet seen complete; issue order
+  std::vector<cudaEvent_t> pool_;       // idle events
+  // Issuing thread only:
+  int group_depth_ = 0;
+  cudaEvent_t group_start_ev_ = nullptr;
+  std::vector<uint64_t> group_seqs_;
+  std::vector<Event*> group_done_;
+  std::unique_ptr<CommWatchdog> watchdog_;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_nccl_communicator(Device& cuda_dev, MPI_Comm parent, const CommOptions& opts) {
+  ZT_CHECK(cuda_dev.kind() == DeviceKind::CUDA, "the NCCL communicator needs a CUDA device; got " +
+                                                    cuda_dev.description());
+  MPI_Comm comm;
+  ZT_MPI_CHECK(MPI_Comm_dup(parent, &comm));
+  ZT_MPI_CHECK(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
+  int rank = 0, n = 1;
+  ZT_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  ZT_MPI_CHECK(MPI_Comm_size(comm, &n));
+  NodeLocal nl = node_local(comm);
+  return std::make_unique<NcclCommunicator>(cuda_dev, comm, rank, n, nl, opts);
+}
+
+}  // namespace zt
