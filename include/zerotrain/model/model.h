@@ -64,6 +64,17 @@ class Model {
   virtual void backward_unit(int unit, float dloss) = 0;
   // Mean loss of the last forward, as a device pointer to one float (valid after the last unit).
   virtual const float* loss_device() const = 0;
+
+  // ---- added by the model layer ----
+  // Every parameter index unit `unit` reads in forward and backward, ascending. Usually the
+  // params with spec.unit == unit; a shared parameter (GPT's tied wte, owned by unit 0) is also
+  // listed for each further unit that reads it, and that unit's backward accumulates into its
+  // gradient too. Invariant: spec.unit is the LOWEST unit that reads the param, so its gradient
+  // is final once backward_unit(spec.unit) has been enqueued (backward runs U-1..0).
+  virtual std::vector<int> unit_params(int unit) const;
+  // Params that appear in unit_params of a unit other than their owner (e.g. {0} for GPT).
+  std::vector<int> shared_params() const;
+  int64_t num_params() const;  // sum of numel over params()
 };
 
 struct ModelOptions {

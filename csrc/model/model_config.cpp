@@ -1,0 +1,145 @@
+// model_config.cpp — parse and validate model files (see model_config.h).
+#include "zerotrain/model/model_config.h"
+
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "zerotrain/core/check.h"
+
+namespace zt {
+namespace {
+
+using json = nlohmann::json;
+
+[[noreturn]] void fail(const std::string& source, const std::string& key, const std::string& what) {
+  throw InputError("model file " + source + ": key \"" + key + "\": " + what);
+}
+
+const json& require(const json& doc, const std::string& source, const char* key) {
+  auto it = doc.find(key);
+  if (it == doc.end()) fail(source, key, "missing (required)");
+  return *it;
+}
+
+// A positive integer no larger than `max`.
+int64_t get_positive_int(const json& doc, const std::string& source, const char* key, int64_t max) {
+  const json& v = require(doc, source, key);
+  if (!v.is_number_integer()) fail(source, key, "expected a positive integer, got " + v.dump());
+  int64_t x = v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(max) ? max + 1 : v.get<int64_t>();
+  if (x <= 0) fail(source, key, "expected a positive integer, got " + v.dump());
+  if (x > max) fail(source, key, "value " + v.dump() + " is too large (max " + std::to_string(max) + ")");
+  return x;
+}
+
+float get_init_std(const json& doc, const std::string& source, float dflt) {
+  auto it = doc.find("init_std");
+  if (it == doc.end()) return dflt;
+  if (!it->is_number()) fail(source, "init_std", "expected a positive number, got " + it->dump());
+  double s = it->get<double>();
+  if (!(s > 0.0) || !std::isfinite(s) || s > 1e3) fail(source, "init_std", "expected a positive finite number, got " + it->dump());
+  return static_cast<float>(s);
+}
+
+std::string get_string(const json& doc, const std::string& source, const char* key) {
+  const json& v = require(doc, source, key);
+  if (!v.is_string()) fail(source, key, "expected a string, got " + v.dump());
+  return v.get<std::string>();
+}
+
+void check_keys(const json& doc, const std::string& source, const std::set<std::string>& allowed) {
+  for (auto it = doc.begin(); it != doc.end(); ++it) {
+    const std::string& k = it.key();
+    if (allowed.count(k) || k == "type" || k == "name" || k == "description" || (!k.empty() && k[0] == '_')) continue;
+    std::string list;
+    for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
+    fail(source, k, "unknown key (expected one of: type, " + list + ")");
+  }
+}
+
+constexpr int64_t kMaxDim = int64_t(1) << 24;
+
+MlpConfig parse_mlp(const json& doc, const std::string& source) {
+  check_keys(doc, source, {"dims", "activation", "task", "init_std"});
+  MlpConfig c;
+  const json& dims = require(doc, source, "dims");
+  if (!dims.is_array() || dims.size() < 2)
+    fail(source, "dims", "expected an array of at least 2 positive integers [in, ..., out], got " + dims.dump());
+  for (size_t i = 0; i < dims.size(); ++i) {
+    const json& d = dims[i];
+    if (!d.is_number_integer() || d.get<int64_t>() <= 0 || d.get<int64_t>() > kMaxDim)
+      fail(source, "dims", "entry " + std::to_string(i) + " must be a positive integer <= 2^24, got " + d.dump());
+    c.dims.push_back(d.get<int64_t>());
+  }
+  std::string act = get_string(doc, source, "activation");
+  if (act == "gelu") c.activation = Activation::GELU;
+  else if (act == "relu") c.activation = Activation::ReLU;
+  else fail(source, "activation", "expected \"gelu\" or \"relu\", got \"" + act + "\"");
+  std::string task = get_string(doc, source, "task");
+  if (task == "regression") c.task = MlpTask::Regression;
+  else if (task == "classification") c.task = MlpTask::Classification;
+  else fail(source, "task", "expected \"regression\" or \"classification\", got \"" + task + "\"");
+  if (c.task == MlpTask::Classification && c.dims.back() < 2)
+    fail(source, "dims", "a classification MLP needs at least 2 outputs (classes), got " + std::to_string(c.dims.back()));
+  c.init_std = get_init_std(doc, source, 0.0f);
+  return c;
+}
+
+GptConfig parse_gpt(const json& doc, const std::string& source) {
+  check_keys(doc, source, {"vocab_size", "n_ctx", "n_layer", "n_head", "n_embd", "init_std"});
+  GptConfig c;
+  c.vocab_size = get_positive_int(doc, source, "vocab_size", int64_t(1) << 30);
+  c.n_ctx = get_positive_int(doc, source, "n_ctx", int64_t(1) << 20);
+  c.n_layer = get_positive_int(doc, source, "n_layer", 4096);
+  c.n_head = get_positive_int(doc, source, "n_head", 4096);
+  c.n_embd = get_positive_int(doc, source, "n_embd", int64_t(1) << 20);
+  if (c.n_embd % c.n_head != 0)
+    fail(source, "n_embd", "must be divisible by n_head (" + std::to_string(c.n_embd) + " % " +
+                               std::to_string(c.n_head) + " != 0)");
+  c.init_std = get_init_std(doc, source, 0.02f);
+  return c;
+}
+
+}  // namespace
+
+ModelConfig parse_model_config(const json& doc, const std::string& source) {
+  if (!doc.is_object()) throw InputError("model file " + source + ": expected a JSON object at the top level");
+  ModelConfig cfg;
+  cfg.source = source;
+  std::string type = get_string(doc, source, "type");
+  auto name = doc.find("name");
+  if (name != doc.end()) {
+    if (!name->is_string()) fail(source, "name", "expected a string, got " + name->dump());
+    cfg.name = name->get<std::string>();
+  }
+  if (type == "mlp") {
+    cfg.type = ModelConfig::Type::MLP;
+    cfg.mlp = parse_mlp(doc, source);
+  } else if (type == "gpt") {
+    cfg.type = ModelConfig::Type::GPT;
+    cfg.gpt = parse_gpt(doc, source);
+  } else {
+    fail(source, "type", "expected \"mlp\" or \"gpt\", got \"" + type + "\"");
+  }
+  return cfg;
+}
+
+ModelConfig parse_model_config_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError("model file " + path + ": cannot open for reading");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  json doc;
+  try {
+    doc = json::parse(ss.str());
+  } catch (const json::parse_error& e) {
+    throw InputError("model file " + path + ": not valid JSON (" + e.what() + ")");
+  }
+  return parse_model_config(doc, path);
+}
+
+}  // namespace zt

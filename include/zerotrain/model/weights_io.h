@@ -1,0 +1,42 @@
+// weights_io.h — a model's parameters in a safetensors file (--init-from, --save-weights).
+//
+// Names are the ParamSpec names (Hugging Face GPT-2 names for the GPT). On load:
+//  * a tensor may carry a "transformer." prefix (GPT2LMHeadModel exports);
+//  * the buffers "*.attn.bias" / "*.attn.masked_bias" and the tied "lm_head.weight" are ignored;
+//  * any other tensor the model does not have, a missing parameter, a shape that is not the
+//    parameter's shape, or a dtype other than F32/BF16/F16 is an InputError naming the file.
+// Values are read as fp32 slices so each rank can load only its shard.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "zerotrain/io/safetensors.h"
+#include "zerotrain/model/model.h"
+
+namespace zt {
+
+class ModelWeightsReader {
+ public:
+  ModelWeightsReader(const std::string& path, const std::vector<ParamSpec>& specs);  // validates
+  // Elements [begin, begin+count) of parameter `index` (forward order), as fp32.
+  void read_param_slice(int index, int64_t begin, int64_t count, float* out) const;
+  const SafetensorsReader& file() const { return file_; }
+
+ private:
+  SafetensorsReader file_;
+  std::vector<ParamSpec> specs_;
+  std::vector<const SafetensorsEntry*> entry_of_param_;  // parallel to specs_
+};
+
+// Writes every parameter in forward order under its ParamSpec name, converted to `file_dtype`.
+// fetch(index, out) must fill out[0..numel) with parameter `index` as fp32 (host); it is called
+// once per parameter, in order, so only one parameter is staged at a time.
+void save_model_weights(const std::string& path, const std::vector<ParamSpec>& specs, DType file_dtype,
+                        const std::function<void(int index, float* out)>& fetch,
+                        const std::map<std::string, std::string>& metadata = {});
+
+}  // namespace zt

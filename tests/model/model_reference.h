@@ -1,0 +1,20 @@
+// model_reference.h — plain double-precision reference losses of the built-in models, written
+// straight from the math (no shared code with csrc/model), for finite-difference gradient checks.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "zerotrain/model/model_config.h"
+
+namespace zt::ref {
+
+// flat: all parameters in the model's forward order (HF GPT-2 names/layouts), as doubles.
+// Mean cross-entropy over all B*T positions (a target < 0 contributes 0 but still counts).
+double gpt_loss(const GptConfig& c, const std::vector<double>& flat, const std::vector<int32_t>& tokens,
+                const std::vector<int32_t>& targets, int64_t B, int64_t T);
+
+// Regression: mean over batch and outputs of (y - t)^2; classification: mean cross-entropy.
+double mlp_loss(const MlpConfig& c, const std::vector<double>& flat, const std::vector<float>& features,
+                const std::vector<float>& targets_f, const std::vector<int32_t>& targets, int64_t B);
+
+}  // namespace zt::ref
