@@ -95,7 +95,6 @@ void read_sgd_params(Ctx& c, Section& s, OptimizerConfig& o) {
 void read_optimizer(Ctx& c, Section& top) {
   Section::Lookup l = top.take("optimizer");
   if (!l.present()) {
-    c.cfg.resolved["optimizer"] = nullptr;
     c.record("optimizer", l.source, "no optimizer section");
     return;
   }
@@ -107,7 +106,6 @@ void read_optimizer(Ctx& c, Section& top) {
   s.finish();
   if (!lt.present() || lt.value->is_null()) {
     if (lp.present()) c.warn("optimizer.params", "ignored: the optimizer has no `type` (as in DeepSpeed)");
-    c.cfg.resolved["optimizer"] = nullptr;
     c.record("optimizer", ConfigSource::kDefault, "no optimizer type");
     return;
   }

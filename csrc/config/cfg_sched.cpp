@@ -188,7 +188,6 @@ void read_range_test(Ctx& c, Section& s, SchedulerConfig& r) {
 void read_scheduler(Ctx& c, Section& top) {
   Section::Lookup l = top.take("scheduler");
   if (!l.present()) {
-    c.cfg.resolved["scheduler"] = nullptr;
     c.record("scheduler", l.source, "no scheduler section: constant learning rate");
     return;
   }
@@ -199,7 +198,6 @@ void read_scheduler(Ctx& c, Section& top) {
   s.finish();
   if (!lt.present() || lt.value->is_null()) {
     if (lp.present()) c.warn("scheduler.params", "ignored: the scheduler has no `type` (as in DeepSpeed)");
-    c.cfg.resolved["scheduler"] = nullptr;
     c.record("scheduler", ConfigSource::kDefault, "no scheduler type: constant learning rate");
     return;
   }
