@@ -274,8 +274,8 @@ int64_t gpt_num_params(const GptConfig& c) {
 }
 
 double gpt_flops_per_sequence(const GptConfig& c, int64_t T) {
-  const double n_matmul = static_cast<double>(gpt_num_params(c) - c.n_ctx * c.n_embd);
-  const double per_token = 6.0 * n_matmul + 12.0 * c.n_layer * c.n_embd * static_cast<double>(T);
+  const double n = static_cast<double>(gpt_num_params(c));
+  const double per_token = 6.0 * n + 12.0 * c.n_layer * c.n_embd * static_cast<double>(T);
   return per_token * static_cast<double>(T);
 }
 
