@@ -1,0 +1,151 @@
+// bench_gpu_kernels — times the CUDA kernels behind zt::ops at GPT-2-small shapes (bf16) and
+// prints one table: milliseconds per call and achieved TFLOP/s (GEMM, attention) or GB/s
+// (memory-bound ops, bytes = compulsory reads + writes). Compare GB/s with the H200's
+// 4.8 TB/s and TFLOP/s with its 989 dense bf16 (docs/anchors.md A.2). Exits 0 without a GPU.
+//   usage: bench_gpu_kernels [iterations=20]
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "zerotrain/core/device.h"
+#include "zerotrain/kernels/ops.h"
+
+namespace {
+using namespace zt;
+
+struct Bench {
+  Device& dev;
+  Stream& s;
+  int iters;
+  std::vector<DeviceBuffer> keep;  // owns every buffer for the run
+  std::mt19937 rng{7};
+
+  TensorView tensor(DType t, std::initializer_list<int64_t> dims, float lo = -1.0f, float hi = 1.0f) {
+    int64_t n = 1;
+    for (int64_t d : dims) n *= d;
+    keep.push_back(dev.alloc(static_cast<size_t>(n) * dtype_size(t), MemCategory::Workspace));
+    std::vector<float> host(static_cast<size_t>(n));
+    std::uniform_real_distribution<float> u(lo, hi);
+    for (auto& x : host) x = u(rng);
+    std::vector<uint16_t> narrow;
+    const void* src = host.data();
+    if (t != DType::F32) {
+      narrow.resize(host.size());
+      convert(host.data(), DType::F32, narrow.data(), t, host.size());
+      src = narrow.data();
+    }
+    dev.memcpy_async(keep.back().data(), src, keep.back().bytes(), CopyKind::HostToDevice, s);
+    s.synchronize();
+    return keep.back().view(t, dims);
+  }
+  int32_t* ids(int64_t n, int32_t range) {
+    keep.push_back(dev.alloc(static_cast<size_t>(n) * 4, MemCategory::Workspace));
+    std::vector<int32_t> host(static_cast<size_t>(n));
+    std::uniform_int_distribution<int32_t> u(0, range - 1);
+    for (auto& x : host) x = u(rng);
+    dev.memcpy_async(keep.back().data(), host.data(), host.size() * 4, CopyKind::HostToDevice, s);
+    s.synchronize();
+    return keep.back().as<int32_t>();
+  }
+  // Runs fn twice to warm up, then `iters` times between two timing events.
+  void time(const std::string& name, const std::string& shape, double bytes, double flops, const std::function<void()>& fn) {
+    fn();
+    fn();
+    auto e0 = dev.create_event(true), e1 = dev.create_event(true);
+    e0->record(s);
+    for (int i = 0; i < iters; ++i) fn();
+    e1->record(s);
+    e1->synchronize();
+    double ms = e1->elapsed_ms_since(*e0) / iters;
+    char rate[64] = "";
+    if (flops > 0) std::snprintf(rate, sizeof(rate), "%8.1f TFLOP/s", flops / (ms * 1e-3) / 1e12);
+    else if (bytes > 0) std::snprintf(rate, sizeof(rate), "%8.1f GB/s", bytes / (ms * 1e-3) / 1e9);
+    std::printf("%-26s %-28s %9.3f ms %s\n", name.c_str(), shape.c_str(), ms, rate);
+    std::fflush(stdout);
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace zt;
+  if (cuda_device_count() == 0) {
+    std::printf("bench_gpu_kernels: no CUDA GPU visible, nothing to time\n");
+    return 0;
+  }
+  const int iters = argc > 1 ? std::atoi(argv[1]) : 20;
+  auto dev = make_cuda_device(0);
+  auto stream = dev->create_stream("bench");
+  Bench b{*dev, *stream, iters};
+  Stream& s = *stream;
+  std::printf("%s, %d iterations per op, bf16 unless noted\n", dev->description().c_str(), iters);
+  std::printf("%-26s %-28s %12s %s\n", "op", "shape", "time", "rate");
+
+  const DType bf = DType::BF16;
+  const int64_t B = 8, T = 1024, C = 768, H = 12, V = 50257, N = B * T;
+  {  // GEMMs: the MLP up-projection forward and a square one.
+    for (auto [M, Nn, K] : {std::tuple<int64_t, int64_t, int64_t>{N, 4 * C, C}, {4096, 4096, 4096}}) {
+      TensorView A = b.tensor(bf, {M, K}), Bm = b.tensor(bf, {K, Nn}), Cm = b.tensor(bf, {M, Nn});
+      b.time("gemm", std::to_string(M) + "x" + std::to_string(Nn) + "x" + std::to_string(K), 0, 2.0 * M * Nn * K,
+             [&] { ops::gemm(s, false, false, M, Nn, K, 1.0f, A, Bm, 0.0f, Cm); });
+    }
+  }
+  {
+    TensorView x = b.tensor(bf, {N, C}), y = b.tensor(bf, {N, C}), w = b.tensor(bf, {C}), bb = b.tensor(bf, {C});
+    TensorView mean = b.tensor(DType::F32, {N}), rstd = b.tensor(DType::F32, {N});
+    TensorView dy = b.tensor(bf, {N, C}), dx = b.tensor(bf, {N, C}), dw = b.tensor(bf, {C}), db = b.tensor(bf, {C});
+    const std::string sh = "N=" + std::to_string(N) + " C=" + std::to_string(C);
+    b.time("layernorm_forward", sh, 2.0 * N * C * 2, 0, [&] { ops::layernorm_forward(s, y, mean, rstd, x, w, bb, 1e-5f); });
+    b.time("layernorm_backward", sh, 2.0 * N * C * 4, 0,
+           [&] { ops::layernorm_backward(s, dx, dw, db, dy, x, w, mean, rstd); });
+    b.time("bias_grad", sh, 2.0 * N * C, 0, [&] { ops::bias_grad(s, db, dy); });
+    b.time("residual_add", sh, 2.0 * N * C * 3, 0, [&] { ops::residual_add(s, y, x, dy); });
+  }
+  {
+    const int64_t n = N * 4 * C;
+    TensorView x = b.tensor(bf, {n}), y = b.tensor(bf, {n}), dy = b.tensor(bf, {n});
+    b.time("gelu_forward", "n=" + std::to_string(n), 2.0 * n * 2, 0, [&] { ops::gelu_forward(s, y, x); });
+    b.time("gelu_backward", "n=" + std::to_string(n), 2.0 * n * 4, 0, [&] { ops::gelu_backward(s, y, x, dy); });
+  }
+  {
+    TensorView qkv = b.tensor(bf, {B, T, 3 * C}), out = b.tensor(bf, {B, T, C});
+    TensorView att = b.tensor(DType::F32, {B, H, T, T}), datt = b.tensor(DType::F32, {B, H, T, T});
+    TensorView dqkv = b.tensor(bf, {B, T, 3 * C}), dout = b.tensor(bf, {B, T, C});
+    const std::string sh = "B=8 T=1024 C=768 H=12";
+    const double fwd_flops = 4.0 * B * T * T * C;  // QK^T and PV, full (non-causal) matrices
+    b.time("attention_forward", sh, 0, fwd_flops, [&] { ops::attention_forward(s, out, att, qkv, B, T, C, H); });
+    b.time("attention_backward", sh, 0, 2.0 * fwd_flops,
+           [&] { ops::attention_backward(s, dqkv, datt, dout, qkv, att, B, T, C, H); });
+  }
+  {
+    const int64_t rows = 4096;
+    TensorView logits = b.tensor(bf, {rows, V}, -4.0f, 4.0f), losses = b.tensor(DType::F32, {rows});
+    int32_t* targets = b.ids(rows, static_cast<int32_t>(V));
+    b.time("softmax_cross_entropy", "N=4096 V=50257 (in place)", 2.0 * rows * V * 2, 0,
+           [&] { ops::softmax_cross_entropy(s, losses, logits, logits, targets, 1.0f / rows); });
+  }
+  {
+    TensorView wte = b.tensor(bf, {V, C}), wpe = b.tensor(bf, {T, C}), out = b.tensor(bf, {B, T, C});
+    int32_t* tokens = b.ids(N, static_cast<int32_t>(V));
+    b.time("embedding_forward", "B=8 T=1024 C=768", 2.0 * N * C * 3, 0,
+           [&] { ops::embedding_forward(s, out, tokens, wte, wpe, B, T, C); });
+    b.time("embedding_backward", "B=8 T=1024 C=768 V=50257", 2.0 * N * C * 3, 0,
+           [&] { ops::embedding_backward(s, wte, wpe, out, tokens, B, T, C); });
+  }
+  {
+    const int64_t n = 50'000'000;
+    TensorView p = b.tensor(DType::F32, {n}), m = b.tensor(DType::F32, {n}, -1e-3f, 1e-3f);
+    TensorView v = b.tensor(DType::F32, {n}, 0.0f, 1e-6f), g = b.tensor(bf, {n}), out = b.tensor(bf, {n});
+    math::AdamParams a{1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.1f, 0.05f, true};
+    b.time("adam_step fp32+bf16 g/out", "n=50M (28 B/param)", 28.0 * n, 0,
+           [&] { ops::adam_step(s, p, m, v, g, 1.0f, a, out); });
+    auto norm = dev->alloc(sizeof(double), MemCategory::Workspace);
+    b.time("squared_norm bf16", "n=50M", 2.0 * n, 0, [&] { ops::squared_norm(s, norm.as<double>(), g); });
+    b.time("cast fp32->bf16", "n=50M", 6.0 * n, 0, [&] { ops::cast(s, out, p); });
+    s.synchronize();
+  }
+  return 0;
+}
