@@ -29,11 +29,11 @@ __global__ void accumulate_kernel(void* dst, DType dt, const void* src, DType st
 }
 
 __global__ void sgd_kernel(void* p, DType pt, void* buf, DType bt, const void* g, DType gt, float grad_scale,
-                           zero_ops::SgdParams a, bool first_step, void* out, DType ot, int64_t n) {
+                           optim::SgdParams a, bool first_step, void* out, DType ot, int64_t n) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
     float pv = load(p, pt, i);
     float b = a.momentum != 0.0f ? load(buf, bt, i) : 0.0f;
-    zero_ops::sgd_update(pv, b, grad_scale * load(g, gt, i), a, first_step);
+    optim::sgd_update(pv, b, grad_scale * load(g, gt, i), a, first_step);
     store(p, pt, i, pv);
     if (a.momentum != 0.0f) store(buf, bt, i, b);
     if (out) store(out, ot, i, pv);
@@ -54,7 +54,7 @@ void accumulate(Stream& s, const TensorView& dst, const TensorView& src, float a
 }
 
 void sgd_step(Stream& s, const TensorView& p, const TensorView& momentum_buf, const TensorView& g, float grad_scale,
-              const zero_ops::SgdParams& a, bool first_step, const TensorView& param_out) {
+              const optim::SgdParams& a, bool first_step, const TensorView& param_out) {
   int64_t n = p.numel();
   sgd_kernel<<<grid_for(n), 256, 0, static_cast<cudaStream_t>(s.native_handle())>>>(
       p.data, p.dtype, momentum_buf.data, momentum_buf.dtype, g.data, g.dtype, grad_scale, a, first_step,

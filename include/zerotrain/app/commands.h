@@ -4,4 +4,5 @@
 
 namespace zt {
 int cmd_check_config(int argc, char** argv);  // csrc/app/cmd_check_config.cpp
+int cmd_train(int argc, char** argv);         // csrc/app/cmd_train.cpp
 }  // namespace zt

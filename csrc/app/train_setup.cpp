@@ -1,0 +1,136 @@
+#include "zerotrain/app/train_setup.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "zerotrain/core/check.h"
+
+namespace zt {
+
+const char* train_usage() {
+  return "usage: zerotrain train --config DS.json --model MODEL.json --data SPEC --steps N\n"
+         "                       [--seed S] [--device auto|cpu|cuda] [--init-from F.safetensors]\n"
+         "                       [--save-weights F.safetensors] [--metrics F.jsonl] [--memory-report F.json]\n"
+         "                       [--log-every N] [--strict]\n";
+}
+
+namespace {
+int64_t parse_int(const std::string& flag, const char* v, int64_t lo) {
+  char* end = nullptr;
+  long long x = std::strtoll(v, &end, 10);
+  if (!*v || *end || x < lo)
+    throw InputError("train: " + flag + " '" + v + "': expected an integer >= " + std::to_string(lo));
+  return x;
+}
+}  // namespace
+
+TrainArgs parse_train_args(int argc, char** argv) {
+  TrainArgs a;
+  for (int i = 1; i < argc; ++i) {
+    std::string f = argv[i];
+    auto value = [&]() -> const char* {
+      if (i + 1 >= argc) throw InputError("train: " + f + " needs a value\n" + train_usage());
+      return argv[++i];
+    };
+    if (f == "--config") a.config = value();
+    else if (f == "--model") a.model = value();
+    else if (f == "--data") a.data = value();
+    else if (f == "--steps") a.steps = parse_int(f, value(), 1);
+    else if (f == "--seed") a.seed = static_cast<uint64_t>(parse_int(f, value(), 0));
+    else if (f == "--device") {
+      a.device = value();
+      if (a.device != "auto" && a.device != "cpu" && a.device != "cuda")
+        throw InputError("train: --device '" + a.device + "': expected auto, cpu or cuda");
+    } else if (f == "--init-from") a.init_from = value();
+    else if (f == "--save-weights") a.save_weights = value();
+    else if (f == "--metrics") a.metrics = value();
+    else if (f == "--memory-report") a.memory_report = value();
+    else if (f == "--log-every") a.log_every = parse_int(f, value(), 1);
+    else if (f == "--strict") a.strict = true;
+    else throw InputError("train: unknown flag '" + f + "'\n" + train_usage());
+  }
+  if (a.config.empty() || a.model.empty() || a.data.empty() || a.steps == 0)
+    throw InputError(std::string("train: --config, --model, --data and --steps are required\n") + train_usage());
+  return a;
+}
+
+int64_t model_hidden_size(const ModelConfig& m) {
+  if (m.type == ModelConfig::Type::GPT) return m.gpt.n_embd;
+  int64_t h = 0;
+  for (size_t i = 1; i + 1 < m.mlp.dims.size(); ++i) h = std::max(h, m.mlp.dims[i]);
+  return h > 0 ? h : m.mlp.dims.front();
+}
+
+DType compute_dtype_of(const DsConfig& cfg) {
+  if (cfg.bf16.enabled) return DType::BF16;
+  if (cfg.fp16.enabled) return DType::F16;
+  return DType::F32;
+}
+
+EngineOptions engine_options_from(const DsConfig& cfg) {
+  const std::string where = "config " + cfg.source + ": ";
+  if (!cfg.optimizer)
+    throw InputError(where + "optimizer: missing; expected an \"optimizer\" section with type Adam, AdamW or SGD");
+  if (cfg.zero.optimizer_offloaded() || cfg.zero.params_offloaded())
+    throw InputError(where + "zero_optimization.offload_*: CPU offload is on zerotrain's roadmap and not implemented "
+                             "yet; set device \"none\" or remove the section");
+  EngineOptions o;
+  const ZeroConfig& z = cfg.zero;
+  o.stage = z.stage;
+  o.overlap_comm = z.overlap_comm;
+  o.contiguous_gradients = z.contiguous_gradients;
+  o.reduce_bucket_size = std::max<int64_t>(1, z.reduce_bucket_size);
+  o.allgather_bucket_size = std::max<int64_t>(1, z.allgather_bucket_size);
+  o.sub_group_size = std::max<int64_t>(1, z.sub_group_size);
+  o.prefetch_bucket_size = z.stage3_prefetch_bucket_size;
+  o.max_live_parameters = z.stage3_max_live_parameters;
+  o.max_reuse_distance = z.stage3_max_reuse_distance;
+  o.param_persistence_threshold = z.stage3_param_persistence_threshold;
+  o.gradient_accumulation_steps = static_cast<int>(cfg.gradient_accumulation_steps);
+  o.gradient_clipping = cfg.gradient_clipping;
+  o.prescale_gradients = cfg.prescale_gradients;
+  o.gradient_predivide_factor = cfg.gradient_predivide_factor;
+  if (z.stage >= 2 && (cfg.prescale_gradients || cfg.gradient_predivide_factor != 1.0))
+    throw InputError(where + "prescale_gradients / gradient_predivide_factor: not supported with ZeRO stage " +
+                     std::to_string(z.stage) + " (reduce-scatter), as in DeepSpeed; expected false / 1.0");
+  if (cfg.gradient_allreduce_op != "mean")
+    throw InputError(where + "gradient_allreduce_op: \"" + cfg.gradient_allreduce_op +
+                     "\" is not implemented by zerotrain; expected \"mean\"");
+  o.compute_dtype = compute_dtype_of(cfg);
+  if (cfg.communication_data_type && *cfg.communication_data_type != o.compute_dtype)
+    throw InputError(where + "communication_data_type: " + dtype_name(*cfg.communication_data_type) +
+                     " differs from the compute dtype " + dtype_name(o.compute_dtype) +
+                     "; zerotrain communicates in the compute dtype for now");
+  o.master_dtype = cfg.bf16.bf16_master_weights_and_grads ? DType::BF16 : DType::F32;
+  o.moments_dtype = cfg.bf16.bf16_optimizer_states ? DType::BF16 : DType::F32;
+  o.grad_accum_dtype = cfg.grad_accum_dtype.value_or(DType::F32);
+  if (cfg.fp16.enabled) {
+    o.check_overflow = true;
+    if (cfg.fp16.dynamic()) {
+      o.loss_scaler.flavor = z.stage == 0 ? LossScalerFlavor::NonZero : LossScalerFlavor::Zero;
+      o.loss_scaler.initial_scale_power = static_cast<int>(cfg.fp16.initial_scale_power);
+      o.loss_scaler.loss_scale_window = cfg.fp16.loss_scale_window;
+      o.loss_scaler.hysteresis = cfg.fp16.hysteresis;
+      o.loss_scaler.consecutive_hysteresis = cfg.fp16.consecutive_hysteresis;
+      o.loss_scaler.min_loss_scale = static_cast<double>(cfg.fp16.min_loss_scale);
+    } else {
+      o.loss_scaler.flavor = LossScalerFlavor::Static;
+      o.loss_scaler.static_scale = cfg.fp16.loss_scale;
+    }
+  } else {
+    o.loss_scaler.flavor = LossScalerFlavor::Static;
+    o.loss_scaler.static_scale = 1.0;
+    o.check_overflow = cfg.bf16.enabled && cfg.bf16.check_grad_overflow;
+  }
+  o.optimizer = parse_optimizer(cfg.optimizer->type, nlohmann::json::parse(cfg.optimizer->params.dump()));
+  return o;
+}
+
+std::unique_ptr<LrSchedule> schedule_from(const DsConfig& cfg, const OptimizerHparams& opt) {
+  if (!cfg.scheduler) return make_lr_schedule("", nlohmann::json(), opt.lr, opt.has_betas());
+  return make_lr_schedule(cfg.scheduler->type, nlohmann::json::parse(cfg.scheduler->params.dump()), opt.lr,
+                          opt.has_betas());
+}
+
+}  // namespace zt

@@ -1,0 +1,135 @@
+// engine.h — the ZeRO engine: stages 0–3 as different data flows over the same buffers.
+//
+// Buffers (per rank; Ψ = parameter elements, P = padded flat size, S = P/N shard size):
+//   stage | params (compute dtype)  | grads                                | master + moments
+//   0     | full [P]                | full [P], accumulated locally        | full [P]
+//   1     | full [P]                | full [P], accumulated locally        | shard [S]
+//   2     | full [P]                | shard accumulator [S] + bucket ring  | shard [S]
+//   3     | shard [S] + gathered    | shard accumulator [S] + bucket ring  | shard [S]
+// Collectives (all on the communicator's stream, one per bucket, in place):
+//   stage 0: all-reduce per bucket at the accumulation boundary;
+//   stage 1: reduce-scatter per bucket at the boundary; all-gather per bucket after the step;
+//   stage 2: reduce-scatter per bucket every micro-step into the bucket ring, then the owned
+//            slice is added into the shard accumulator (on the comm stream); all-gather after step;
+//   stage 3: as stage 2 for gradients; parameters all-gathered per bucket before each unit's
+//            forward and backward (prefetched), released after use.
+// Events, not luck: a ring slot is reused only after its reduce-scatter and accumulate ran
+// (slot event, recorded on the comm stream); a gathered buffer is freed only after the compute
+// work that read it (release event, recorded on the compute stream); the optimizer reads grads
+// only after the last reduction (the comm stream completes in issue order).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "zerotrain/comm/communicator.h"
+#include "zerotrain/core/device.h"
+#include "zerotrain/model/model.h"
+#include "zerotrain/optim/loss_scaler.h"
+#include "zerotrain/optim/lr_schedule.h"
+#include "zerotrain/optim/optimizer_hparams.h"
+#include "zerotrain/zero/plan.h"
+
+namespace zt {
+
+struct EngineOptions {
+  int stage = 0;
+  bool overlap_comm = false;
+  bool contiguous_gradients = true;
+  int64_t reduce_bucket_size = 500000000;      // elements
+  int64_t allgather_bucket_size = 500000000;   // elements (stages 1-2 post-step all-gather groups)
+  int64_t sub_group_size = 1000000000;         // elements per optimizer-kernel call
+  int64_t prefetch_bucket_size = 50000000;     // stage 3
+  int64_t max_live_parameters = 1000000000;    // stage 3
+  int64_t max_reuse_distance = 1000000000;     // stage 3
+  int64_t param_persistence_threshold = 100000;  // stage 3
+  int gradient_accumulation_steps = 1;
+  double gradient_clipping = 1.0;              // <= 0: off
+  bool prescale_gradients = false;
+  double gradient_predivide_factor = 1.0;
+  DType compute_dtype = DType::F32;
+  DType master_dtype = DType::F32;             // BF16 with bf16_master_weights_and_grads
+  DType moments_dtype = DType::F32;            // BF16 with bf16_optimizer_states
+  DType grad_accum_dtype = DType::F32;         // stage 2/3 shard accumulator
+  bool check_overflow = false;                 // fp16 always; bf16 check_grad_overflow
+  LossScalerConfig loss_scaler;                // Static 1.0 unless fp16
+  OptimizerHparams optimizer;
+};
+
+struct StepStats {
+  int64_t step = 0;            // optimizer-step attempts so far (DeepSpeed global_steps)
+  double loss = 0;             // mean over the global batch
+  double grad_norm = 0;        // pre-clip, unscaled global L2 norm
+  double clip_coefficient = 1; // factor applied to the gradient (<= 1)
+  double loss_scale = 1;       // scale used for this step
+  double lr = 0;               // learning rate used for this step
+  bool skipped = false;        // overflow: no update
+};
+
+// Logical stage-3 gather counters (asserted by tests beside the comm log).
+struct GatherStats {
+  int64_t gathers = 0;              // all-gathers of parameter buckets issued
+  int64_t prefetched = 0;           // of which issued ahead of need
+  int64_t peak_live_elems = 0;      // peak gathered (non-persistent) elements, including the current unit
+  int64_t peak_live_beyond_current = 0;  // peak gathered elements not needed by the running unit
+};
+
+struct MemoryLine {
+  MemCategory category;
+  int64_t predicted = -1;  // bytes, -1 = not covered by the ZeRO formula (activations, workspace)
+  int64_t measured = 0;    // current bytes after set-up / peak for transient categories
+  int64_t peak = 0;
+};
+
+class ZeroEngine {
+ public:
+  ZeroEngine(Model& model, Device& dev, Stream& compute, Communicator& comm, const EngineOptions& opt,
+             std::unique_ptr<LrSchedule> schedule);
+  ~ZeroEngine();
+  ZeroEngine(const ZeroEngine&) = delete;
+  ZeroEngine& operator=(const ZeroEngine&) = delete;
+
+  // Parameter initialisation from the counter-based RNG (each rank initialises only what it keeps).
+  void init_parameters(uint64_t seed);
+  // Parameters from a source of fp32 slices: src(param, begin, count, out) writes elements
+  // [begin, begin+count) of parameter `param`. Each rank asks only for what it keeps.
+  using ParamSliceSource = std::function<void(int param, int64_t begin, int64_t count, float* out)>;
+  void load_parameters(const ParamSliceSource& src);
+  // Full fp32 master weights by parameter index; collective; only rank `root` gets data.
+  std::vector<std::vector<float>> gather_parameters(int root);
+
+  // One micro-batch: forward and backward (reductions as the stage dictates). Non-blocking
+  // except for stage-3 buffer recycling.
+  void micro_step(const Batch& batch);
+  // At the accumulation boundary (after gradient_accumulation_steps micro-steps): norm, clip,
+  // overflow check, optimizer, parameter all-gather. Blocks once, for the norm and loss.
+  StepStats step();
+
+  const ZeroPlan& plan() const { return plan_; }
+  const EngineOptions& options() const { return opt_; }
+  const GatherStats& gather_stats() const;
+  double current_lr() const;
+  // Predicted vs measured bytes per category for this rank.
+  std::vector<MemoryLine> memory_lines() const;
+  std::string memory_report() const;
+  // ZeRO paper figure for these settings (bytes per rank): 16Ψ, 4Ψ+12Ψ/N, 2Ψ+14Ψ/N, 16Ψ/N (mixed precision).
+  double zero_paper_model_state_bytes() const;
+
+  struct Impl;
+
+ private:
+  EngineOptions opt_;
+  ZeroPlan plan_;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Buckets a unit's backward touches first/last (tied parameters make a bucket open early).
+struct BucketSpan {
+  int first_bwd_unit = -1;  // highest unit whose backward writes the bucket's grads
+  int last_bwd_unit = -1;   // lowest such unit: the bucket is complete after its backward
+};
+std::vector<BucketSpan> bucket_spans(const ZeroPlan& plan, const std::vector<std::vector<int>>& unit_params);
+
+}  // namespace zt
