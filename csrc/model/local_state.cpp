@@ -1,6 +1,7 @@
 // local_state.cpp — LocalModelState (see local_state.h).
 #include "zerotrain/model/local_state.h"
 
+#include "zerotrain/model/unit_runner.h"
 #include "zerotrain/model/weights_io.h"
 
 namespace zt {
@@ -62,7 +63,7 @@ void LocalModelState::zero_grads() { dev_.memset_async(grads_.data(), 0, grads_.
 
 float LocalModelState::forward(const Batch& batch) {
   model_.set_batch(batch);
-  for (int u = 0; u < model_.num_units(); ++u) model_.forward_unit(u);
+  run_forward(model_);
   float loss = 0.0f;
   dev_.memcpy_async(&loss, model_.loss_device(), sizeof(float), CopyKind::DeviceToHost, stream_);
   stream_.synchronize();
@@ -71,10 +72,10 @@ float LocalModelState::forward(const Batch& batch) {
 
 float LocalModelState::forward_backward(const Batch& batch, float dloss) {
   model_.set_batch(batch);
-  for (int u = 0; u < model_.num_units(); ++u) model_.forward_unit(u);
+  run_forward(model_);
   float loss = 0.0f;
   dev_.memcpy_async(&loss, model_.loss_device(), sizeof(float), CopyKind::DeviceToHost, stream_);
-  for (int u = model_.num_units() - 1; u >= 0; --u) model_.backward_unit(u, dloss);
+  run_backward(model_, dloss);
   stream_.synchronize();
   return loss;
 }

@@ -12,6 +12,7 @@
 #include "zerotrain/model/gpt.h"
 #include "zerotrain/model/local_state.h"
 #include "zerotrain/model/mlp.h"
+#include "zerotrain/model/unit_runner.h"
 
 namespace zt {
 namespace {
@@ -231,6 +232,56 @@ TEST(GptModel, UnitsAndTiedWeight) {
   EXPECT_EQ(m->hidden_size(), cfg.n_embd);
 }
 
+// Stage-3 style: only the parameters (and gradients) of unit_params(u) are bound while unit u
+// runs; every other pointer is null. A unit that reads a parameter it does not list would hit
+// the "not bound" check. Result must equal the fully bound run.
+template <typename M>
+void check_unit_params_suffice(M& m, LocalModelState& st, const Batch& batch) {
+  st.zero_grads();
+  st.forward_backward(batch);
+  std::vector<float> full = st.grads();
+  auto unbind_all = [&] {
+    for (size_t i = 0; i < m.params().size(); ++i) {
+      m.bind_param(static_cast<int>(i), nullptr);
+      m.bind_grad(static_cast<int>(i), nullptr);
+    }
+  };
+  std::vector<std::string> order;
+  UnitHooks hooks;
+  hooks.before_forward = [&](int u) {
+    order.push_back("f" + std::to_string(u));
+    for (int i : m.unit_params(u)) m.bind_param(i, st.param_data(i));
+  };
+  hooks.after_forward = [&](int u) { unbind_all(); };
+  hooks.before_backward = [&](int u) {
+    order.push_back("b" + std::to_string(u));
+    for (int i : m.unit_params(u)) m.bind_param(i, st.param_data(i)), m.bind_grad(i, st.grad_data(i));
+  };
+  hooks.after_backward = [&](int u) { unbind_all(); };
+  st.zero_grads();
+  unbind_all();
+  m.set_batch(batch);
+  run_forward(m, hooks);
+  run_backward(m, 1.0f, hooks);
+  std::vector<float> per_unit = st.grads();
+  EXPECT_EQ(per_unit, full);
+  const int U = m.num_units();
+  ASSERT_EQ(order.size(), static_cast<size_t>(2 * U));
+  for (int u = 0; u < U; ++u) {
+    EXPECT_EQ(order[u], "f" + std::to_string(u));
+    EXPECT_EQ(order[U + u], "b" + std::to_string(U - 1 - u));
+  }
+}
+
+TEST(GptModel, UnitParamsSufficeForPerUnitBinding) {
+  Env env;
+  GptConfig cfg = tiny_gpt();
+  auto m = make_gpt(cfg, env.opt(2));
+  LocalModelState st(*m, *env.dev, *env.stream, DType::F32);
+  st.set_params(random_params(*m, 8));
+  check_unit_params_suffice(*m, st, gpt_batch(cfg, 2, 5, 12));
+}
+
 TEST(GptModel, Gpt2SmallSizesAndFlops) {
   GptConfig c;
   c.vocab_size = 50257;
@@ -364,6 +415,21 @@ INSTANTIATE_TEST_SUITE_P(
                       MlpCase{{4, 9, 5}, Activation::GELU, MlpTask::Classification, 4},
                       MlpCase{{4, 9, 5}, Activation::ReLU, MlpTask::Classification, 4},
                       MlpCase{{6, 2}, Activation::GELU, MlpTask::Regression, 4}));  // one layer
+
+TEST(MlpModel, UnitParamsSufficeForPerUnitBinding) {
+  Env env;
+  MlpConfig cfg;
+  cfg.dims = {3, 5, 4, 2};
+  auto m = make_mlp(cfg, env.opt(2));
+  LocalModelState st(*m, *env.dev, *env.stream, DType::F32);
+  st.init(3);
+  Batch b;
+  b.B = 2;
+  b.features = {0.1f, -0.2f, 0.3f, 1.0f, 0.5f, -1.5f};
+  b.targets_f = {0.5f, -0.5f, 1.0f, 0.0f};
+  check_unit_params_suffice(*m, st, b);
+  EXPECT_TRUE(m->shared_params().empty());
+}
 
 TEST(MlpModel, BadBatchIsInputError) {
   Env env;

@@ -36,6 +36,9 @@ class LocalModelState {
   float forward_backward(const Batch& batch, float dloss = 1.0f);
 
   const std::vector<int64_t>& offsets() const { return offsets_; }
+  // Device storage of parameter i / its gradient (what the constructor bound).
+  void* param_data(int i) const { return params_.as<char>() + offsets_[i] * dtype_size(dt_); }
+  void* grad_data(int i) const { return grads_.as<char>() + offsets_[i] * dtype_size(dt_); }
   int64_t total() const { return total_; }
 
  private:
