@@ -23,20 +23,23 @@ inline uint32_t mix(uint64_t x) {
   return static_cast<uint32_t>(x);
 }
 
-// Input element i of rank `rank` for test case `salt`, as raw dtype storage. Fractional values
-// of different magnitudes, so sums need rounding and the order of rounding matters.
+// Input element i of rank `rank` for test case `salt`, already rounded to the dtype. Fractional
+// values of different magnitudes, so sums need rounding and the order of rounding matters.
+inline float input_value(size_t i, DType dt, int rank, uint64_t salt) {
+  uint32_t h = mix((salt << 40) ^ (uint64_t(rank) << 32) ^ i);
+  float v = (static_cast<float>(h % 20001) - 10000.0f) / 256.0f * (1.0f + 0.37f * static_cast<float>(rank));
+  if (h & 0x80000000u) v *= 1.0f / 1024.0f;
+  if (dt == DType::BF16) return bf16_bits_to_f32(f32_to_bf16_bits(v));
+  if (dt == DType::F16) return f16_bits_to_f32(f32_to_f16_bits(v));
+  return v;
+}
+
+inline void store(uint8_t* p, size_t i, DType dt, float v);
+
+// Rank `rank`'s whole input buffer of `count` elements, as raw dtype storage.
 inline void fill_input(std::vector<uint8_t>& buf, size_t count, DType dt, int rank, uint64_t salt) {
   buf.resize(count * dtype_size(dt));
-  for (size_t i = 0; i < count; ++i) {
-    uint32_t h = mix((salt << 40) ^ (uint64_t(rank) << 32) ^ i);
-    float v = (static_cast<float>(h % 20001) - 10000.0f) / 256.0f * (1.0f + 0.37f * static_cast<float>(rank));
-    if (h & 0x80000000u) v *= 1.0f / 1024.0f;
-    switch (dt) {
-      case DType::F32: std::memcpy(&buf[i * 4], &v, 4); break;
-      case DType::BF16: { uint16_t b = f32_to_bf16_bits(v); std::memcpy(&buf[i * 2], &b, 2); break; }
-      case DType::F16: { uint16_t b = f32_to_f16_bits(v); std::memcpy(&buf[i * 2], &b, 2); break; }
-    }
-  }
+  for (size_t i = 0; i < count; ++i) store(buf.data(), i, dt, input_value(i, dt, rank, salt));
 }
 
 inline float load(const uint8_t* p, size_t i, DType dt) {
@@ -53,16 +56,13 @@ inline void store(uint8_t* p, size_t i, DType dt, float v) {
 }
 
 // Reference: elements [first, first+count) of the reduction over ranks 0..n-1 (in that order, in
-// fp32, rounded once), where rank k's full input is fill_input(total, k, salt).
-inline std::vector<uint8_t> reference(size_t total, size_t first, size_t count, DType dt, ReduceOp op, int n,
-                                      uint64_t salt) {
-  std::vector<std::vector<uint8_t>> in(n);
-  for (int k = 0; k < n; ++k) fill_input(in[k], total, dt, k, salt);
+// fp32, rounded once), where rank k's input element i is input_value(i, dt, k, salt).
+inline std::vector<uint8_t> reference(size_t first, size_t count, DType dt, ReduceOp op, int n, uint64_t salt) {
   std::vector<uint8_t> out(count * dtype_size(dt));
   for (size_t j = 0; j < count; ++j) {
-    float acc = load(in[0].data(), first + j, dt);
+    float acc = input_value(first + j, dt, 0, salt);
     for (int k = 1; k < n; ++k) {
-      float x = load(in[k].data(), first + j, dt);
+      float x = input_value(first + j, dt, k, salt);
       acc = op == ReduceOp::Max ? (x > acc ? x : acc) : acc + x;
     }
     if (op == ReduceOp::Avg) acc /= static_cast<float>(n);

@@ -62,7 +62,7 @@ TEST_P(Collectives, AllReduce) {
           ++salt;
           std::vector<uint8_t> in, out(count * dtype_size(dt) + 1, 0xAB);
           fill_input(in, count, dt, r, salt);
-          std::vector<uint8_t> want = reference(count, 0, count, dt, op, n, salt);
+          std::vector<uint8_t> want = reference(0, count, dt, op, n, salt);
           uint8_t* dst = in_place ? in.data() : out.data();
           comm_->all_reduce(in.data(), dst, count, dt, op, "ar", done_.get());
           finish(++i);
@@ -87,7 +87,7 @@ TEST_P(Collectives, ReduceScatter) {
           std::vector<uint8_t> in, out(count * elt + 1, 0xAB);
           fill_input(in, total, dt, r, salt);
           std::vector<uint8_t> before = in;
-          std::vector<uint8_t> want = reference(total, count * r, count, dt, op, n, salt);
+          std::vector<uint8_t> want = reference(count * r, count, dt, op, n, salt);
           uint8_t* dst = in_place ? in.data() + count * r * elt : out.data();
           comm_->reduce_scatter(in.data(), dst, count, dt, op, "rs", done_.get());
           finish(++i);

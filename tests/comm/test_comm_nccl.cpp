@@ -77,7 +77,7 @@ TEST_F(NcclComm, AllCollectives) {
           void* dst = in_place ? a.data() : b.data();
           comm_->all_reduce(a.data(), dst, count, dt, op, "ar", done.get());
           stream_->wait(*done);
-          expect_close(download(dst, count * elt), reference(count, 0, count, dt, op, n, salt), count, dt,
+          expect_close(download(dst, count * elt), reference(0, count, dt, op, n, salt), count, dt,
                        std::string("all_reduce ") + reduce_op_name(op));
         }
         for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg}) {
@@ -87,7 +87,7 @@ TEST_F(NcclComm, AllCollectives) {
           void* dst = in_place ? static_cast<char*>(a.data()) + count * r * elt : b.data();
           comm_->reduce_scatter(a.data(), dst, count, dt, op, "rs", done.get());
           stream_->wait(*done);
-          expect_close(download(dst, count * elt), reference(count * n, count * r, count, dt, op, n, salt), count, dt,
+          expect_close(download(dst, count * elt), reference(count * r, count, dt, op, n, salt), count, dt,
                        "reduce_scatter");
         }
         {
