@@ -1,7 +1,8 @@
 # Test helpers shared by every tests/<layer>/CMakeLists.txt.
 #
 #   zt_unit_test(NAME src...)            one gtest binary, registered with ctest (label "unit")
-#   zt_mpi_test(NAME NP "1;2;3;4" src...) one binary, registered once per rank count under mpirun
+#   zt_mpi_test(NAME src... NP 1 2 3 4)   one binary, registered once per rank count under mpirun
+#                                         (NP is multi-value: sources go before it)
 #
 # mpirun runs as root (CI) and with more ranks than cores, so every launch carries
 # --allow-run-as-root --oversubscribe. OpenBLAS/OpenMP are pinned to one thread per rank.
@@ -25,6 +26,7 @@ function(zt_mpi_test name)
   foreach(np ${ZT_NP})
     add_test(NAME ${name}_np${np}
              COMMAND ${ZT_MPIEXEC} ${ZT_MPI_FLAGS} -np ${np} $<TARGET_FILE:${name}>)
-    set_tests_properties(${name}_np${np} PROPERTIES LABELS mpi TIMEOUT 600 PROCESSORS ${np})
+    set_tests_properties(${name}_np${np} PROPERTIES LABELS mpi TIMEOUT 600 PROCESSORS ${np}
+                         ENVIRONMENT "OMPI_MCA_mpi_yield_when_idle=1")
   endforeach()
 endfunction()

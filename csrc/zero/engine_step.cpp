@@ -56,6 +56,21 @@ StepStats ZeroEngine::step() {
     if (e.stage == 1) return e.view(e.grads_full, ct, plan_.owned_flat_begin(b.id, e.rank) + skip, count);
     return e.view(e.grad_acc, opt_.grad_accum_dtype, b.shard_begin + skip, count);
   };
+  const int64_t attempt = e.global_steps + 1;
+  if (std::find(opt_.inject_overflow_at_steps.begin(), opt_.inject_overflow_at_steps.end(), attempt) !=
+          opt_.inject_overflow_at_steps.end() &&
+      attempt % e.world == e.rank) {
+    for (const PlanBucket& b : plan_.buckets) {  // first bucket where this rank owns a real element
+      if (e.rank * b.slice >= b.numel) continue;
+      TensorView g = grad_view(b, e.stage == 0 ? e.rank * b.slice : 0, 1);
+      uint32_t inf32 = 0x7f800000u;
+      uint16_t inf16 = g.dtype == DType::BF16 ? 0x7f80 : 0x7c00;
+      e.dev.memcpy_async(g.data, g.dtype == DType::F32 ? static_cast<const void*>(&inf32) : &inf16,
+                         dtype_size(g.dtype), CopyKind::HostToDevice, e.compute);
+      e.compute.synchronize();  // the host values above die with this scope
+      break;
+    }
+  }
   double* stats = static_cast<double*>(e.stats_local.data());
   for (const PlanBucket& b : plan_.buckets) {
     int64_t lo = e.rank * b.slice;

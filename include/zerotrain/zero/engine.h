@@ -56,6 +56,9 @@ struct EngineOptions {
   bool check_overflow = false;                 // fp16 always; bf16 check_grad_overflow
   LossScalerConfig loss_scaler;                // Static 1.0 unless fp16
   OptimizerHparams optimizer;
+  // Testing aid: at these optimizer-step attempts (1-based), rank (step % N) writes +inf into
+  // its first owned gradient element before the norm, so overflow agreement can be tested.
+  std::vector<int64_t> inject_overflow_at_steps;
 };
 
 struct StepStats {
