@@ -152,6 +152,8 @@ void read_checkpoint(Ctx& c, Section& top) {
 
 }  // namespace
 
+const char* const kTopLevel = "(top level)";
+
 std::string home_section_of(const std::string& key) {
   auto in = [&](const auto& table) { return std::find(std::begin(table), std::end(table), key) != std::end(table); };
   if (in(kZeroKeys)) return "zero_optimization";
@@ -160,6 +162,11 @@ std::string home_section_of(const std::string& key) {
   if (in(kOffloadKeys)) return "zero_optimization.offload_optimizer";
   if (key == "lr" || key == "betas" || key == "eps" || key == "weight_decay") return "optimizer.params";
   if (key == "warmup_num_steps" || key == "warmup_max_lr" || key == "total_num_steps") return "scheduler.params";
+  if (key == "train_batch_size" || key == "train_micro_batch_size_per_gpu" || key == "gradient_accumulation_steps" ||
+      key == "gradient_clipping" || key == "steps_per_print" || key == "communication_data_type" ||
+      key == "prescale_gradients" || key == "gradient_predivide_factor" || key == "wall_clock_breakdown") {
+    return kTopLevel;
+  }
   return "";
 }
 

@@ -67,11 +67,11 @@ void read_adam_params(Ctx& c, Section& s, OptimizerConfig& o) {
   read_flag(c, s, "set_grad_none", true);
   // Effective decoupled weight decay: "adamw" always; "adam" unless adam_w_mode is false.
   o.decoupled_weight_decay = o.type == "adamw" || o.adam_w_mode;
-  o.kind = o.decoupled_weight_decay ? OptimizerKind::kAdamW : OptimizerKind::kAdam;
+  o.kind = o.decoupled_weight_decay ? ConfigOptimizerKind::kAdamW : ConfigOptimizerKind::kAdam;
 }
 
 void read_sgd_params(Ctx& c, Section& s, OptimizerConfig& o) {
-  o.kind = OptimizerKind::kSGD;
+  o.kind = ConfigOptimizerKind::kSGD;
   o.lr = read_number(c, s, "lr", 1e-3, 0.0);
   o.momentum = read_number(c, s, "momentum", 0.0, 0.0);
   o.dampening = read_number(c, s, "dampening", 0.0, -INFINITY);

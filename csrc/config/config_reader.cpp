@@ -268,8 +268,11 @@ void Section::finish() {
     std::string home = home_section_of(k);
     if (!near.empty()) {
       hint = "did you mean `" + near + "`?";
-    } else if (!home.empty() && home != path_) {
+    } else if (home == "(top level)" && !path_.empty()) {
+      hint = "`" + k + "` belongs at the top level, not inside `" + path_ + "`";
+    } else if (!home.empty() && home != path_ && home != "(top level)") {
       hint = "`" + k + "` belongs in `" + home + "`";
+      if (home == "fp16" && (path_ == "bf16" || path_ == "bfloat16")) hint += " (bf16 needs no loss scaling)";
     }
     if (kind_ == Kind::kStrict) {
       std::string msg = "unknown key (DeepSpeed rejects unknown keys in `" + path_ + "` too)";

@@ -120,6 +120,17 @@ TEST(UnknownKeys, TopLevelWarnsWithSuggestion) {  // §11, Part A §3
   EXPECT_FALSE(c.resolved.contains("foo_bar"));
 }
 
+TEST(UnknownKeys, TopLevelKeyInsideASection) {
+  EXPECT_REJECTED(tb(R"("zero_optimization": {"stage": 2, "gradient_clipping": 1.0})"),
+                  "zero_optimization.gradient_clipping", "belongs at the top level");
+}
+
+TEST(UnknownKeys, SectionErrorsComeBeforeBatchErrors) {  // §1.3: zero is parsed before the triad is checked
+  std::string e = error_of(R"({"train_batch_size": 3, "train_micro_batch_size_per_gpu": 2,
+                               "zero_optimization": {"stage": 9}})");
+  EXPECT_NE(e.find("zero_optimization.stage"), std::string::npos) << e;
+}
+
 TEST(UnknownKeys, StrictMakesThemErrors) {
   zt::ConfigOptions o = world(1);
   o.strict = true;

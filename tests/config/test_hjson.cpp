@@ -163,3 +163,11 @@ TEST(Hjson, ExampleConfigsLoad) {  // configs/ds/*.json, including the HJSON-com
     EXPECT_NO_THROW(zt::load_ds_config(path, world(2))) << path;
   }
 }
+
+TEST(Hjson, SameConfigAsJsonAndHjsonResolvesIdentically) {  // §13.1 #12
+  const char* json = R"({"train_batch_size": 16, "zero_optimization": {"stage": 2, "reduce_bucket_size": 5e7},
+                         "optimizer": {"type": "AdamW", "params": {"lr": 0.001}}})";
+  const char* hjson = "# same config, HJSON style\n{\n  train_batch_size: 16\n  zero_optimization: {\n    stage: 2\n"
+                      "    reduce_bucket_size: 5e7, // elements\n  }\n  optimizer: {type: 'AdamW', params: {lr: 0.001,},},\n}\n";
+  EXPECT_EQ(resolve(json, world(2)).resolved, resolve(hjson, world(2)).resolved);
+}

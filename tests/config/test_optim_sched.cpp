@@ -69,10 +69,10 @@ TEST(Optimizer, AdamDefaultsFilled) {  // §4 FusedAdam defaults
 }
 
 TEST(Optimizer, AdamWModeRule) {  // §4: decoupled = type adamw || adam_w_mode
-  EXPECT_EQ(opt(R"({"type": "Adam"})").optimizer->kind, zt::OptimizerKind::kAdamW);
-  EXPECT_EQ(opt(R"({"type": "Adam", "params": {"adam_w_mode": false}})").optimizer->kind, zt::OptimizerKind::kAdam);
+  EXPECT_EQ(opt(R"({"type": "Adam"})").optimizer->kind, zt::ConfigOptimizerKind::kAdamW);
+  EXPECT_EQ(opt(R"({"type": "Adam", "params": {"adam_w_mode": false}})").optimizer->kind, zt::ConfigOptimizerKind::kAdam);
   EXPECT_FALSE(opt(R"({"type": "Adam", "params": {"adam_w_mode": false}})").optimizer->decoupled_weight_decay);
-  EXPECT_EQ(opt(R"({"type": "AdamW", "params": {"adam_w_mode": false}})").optimizer->kind, zt::OptimizerKind::kAdamW);
+  EXPECT_EQ(opt(R"({"type": "AdamW", "params": {"adam_w_mode": false}})").optimizer->kind, zt::ConfigOptimizerKind::kAdamW);
 }
 
 TEST(Optimizer, ParamsValidated) {  // unknown kwargs fail construction in DeepSpeed: rejected here
@@ -92,7 +92,7 @@ TEST(Optimizer, ParamsValidated) {  // unknown kwargs fail construction in DeepS
 
 TEST(Optimizer, Sgd) {
   zt::DsConfig c = opt(R"({"type": "SGD", "params": {"lr": 0.1, "momentum": 0.9, "nesterov": true}})");
-  EXPECT_EQ(c.optimizer->kind, zt::OptimizerKind::kSGD);
+  EXPECT_EQ(c.optimizer->kind, zt::ConfigOptimizerKind::kSGD);
   EXPECT_DOUBLE_EQ(c.optimizer->momentum, 0.9);
   EXPECT_TRUE(c.optimizer->nesterov);
   EXPECT_EQ(c.resolved["optimizer"]["params"]["dampening"], 0.0);

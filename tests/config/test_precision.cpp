@@ -126,7 +126,8 @@ TEST(Bf16, UnknownKeysRejected) {  // §7, §13.2, Theme 6
   EXPECT_REJECTED(tb(R"("bf16": {"enabled": true, "foo": 1})"), "bf16.foo");
   EXPECT_REJECTED(tb(R"("bf16": {"check_overflow": true})"), "bf16.check_overflow",
                   "did you mean `check_grad_overflow`?");
-  EXPECT_REJECTED(tb(R"("bf16": {"enabled": true, "loss_scale": 0})"), "bf16.loss_scale", "belongs in `fp16`");
+  EXPECT_REJECTED(tb(R"("bf16": {"enabled": true, "loss_scale": 0})"), "bf16.loss_scale", "belongs in `fp16`",
+                  "bf16 needs no loss scaling");
 }
 
 TEST(Bf16, MasterWeightRules) {  // §7, §13.2

@@ -192,3 +192,14 @@ TEST(OtherSections, DataTypes) {
                   "data_types.grad_accum_dtype");
   EXPECT_ACCEPTED(tb(R"("data_types": {"grad_accum_dtype": "fp16"}, "fp16": {"enabled": true})"));
 }
+
+TEST(OtherSections, CompressionWithoutQuantizeTrainingAccepted) {  // §13.1 #11
+  EXPECT_ACCEPTED(tb(R"("compression_training": {"sparse_pruning": {"shared_parameters": {"enabled": false}}})"));
+}
+
+TEST(Scalars, WrongTypeForAnIntField) {  // §13.1 #15: "DS" for an int -> validation error naming the path
+  EXPECT_REJECTED(tb(R"("zero_optimization": {"sub_group_size": "DS"})"), "zero_optimization.sub_group_size",
+                  "found \"DS\"", "expected an integer");
+  EXPECT_REJECTED(tb(R"("zero_optimization": {"leaf_module": {"classes": 5}})"), "leaf_module.classes",
+                  "a string or a list of strings");
+}
