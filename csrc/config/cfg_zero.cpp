@@ -175,8 +175,8 @@ void read_zero(Ctx& c, Section& top) {
   Section::Lookup l_ofp = s.take("offload_param");
   auto deprecated_pair = [&](const Section::Lookup& old_l, const char* old_key, const Section::Lookup& new_l,
                              const char* new_key) -> bool {
-    if (!s.has(old_key)) return false;
-    if (s.has(new_key)) {
+    if (!s.has_value(old_key)) return false;
+    if (s.has_value(new_key)) {
       c.error(s.key_path(old_key), std::string("deprecated; cannot be given together with its replacement `") +
                                        new_key + "` (DeepSpeed rejects this too); keep only `" + new_key + "`");
     }
@@ -216,8 +216,9 @@ void read_zero(Ctx& c, Section& top) {
   z.stage3_max_reuse_distance = s.get_int("stage3_max_reuse_distance", 1000000000, kNonNeg, "max_reuse_distance");
   {
     Section::Lookup l_old = s.take("stage3_gather_fp16_weights_on_model_save");
-    bool both_new = s.has("stage3_gather_16bit_weights_on_model_save") || s.has("gather_16bit_weights_on_model_save");
-    if (l_old.present() || s.has("stage3_gather_fp16_weights_on_model_save")) {
+    bool both_new = s.has_value("stage3_gather_16bit_weights_on_model_save") ||
+                    s.has_value("gather_16bit_weights_on_model_save");
+    if (s.has_value("stage3_gather_fp16_weights_on_model_save")) {
       if (both_new) {
         c.error(s.key_path("stage3_gather_fp16_weights_on_model_save"),
                 "deprecated; cannot be given together with its replacement `stage3_gather_16bit_weights_on_model_save` "

@@ -181,6 +181,11 @@ Section::Lookup Section::take(const std::string& key, const std::string& alias) 
   if (!in_) return l;
   bool has_key = in_->contains(key);
   bool has_alias = !alias.empty() && in_->contains(alias);
+  if (has_key && has_alias && kind_ == Kind::kStrict) {
+    // DeepSpeed drops "auto" keys first, so "auto" under one spelling yields to the other.
+    if (is_auto(in_->at(key)) && !is_auto(in_->at(alias))) has_key = false;
+    else if (is_auto(in_->at(alias))) has_alias = false;
+  }
   if (has_key && has_alias) {
     c_.error(key_path(alias), "`" + alias + "` and `" + key + "` are two spellings of the same setting; give only one");
   }
@@ -273,6 +278,11 @@ void Section::finish() {
     } else if (!home.empty() && home != path_ && home != "(top level)") {
       hint = "`" + k + "` belongs in `" + home + "`";
       if (home == "fp16" && (path_ == "bf16" || path_ == "bfloat16")) hint += " (bf16 needs no loss scaling)";
+    }
+    if (kind_ == Kind::kStrict && is_auto(it.value()) && !c_.opt.strict) {
+      c_.warn(p, "unknown key, ignored (its value is \"auto\", which DeepSpeed drops before validating)" +
+                     (hint.empty() ? std::string() : "; " + hint));
+      continue;
     }
     if (kind_ == Kind::kStrict) {
       std::string msg = "unknown key (DeepSpeed rejects unknown keys in `" + path_ + "` too)";

@@ -74,6 +74,9 @@ class Section {
   // Finds `key` (or `alias`), marks both known. Rejects giving both. Resolves "auto".
   Lookup take(const std::string& key, const std::string& alias = "");
   bool has(const std::string& key) const { return in_ && in_->contains(key); }
+  // Present with a value other than "auto" (DeepSpeed drops "auto" keys before validating).
+  bool has_value(const std::string& key) const { return has(key) && !is_auto(in_->at(key)); }
+  static bool is_auto(const Json& v) { return v.is_string() && v.get<std::string>() == "auto"; }
   void accept(const std::string& key) { known_.push_back(key); }  // known, read elsewhere
 
   using IntRule = cfg::IntRule;

@@ -48,6 +48,19 @@ TEST(Auto, StrictSectionAutoIsTheDefault) {  // §10 [run]
   EXPECT_EQ(c.zero.offload_optimizer->device, "none");
 }
 
+TEST(Auto, AutoKeysAreDroppedBeforeValidationInStrictSections) {  // §1.2, §10
+  zt::DsConfig c = resolve(tb(R"("zero_optimization": {"stage": 2, "not_a_key": "auto"})"));
+  EXPECT_TRUE(has_warning(c, "zero_optimization.not_a_key"));
+  EXPECT_EQ(resolve(tb(R"("zero_optimization": {"stage3_prefetch_bucket_size": "auto", "prefetch_bucket_size": 7})"))
+                .zero.stage3_prefetch_bucket_size, 7);
+  zt::DsConfig d = resolve(tb(R"("zero_optimization": {"stage": 2, "cpu_offload": "auto",
+                                 "offload_optimizer": {"device": "cpu"}})"));
+  EXPECT_TRUE(d.zero.optimizer_offloaded());
+  zt::ConfigOptions o = world(1);
+  o.strict = true;
+  EXPECT_REJECTED_W(tb(R"("zero_optimization": {"stage": 2, "not_a_key": "auto"})"), o, "zero_optimization.not_a_key");
+}
+
 TEST(Auto, CommandLineValueWins) {
   zt::ConfigOptions o = world(1);
   o.command_line["bf16.enabled"] = true;
