@@ -50,9 +50,18 @@ void scale(Stream& s, const TensorView& x, float alpha) {
 }
 
 void cast(Stream& s, const TensorView& dst, const TensorView& src) {
-  if (dst.dtype == src.dtype) {
-    if (dst.data != src.data && dst.numel() > 0)
-      ZT_CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, dst.nbytes(), cudaMemcpyDeviceToDevice, native(s)));
+  if (dst.dtype == src.dtype) {  // a copy; overlapping ranges (memmove) go through scratch
+    const size_t bytes = dst.nbytes();
+    if (dst.data == src.data || bytes == 0) return;
+    const char* d0 = static_cast<const char*>(dst.data);
+    const char* s0 = static_cast<const char*>(src.data);
+    if (d0 + bytes <= s0 || s0 + bytes <= d0) {
+      ZT_CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, bytes, cudaMemcpyDeviceToDevice, native(s)));
+    } else {
+      void* tmp = scratch(s, bytes);
+      ZT_CUDA_CHECK(cudaMemcpyAsync(tmp, src.data, bytes, cudaMemcpyDeviceToDevice, native(s)));
+      ZT_CUDA_CHECK(cudaMemcpyAsync(dst.data, tmp, bytes, cudaMemcpyDeviceToDevice, native(s)));
+    }
     return;
   }
   ZT_DISPATCH_DTYPE(src.dtype, TI,

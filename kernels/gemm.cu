@@ -35,9 +35,7 @@ void gemm_rowmajor(Stream& s, bool trans_a, bool trans_b, int64_t M, int64_t N, 
   auto handle = static_cast<cublasHandle_t>(cublas_handle(s));
   cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  // K == 0 leaves C = beta C (BLAS semantics); cuBLAS still wants leading dims >= 1.
-  if (lda < 1) lda = 1;
-  if (ldb < 1) ldb = 1;
+  ZT_CHECK(K > 0, "gemm_rowmajor: K must be positive (ops::gemm handles K == 0)");
   ZT_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
       handle, op_b, op_a, as_int(N, "N"), as_int(M, "M"), as_int(K, "K"), &alpha,
       B, cuda_type(ab_type), as_int(ldb, "ldb"), strideB,
@@ -52,6 +50,15 @@ namespace zt::cuda_ops {
 
 void gemm(Stream& s, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
           const TensorView& A, const TensorView& B, float beta, const TensorView& C) {
+  if (M == 0 || N == 0) return;
+  if (K == 0) {  // BLAS semantics: C = beta C, and beta == 0 clears C without reading it
+    if (beta == 0.0f) {
+      ZT_CUDA_CHECK(cudaMemsetAsync(C.data, 0, C.nbytes(), cuda_detail::native(s)));  // 0.0 is all-zero bits
+    } else if (beta != 1.0f) {
+      scale(s, C, beta);
+    }
+    return;
+  }
   // Stored row strides: A is [M,K] (or [K,M] when trans_a), B is [K,N] (or [N,K] when trans_b).
   int64_t lda = trans_a ? M : K;
   int64_t ldb = trans_b ? K : N;

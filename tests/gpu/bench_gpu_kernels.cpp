@@ -17,6 +17,7 @@ namespace {
 using namespace zt;
 
 struct Bench {
+  Bench(Device& d, Stream& st, int n) : dev(d), s(st), iters(n) {}
   Device& dev;
   Stream& s;
   int iters;
@@ -79,7 +80,7 @@ int main(int argc, char** argv) {
   const int iters = argc > 1 ? std::atoi(argv[1]) : 20;
   auto dev = make_cuda_device(0);
   auto stream = dev->create_stream("bench");
-  Bench b{*dev, *stream, iters};
+  Bench b(*dev, *stream, iters);
   Stream& s = *stream;
   std::printf("%s, %d iterations per op, bf16 unless noted\n", dev->description().c_str(), iters);
   std::printf("%-26s %-28s %12s %s\n", "op", "shape", "time", "rate");

@@ -114,8 +114,9 @@ elif [ -f "$BUILD/build.ninja" ]; then
   step build build.log 420 "ninja -C '$BUILD' -k 0 -j$JOBS"
   BUILD_RC=$?
   # gtest runs on one GPU; ctest -j1 keeps timings clean.
-  step gpu-tests gpu-tests.log 300 "ctest --test-dir '$BUILD' -L gpu --output-on-failure --no-tests=error --timeout 280"
-  step nccl-other gpu-tests.log 200 "ctest --test-dir '$BUILD' -R 'nccl|cuda' -LE gpu --output-on-failure --no-tests=ignore --timeout 180"
+  # -V: every gtest line lands in the log, so the summary can count passed / skipped cases.
+  step gpu-tests gpu-tests.log 300 "ctest --test-dir '$BUILD' -L gpu -V --no-tests=error --timeout 280"
+  step nccl-other gpu-tests.log 200 "ctest --test-dir '$BUILD' -R 'nccl|cuda|gpu' -LE gpu -V --no-tests=ignore --timeout 180"
   BENCH="$BUILD/tests/gpu/bench_gpu_kernels"
   if [ -x "$BENCH" ]; then step bench bench.log 120 "'$BENCH'"; else skip bench "no $BENCH (build failed?)"; fi
   if [ "${ZT_CHECK_CPU:-0}" = 1 ]; then
@@ -140,5 +141,11 @@ done
   echo "zerotrain device check — $(date -u +%Y-%m-%dT%H:%M:%SZ), $(($(date +%s) - START)) s total, logs in \$OUT"
   printf '%-11s %-16s %6s  %s\n' step status time log
   for r in "${ROWS[@]}"; do echo "$r"; done
-  grep -hE "^(100%|[0-9]+% tests passed)|tests failed out of" "$OUT/gpu-tests.log" 2>/dev/null | sed 's/^/ctest: /'
+  if [ -f "$OUT/gpu-tests.log" ]; then
+    grep -hE "tests passed|tests failed out of" "$OUT/gpu-tests.log" | sed 's/^/ctest: /'
+    echo "gtest cases: $(grep -cE '\[       OK \] .*\([0-9]+ ms\)' "$OUT/gpu-tests.log") ok," \
+      "$(grep -cE '\[  SKIPPED \] .*\([0-9]+ ms\)' "$OUT/gpu-tests.log") skipped," \
+      "$(grep -cE '\[  FAILED  \] .*\([0-9]+ ms\)' "$OUT/gpu-tests.log") failed"
+    grep -hE '\[  FAILED  \] .*\([0-9]+ ms\)' "$OUT/gpu-tests.log" | head -20 | sed 's/^/  /'
+  fi
 } | tee "$OUT/summary.txt"

@@ -12,7 +12,7 @@ class GpuDense : public GpuTest, public ::testing::WithParamInterface<DType> {};
 TEST_P(GpuDense, GemmAllTransposes) {
   const DType dt = GetParam();
   struct Case { int64_t M, N, K; };
-  for (Case c : {Case{1, 1, 1}, Case{37, 53, 29}, Case{64, 128, 512}, Case{5, 300, 3}}) {
+  for (Case c : {Case{1, 1, 1}, Case{37, 53, 29}, Case{64, 128, 512}, Case{5, 300, 3}, Case{4, 3, 0}}) {
     for (int ta = 0; ta < 2; ++ta) {
       for (int tb = 0; tb < 2; ++tb) {
         Dual A(*this, *gpu_, dt, {c.M * c.K}, uniform(c.M * c.K));
@@ -139,6 +139,19 @@ TEST_P(GpuDense, CastEveryPairBitwise) {
       EXPECT_EQ(dst.gpu_raw(), dst.cpu_raw()) << "cast " << dtype_name(src_t) << "->" << dtype_name(dst_t)
                                               << " offset " << offset;
     }
+  }
+}
+
+TEST_P(GpuDense, CastSameDtypeOverlappingIsMemmove) {
+  const DType dt = GetParam();
+  const int64_t n = 1000;
+  for (int64_t shift : {3, -3}) {
+    Dual buf(*this, *gpu_, dt, {n + 3}, uniform(n + 3));
+    const int64_t src_at = shift > 0 ? 0 : 3, dst_at = shift > 0 ? 3 : 0;
+    ops::cast(cs(), buf.cpu().slice1d(dst_at, n), buf.cpu().slice1d(src_at, n));
+    ops::cast(gs(), buf.gpu().slice1d(dst_at, n), buf.gpu().slice1d(src_at, n));
+    sync();
+    EXPECT_EQ(buf.gpu_raw(), buf.cpu_raw()) << "overlapping copy, shift " << shift << tag(dt);
   }
 }
 
