@@ -163,6 +163,19 @@ void resolve_batch(Ctx& c, Section& top) {
       c.fail(top.key_path(l.key.empty() ? key : l.key), *l.value, "an integer > 0 (it is a divisor in the batch-size rule)");
     }
   };
+  // Products below must not overflow: cap each given value far above any real batch.
+  const int64_t kMaxBatch = int64_t(1) << 40;
+  for (auto* e : {&tbs, &mbs, &gas}) {
+    if (*e && (**e > kMaxBatch || **e < -kMaxBatch)) {
+      const Section::Lookup& l = e == &tbs ? lt : e == &mbs ? lm : lg;
+      c.fail(top.key_path(l.key), *l.value, "an integer below 2^40");
+    }
+  }
+  auto mul = [&](int64_t a, int64_t b) {
+    int64_t r = 0;
+    if (__builtin_mul_overflow(a, b, &r)) c.error("train_batch_size", "the batch-size product overflows a 64-bit integer");
+    return r;
+  };
   std::string nt, nm, ng;  // derivation notes
   if (tbs && mbs && gas) {
   } else if (tbs && mbs) {
@@ -174,7 +187,7 @@ void resolve_batch(Ctx& c, Section& top) {
     mbs = (*tbs / W) / *gas;
     nm = "= train_batch_size / " + ws + " / gradient_accumulation_steps";
   } else if (mbs && gas) {
-    tbs = *mbs * *gas * W;
+    tbs = mul(mul(*mbs, *gas), W);
     nt = "= train_micro_batch_size_per_gpu * gradient_accumulation_steps * " + ws;
   } else if (tbs) {
     gas = 1;
@@ -182,7 +195,7 @@ void resolve_batch(Ctx& c, Section& top) {
     ng = "= 1 (only train_batch_size given)";
     nm = "= train_batch_size / " + ws;
   } else if (mbs) {
-    tbs = *mbs * W;
+    tbs = mul(*mbs, W);
     gas = 1;
     nt = "= train_micro_batch_size_per_gpu * " + ws;
     ng = "= 1 (only train_micro_batch_size_per_gpu given)";
@@ -208,7 +221,7 @@ void resolve_batch(Ctx& c, Section& top) {
   if (*tbs <= 0) c.error("train_batch_size", std::to_string(*tbs) + " has to be greater than 0" + triad);
   if (*mbs <= 0) c.error("train_micro_batch_size_per_gpu", std::to_string(*mbs) + " has to be greater than 0" + triad);
   if (*gas <= 0) c.error("gradient_accumulation_steps", std::to_string(*gas) + " has to be greater than 0" + triad);
-  if (*tbs != *mbs * *gas * W) {
+  if (*tbs != mul(mul(*mbs, *gas), W)) {
     c.error("train_batch_size",
             "found " + std::to_string(*tbs) + "; expected train_batch_size == train_micro_batch_size_per_gpu * "
             "gradient_accumulation_steps * world size, but " + std::to_string(*tbs) + " != " + std::to_string(*mbs) +

@@ -102,6 +102,8 @@ TEST(BatchTriad, GarbageRejectedAtConfigTime) {  // Part A §6
   EXPECT_REJECTED(R"({"train_batch_size": "32"})", "train_batch_size", "found \"32\"", "without quotes");
   EXPECT_REJECTED(R"({"train_batch_size": true})", "train_batch_size");
   EXPECT_REJECTED(R"({"train_batch_size": [32]})", "train_batch_size");
+  EXPECT_REJECTED(R"({"train_micro_batch_size_per_gpu": 1e18, "gradient_accumulation_steps": 1e18})",
+                  "train_micro_batch_size_per_gpu", "below 2^40");
 }
 TEST(BatchTriad, SequenceParallelSizeHasNoEffectForFiles) {  // §17.2 (and §13.2's dict row differs)
   zt::DsConfig c = resolve(R"({"train_batch_size": 8, "sequence_parallel_size": 2})", world(4));
