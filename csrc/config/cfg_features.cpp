@@ -213,6 +213,10 @@ void check_combinations(Ctx& c) {
                 : "found true; expected bf16_master_weights_and_grads true as well (bf16_optimizer_states "
                   "requires bf16_master_weights_and_grads to be enabled)");
   }
+  if (!g.managed_gradient_accumulation && g.zero.overlap_comm && stage != 2) {
+    c.error("managed_gradient_accumulation", "false supports ZeRO overlap_comm only with ZeRO stage 2 (stage is " +
+            std::to_string(stage) + "; DeepSpeed rejects this when it builds the engine)");
+  }
   if (g.gradient_allreduce_op == "sum" && stage == 3) {
     c.error("gradient_allreduce_op", "\"sum\" is not supported with ZeRO stage 3 (DeepSpeed rejects it too)");
   }

@@ -4,6 +4,7 @@
 #include "config_reader.h"
 
 namespace zt::cfg {
+namespace {
 
 // DeepSpeed's DtypeEnum spellings. "int8" is a DeepSpeed dtype zerotrain does not train in.
 std::optional<DType> parse_ds_dtype(Ctx& c, const std::string& path, const Json& v) {
@@ -18,8 +19,6 @@ std::optional<DType> parse_ds_dtype(Ctx& c, const std::string& path, const Json&
   if (s == "int8" || s == "torch.int8") c.error(path, "\"int8\" is not supported by zerotrain");
   c.fail(path, v, kExpected);
 }
-
-namespace {
 
 const Json* section_object(Ctx& c, const Section::Lookup& l, const std::string& path) {
   if (!l.present()) return nullptr;

@@ -145,3 +145,29 @@ TEST(Precision, Fp16AndBf16Exclusive) {  // §7, §12
   EXPECT_REJECTED(tb(R"("fp16": {"enabled": true}, "bfloat16": {"enabled": true})"), "cannot be simultaneously");
   EXPECT_ACCEPTED(tb(R"("fp16": {"enabled": true}, "bf16": {"enabled": false})"));
 }
+
+TEST(Precision, ResolvedDefaultsExactly) {  // §6 and §7 tables
+  zt::DsConfig c = resolve(tb(""));
+  EXPECT_EQ(c.resolved["fp16"], Json::parse(R"({"enabled": false, "auto_cast": false, "loss_scale": 0.0,
+      "initial_scale_power": 16, "loss_scale_window": 1000, "hysteresis": 2, "consecutive_hysteresis": false,
+      "min_loss_scale": 1, "fp16_master_weights_and_grads": false})"));
+  EXPECT_EQ(c.resolved["bf16"], Json::parse(R"({"enabled": false, "immediate_grad_update": false,
+      "check_grad_overflow": true, "bf16_master_weights_and_grads": false, "bf16_optimizer_states": false})"));
+}
+
+TEST(Precision, DtypeMatrixWithoutZero) {  // §13.1 #46: config-time part (ZeRO: every mix; no ZeRO: model dtype only)
+  const char* model[] = {R"("fp16": {"enabled": true})", R"("bf16": {"enabled": true})", R"("fp16": {"enabled": false})"};
+  const char* model_name[] = {"fp16", "bf16", "fp32"};
+  for (int m = 0; m < 3; ++m) {
+    for (const char* acc : {"fp16", "bf16", "fp32"}) {
+      std::string data = std::string(R"("data_types": {"grad_accum_dtype": ")") + acc + "\"}";
+      for (int stage : {0, 1, 2, 3}) {
+        std::string text = tb(std::string(model[m]) + ", " + data + ", \"zero_optimization\": {\"stage\": " +
+                              std::to_string(stage) + "}");
+        bool ok = stage > 0 || std::string(acc) == model_name[m];
+        EXPECT_EQ(error_of(text).empty(), ok) << text << " -> " << error_of(text);
+      }
+    }
+    EXPECT_ACCEPTED(tb(std::string(model[m]) + R"(, "data_types": {"grad_accum_dtype": null})"));
+  }
+}

@@ -203,3 +203,11 @@ TEST(Scalars, WrongTypeForAnIntField) {  // §13.1 #15: "DS" for an int -> valid
   EXPECT_REJECTED(tb(R"("zero_optimization": {"leaf_module": {"classes": 5}})"), "leaf_module.classes",
                   "a string or a list of strings");
 }
+
+TEST(Scalars, ManagedGradientAccumulation) {  // §3
+  EXPECT_FALSE(resolve(tb(R"("managed_gradient_accumulation": false)")).managed_gradient_accumulation);
+  EXPECT_ACCEPTED(tb(R"("managed_gradient_accumulation": false, "zero_optimization": {"stage": 2, "overlap_comm": true})"));
+  EXPECT_REJECTED(tb(R"("managed_gradient_accumulation": false, "zero_optimization": {"stage": 3})"),
+                  "managed_gradient_accumulation", "only with ZeRO stage 2");
+  EXPECT_REJECTED(tb(R"("managed_gradient_accumulation": "no")"), "managed_gradient_accumulation");
+}

@@ -259,3 +259,32 @@ TEST(Zero, LeafModule) {
   EXPECT_EQ(c.resolved["zero_optimization"]["leaf_module"]["classes"], Json::array({"A", "B"}));
   EXPECT_ZERO_REJECTED(R"({"leaf_module": {"name": ["x"]}})", "leaf_module.name");
 }
+
+TEST(Zero, ResolvedDefaultsExactly) {  // §8 table, §8.1, §8.2: every key with DeepSpeed 0.19.5's default
+  Json expected = Json::parse(R"({
+    "stage": 0, "contiguous_gradients": true, "reduce_scatter": true, "reduce_bucket_size": 500000000,
+    "use_multi_rank_bucket_allreduce": true, "allgather_partitions": true, "allgather_bucket_size": 500000000,
+    "overlap_comm": false, "load_from_fp32_weights": true, "elastic_checkpoint": false,
+    "offload_optimizer": null, "offload_param": null, "zenflow": null, "sub_group_size": 1000000000,
+    "stage3_prefetch_bucket_size": 50000000, "stage3_param_persistence_threshold": 100000,
+    "stage3_model_persistence_threshold": 9223372036854775807, "stage3_max_live_parameters": 1000000000,
+    "stage3_max_reuse_distance": 1000000000, "stage3_gather_16bit_weights_on_model_save": false,
+    "stage3_module_granularity_threshold": 0, "stage3_use_all_reduce_for_fetch_params": false,
+    "stage3_allgather_sequential": false, "ignore_unused_parameters": true, "legacy_stage1": false,
+    "round_robin_gradients": false, "zero_hpz_partition_size": 1, "zero_quantized_weights": false,
+    "zero_quantized_nontrainable_weights": false, "zero_quantized_gradients": false, "zeropp_loco_param": null,
+    "mics_shard_size": -1, "mics_hierarchical_params_gather": false, "memory_efficient_linear": true,
+    "pipeline_loading_checkpoint": false, "override_module_apply": true, "log_trace_cache_warnings": false,
+    "enable_sanity_checks": false, "save_muon_momentum_buffer_in_memory": false,
+    "leaf_module": {"classes": ["transformers.models.mixtral.modeling_mixtral.MixtralSparseMoeBlock",
+                                "transformers.models.qwen2_moe.modeling_qwen2_moe.Qwen2MoeSparseMoeBlock",
+                                "transformers.models.qwen3_moe.modeling_qwen3_moe.Qwen3MoeSparseMoeBlock"],
+                    "names": [], "name_suffixes": []}})");
+  EXPECT_EQ(zero("{}").resolved["zero_optimization"], expected);
+  Json offload = zero(R"({"stage": 3, "offload_param": {}, "offload_optimizer": {}})").resolved["zero_optimization"];
+  EXPECT_EQ(offload["offload_param"], Json::parse(R"({"device": "none", "nvme_path": null, "buffer_count": 5,
+      "buffer_size": 100000000, "max_in_cpu": 1000000000, "pin_memory": true})"));
+  EXPECT_EQ(offload["offload_optimizer"], Json::parse(R"({"device": "none", "nvme_path": null, "buffer_count": 4,
+      "pin_memory": true, "pipeline_read": false, "pipeline_write": false, "fast_init": false, "ratio": 1.0,
+      "super_offload": false, "cpuadam_cores_perc": 0.8})"));
+}
