@@ -3,6 +3,7 @@
 // while disabled, rejected when enabled: Part A §5), cross-section rules, and the key tables
 // behind "did you mean" hints.
 #include <algorithm>
+#include <vector>
 
 #include "config_reader.h"
 
@@ -30,6 +31,7 @@ const char* const kOffloadKeys[] = {"device", "nvme_path", "buffer_count", "buff
 struct Feature {
   const char* key;
   const char* what;
+  std::vector<const char*> strict_keys = {};  // pydantic sections: the complete key set (unknown -> error)
 };
 const Feature kFeatures[] = {
     {"elasticity", "elastic training"},
@@ -39,13 +41,15 @@ const Feature kFeatures[] = {
     {"quantize_training", "quantization-aware training"},
     {"data_efficiency", "data efficiency (curriculum / random-LTD)"},
     {"curriculum_learning", "curriculum learning"},
-    {"hybrid_engine", "the hybrid engine"},
+    {"hybrid_engine", "the hybrid engine", {"enabled", "max_out_tokens", "inference_tp_size", "release_inference_cache",
+                                           "pin_parameters", "tp_gather_partition_size", "enable_cuda_graph"}},
     {"compile", "torch.compile / DeepCompile"},
-    {"tensorboard", "the TensorBoard monitor"},
-    {"wandb", "the Weights & Biases monitor"},
-    {"csv_monitor", "the CSV monitor (zerotrain writes its own metrics log)"},
+    {"tensorboard", "the TensorBoard monitor", {"enabled", "output_path", "job_name"}},
+    {"wandb", "the Weights & Biases monitor", {"enabled", "group", "team", "project"}},
+    {"csv_monitor", "the CSV monitor (zerotrain writes its own metrics log)", {"enabled", "output_path", "job_name"}},
     {"comet", "the Comet monitor"},
-    {"comms_logger", "the DeepSpeed comms logger (zerotrain traces collectives itself)"},
+    {"comms_logger", "the DeepSpeed comms logger (zerotrain traces collectives itself)",
+     {"enabled", "prof_all", "prof_ops", "verbose", "debug"}},
     {"autotuning", "autotuning"},
     {"nebula", "Nebula checkpointing"},
     {"datastates", "DataStates checkpointing"},
@@ -79,6 +83,11 @@ void read_feature(Ctx& c, Section& top, const Feature& f) {
   if (!v.is_object()) c.fail(k, v, "an object");
   if ((k == "amp" || k == "progressive_layer_drop") && !v.contains("enabled")) {
     c.error(k, "missing `enabled` (DeepSpeed requires it in this section)");
+  }
+  if (!f.strict_keys.empty()) {  // DeepSpeed validates these sections with extra="forbid"
+    Section s(c, &v, k, Section::Kind::kStrict);
+    for (const char* known : f.strict_keys) s.accept(known);
+    s.finish();
   }
   bool on = contains_enabled(v);
   if (v.contains("enabled") && !v["enabled"].is_boolean()) on = to_bool(c, k + ".enabled", v["enabled"]);

@@ -211,3 +211,12 @@ TEST(Scalars, ManagedGradientAccumulation) {  // §3
                   "managed_gradient_accumulation", "only with ZeRO stage 2");
   EXPECT_REJECTED(tb(R"("managed_gradient_accumulation": "no")"), "managed_gradient_accumulation");
 }
+
+TEST(OtherSections, PydanticMonitorSectionsRejectUnknownKeys) {  // §11
+  EXPECT_ACCEPTED(tb(R"("tensorboard": {"enabled": false, "output_path": "/tmp/tb", "job_name": "x"})"));
+  EXPECT_REJECTED(tb(R"("tensorboard": {"enabled": false, "outputpath": "/tmp"})"), "tensorboard.outputpath",
+                  "did you mean `output_path`?");
+  EXPECT_REJECTED(tb(R"("comms_logger": {"enabled": false, "foo": 1})"), "comms_logger.foo");
+  EXPECT_REJECTED(tb(R"("wandb": {"enabled": false, "projekt": "p"})"), "did you mean `project`?");
+  EXPECT_REJECTED(tb(R"("hybrid_engine": {"enabled": false, "max_out_token": 5})"), "did you mean `max_out_tokens`?");
+}
