@@ -79,7 +79,10 @@ int64_t to_int(const Ctx& c, const std::string& path, const Json& v, BoolAsInt b
   if (v.is_number_float()) {
     double d = v.get<double>();
     if (!std::isfinite(d)) c.fail(path, v, "a finite integer");
-    if (d != std::floor(d)) c.fail(path, v, "an integer (got a number with a fractional part)");
+    if (d != std::floor(d)) {
+      c.fail(path, v, "an integer (got a number with a fractional part)",
+             std::fabs(d) < 9.2e18 ? "e.g. " + std::to_string(static_cast<int64_t>(std::floor(d))) : "");
+    }
     if (std::fabs(d) >= 9.2e18) c.fail(path, v, "an integer below 2^63");
     return static_cast<int64_t>(d);
   }
