@@ -130,11 +130,11 @@ struct ZeroConfig {
   bool params_offloaded() const { return offload_param && offload_param->device != "none"; }
 };
 
-enum class OptimizerKind { kAdam, kAdamW, kSGD };
+enum class ConfigOptimizerKind { kAdam, kAdamW, kSGD };
 
 struct OptimizerConfig {
   std::string type;        // as DeepSpeed names it: "adam", "adamw" (lower-cased) or "SGD"
-  OptimizerKind kind = OptimizerKind::kAdamW;
+  ConfigOptimizerKind kind = ConfigOptimizerKind::kAdamW;
   Json params;             // resolved params, every default filled (DeepSpeed names)
   // Adam / AdamW
   double lr = 1e-3;
