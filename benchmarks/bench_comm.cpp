@@ -130,8 +130,7 @@ double measure(int warmup, int iters, Issue issue, Sync sync) {
   return t;
 }
 
-int run(int argc, char** argv) {
-  MpiEnvironment env(&argc, &argv);
+int run(MpiEnvironment& env, int argc, char** argv) {
   Args a = parse(argc, argv);
   const int n = env.world_size(), rank = env.rank();
   std::vector<const Collective*> ops;
@@ -220,11 +219,14 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  MpiEnvironment env(&argc, &argv);
   try {
-    return run(argc, argv);
+    return run(env, argc, argv);
   } catch (const InputError& e) {
-    std::fprintf(stderr, "zt_comm_bench: %s\n", e.what());
-    MPI_Abort(MPI_COMM_WORLD, kExitBadInput);
+    // Every rank parses the same flags, but a device error can be one rank's alone: abort all.
+    std::fprintf(stderr, "zt_comm_bench (rank %d): %s\n", env.rank(), e.what());
+    std::fflush(stderr);
+    if (env.world_size() > 1) MPI_Abort(MPI_COMM_WORLD, kExitBadInput);
     return kExitBadInput;
   }
 }

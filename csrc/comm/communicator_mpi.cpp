@@ -50,6 +50,7 @@ class MpiCommunicator final : public Communicator {
  public:
   MpiCommunicator(Device& dev, MPI_Comm comm, int rank, int n, NodeLocal nl, const CommOptions& opts)
       : Communicator(opts, rank, n, nl.local_rank, nl.local_size), comm_(comm) {
+    ZT_CHECK(opts_.chunk_bytes <= (size_t(1) << 30), "CommOptions::chunk_bytes must be at most 1 GiB");
     const size_t chunk = std::max<size_t>(opts_.chunk_bytes, 64);
     const size_t bytes = std::max(2 * static_cast<size_t>(n - 1) * chunk,
                                   static_cast<size_t>(n) * opts_.small_all_reduce_bytes);
