@@ -135,8 +135,11 @@ def make_plan(args, env):
     user_env = _user_env(args, env)
     user_names = {n for n, _ in user_env}
 
-    selecting = bool(args.hostfile or args.include or args.exclude or args.num_gpus is not None
-                     or (args.num_nodes is not None and plan.launcher == "mpirun"))
+    # Under srun without a hostfile, --num-nodes/--num-gpus shape the allocation (srun --nodes,
+    # --ntasks-per-node) instead of choosing slots of this machine.
+    srun_shape = plan.launcher == "srun" and not args.hostfile
+    selecting = bool(args.hostfile or args.include or args.exclude
+                     or (not srun_shape and (args.num_gpus is not None or args.num_nodes is not None)))
     if args.num_procs is not None and args.num_procs < 1:
         raise LaunchError("-n %d: expected a number of ranks >= 1" % args.num_procs)
     if args.num_procs is not None and selecting:
@@ -160,8 +163,8 @@ def make_plan(args, env):
         # CUDA_VISIBLE_DEVICES when set), or one per core when there is no GPU.
         gpus = environment.visible_gpus(env)
         pool = [("localhost", len(gpus) or environment.local_cores())]
-        num_nodes = args.num_nodes if plan.launcher == "mpirun" else None
-        chosen = hostfile.select_slots(pool, args.include, args.exclude, num_nodes, args.num_gpus)[0][1]
+        num_nodes, num_gpus = (None, None) if srun_shape else (args.num_nodes, args.num_gpus)
+        chosen = hostfile.select_slots(pool, args.include, args.exclude, num_nodes, num_gpus)[0][1]
         local_cvd = ",".join(gpus[i] if gpus else str(i) for i in chosen)
         plan.nprocs = len(chosen)
         ranks_per_node = plan.nprocs
@@ -174,15 +177,18 @@ def make_plan(args, env):
             plan.nprocs = max(1, len(environment.visible_gpus(env)))
         ranks_per_node = plan.nprocs
 
-    if plan.launcher == "srun" and plan.selection is None:
-        if args.num_nodes is not None:
-            if args.num_nodes < 1:
-                raise LaunchError("--num-nodes %d: expected >= 1" % args.num_nodes)
-            plan.nodes = args.num_nodes
-            if args.num_gpus is not None:
-                plan.ntasks_per_node = args.num_gpus
-                plan.nprocs = args.num_nodes * args.num_gpus
-            ranks_per_node = -(-plan.nprocs // args.num_nodes)
+    if srun_shape and (args.num_nodes is not None or args.num_gpus is not None):
+        for flag, value in (("--num-nodes", args.num_nodes), ("--num-gpus", args.num_gpus)):
+            if value is not None and value < 1:
+                raise LaunchError("%s %d: expected >= 1" % (flag, value))
+        if args.num_gpus is not None and (args.num_procs is not None or args.include or args.exclude):
+            raise LaunchError("--num-gpus with -n/--include/--exclude: give the ranks one way")
+        plan.nodes = args.num_nodes
+        if args.num_gpus is not None:
+            plan.ntasks_per_node = args.num_gpus
+            plan.nodes = args.num_nodes or 1
+            plan.nprocs = plan.nodes * args.num_gpus
+        ranks_per_node = -(-plan.nprocs // (plan.nodes or 1))
     if "CUDA_VISIBLE_DEVICES" in user_names and (plan.host_cvd or local_cvd is not None):
         raise LaunchError("--env/--export CUDA_VISIBLE_DEVICES together with a slot selection: choose devices "
                           "with --include/--exclude, or set CUDA_VISIBLE_DEVICES, not both")
@@ -231,8 +237,9 @@ def _join_launcher_args(argv):
     return out
 
 
-def main(argv=None):
-    env = dict(os.environ)
+def main(argv=None, env=None):
+    """Returns the exit code when it does not exec (dry run, bad input); argv/env default to the process's."""
+    env = dict(os.environ) if env is None else env
     try:
         args = build_parser().parse_args(_join_launcher_args(sys.argv[1:] if argv is None else argv))
         plan = make_plan(args, env)
