@@ -143,7 +143,7 @@ def make_plan(args, env):
     if args.num_procs is not None and args.num_procs < 1:
         raise LaunchError("-n %d: expected a number of ranks >= 1" % args.num_procs)
     if args.num_procs is not None and selecting:
-        raise LaunchError("-n with --hostfile/--include/--exclude/--num-gpus: -n is for one node; "
+        raise LaunchError("-n with --hostfile/--include/--exclude/--num-gpus/--num-nodes: -n is for one node; "
                           "choose slots with the selection flags instead")
 
     local_cvd = None  # CUDA_VISIBLE_DEVICES for the one local node, when a selection sets it
@@ -219,21 +219,28 @@ def build_argv(plan):
                           "(use --launcher mpirun, or --num-gpus to even it out)" % e)
 
 
+_VALUE_OPTIONS = {"-n": 1, "--num-procs": 1, "-H": 1, "--hostfile": 1, "-i": 1, "--include": 1, "-e": 1,
+                  "--exclude": 1, "--num-nodes": 1, "--num_nodes": 1, "--num-gpus": 1, "--num_gpus": 1,
+                  "--launcher": 1, "--env": 1, "--export": 1, "--env-file": 1, "--mca": 2}
+
+
 def _join_launcher_args(argv):
     """'--launcher-args --tag-output' -> '--launcher-args=--tag-output': argparse would otherwise read a
-    value starting with '-' as an option. Only launcher options before the program are looked at."""
+    value starting with '-' as an option. Stops at the program (first word that is not an option or
+    an option's value) or at '--', so the program's own arguments are never touched."""
     out = []
     i = 0
     while i < len(argv):
         word = argv[i]
-        if word == "--":
+        if word == "--" or not word.startswith("-"):
             return out + argv[i:]
         if word in ("--launcher-args", "--launcher_args") and i + 1 < len(argv):
             out.append("%s=%s" % (word, argv[i + 1]))
             i += 2
             continue
-        out.append(word)
-        i += 1
+        take = _VALUE_OPTIONS.get(word, 0)
+        out += argv[i:i + 1 + take]
+        i += 1 + take
     return out
 
 

@@ -176,6 +176,10 @@ class DryRunTests(TempFiles):
         self.assertFalse(any(x.startswith("OMPI_") for x in xs), xs)
         self.assertEqual(argv[argv.index("--mca") + 1:argv.index("--mca") + 3], ["btl_tcp_if_include", "ib0"])
         self.assertIn("--tag-output", argv[:argv.index("-np")])
+        # The program's own arguments are never read as launcher options.
+        argv = dry(["-n", "2", "/bin/echo", "--launcher-args", "-x", "--env", "A=1", "-n", "5"])
+        self.assertEqual(argv[-7:], ["/bin/echo", "--launcher-args", "-x", "--env", "A=1", "-n", "5"])
+        self.assertEqual(opt(argv, "-np"), "2")
         # --env overrides the launcher's own choice.
         self.assertIn("OMP_WAIT_POLICY=ACTIVE", x_values(dry(["-n", "1", "--env", "OMP_WAIT_POLICY=ACTIVE", "true"])))
 
