@@ -48,6 +48,17 @@ void print_rank_map(const Communicator& comm, const NodeLocal& local, const Devi
   }
 }
 
+// Dense peak FLOP/s of the device for MFU (0 = unknown): NVIDIA datasheet numbers, tensor cores
+// for bf16/fp16, plain fp32 otherwise (cuBLAS does not use TF32 unless asked).
+double peak_flops(const Device& dev, DType compute) {
+  if (dev.kind() != DeviceKind::CUDA) return 0;
+  const std::string d = dev.description();
+  const bool half = compute != DType::F32;
+  if (d.find("H100") != std::string::npos || d.find("H200") != std::string::npos) return half ? 989e12 : 67e12;
+  if (d.find("A100") != std::string::npos) return half ? 312e12 : 19.5e12;
+  return 0;
+}
+
 nlohmann::json memory_json(const ZeroEngine& engine, int rank) {
   nlohmann::json cats = nlohmann::json::object();
   for (const MemoryLine& l : engine.memory_lines()) {
@@ -150,6 +161,11 @@ int run_train(const TrainArgs& args, Rank0Log& log) {
   const int gas = static_cast<int>(cfg.gradient_accumulation_steps);
   const int64_t mbs = cfg.train_micro_batch_size_per_gpu;
   const double tokens_per_sample = mcfg.type == ModelConfig::Type::GPT ? static_cast<double>(mcfg.gpt.n_ctx) : 1.0;
+  const double peak = peak_flops(*dev, eopt.compute_dtype) * world;
+  if (peak > 0)
+    log("MFU: model FLOPs per sample %.4g (PaLM: 6N + 12*L*C*T per token) / peak %.4g FLOP/s (%d x %s dense %s)\n",
+        model->flops_per_sample(), peak, world, dev->description().c_str(), dtype_name(eopt.compute_dtype));
+  int64_t samples_done = 0;
   Batch batch;
   for (int64_t k = 0; k < args.steps; ++k) {
     auto t0 = std::chrono::steady_clock::now();
@@ -167,20 +183,31 @@ int run_train(const TrainArgs& args, Rank0Log& log) {
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     double samples_s = cfg.train_batch_size / secs;
     double tflops = model->flops_per_sample() * cfg.train_batch_size / secs / 1e12;
+    samples_done += cfg.train_batch_size;
     if (metrics) {
+      nlohmann::json mem = nlohmann::json::object();
+      for (int c = 0; c < kNumMemCategories; ++c)
+        mem[mem_category_name(static_cast<MemCategory>(c))] = {
+            {"current_bytes", dev->tracker().current(static_cast<MemCategory>(c))},
+            {"peak_bytes", dev->tracker().peak(static_cast<MemCategory>(c))}};
       nlohmann::json m = {{"step", st.step}, {"loss", st.loss}, {"lr", st.lr}, {"grad_norm", st.grad_norm},
-                          {"clip_coefficient", st.clip_coefficient}, {"loss_scale", st.loss_scale},
-                          {"skipped", st.skipped}, {"step_time_ms", secs * 1e3},
-                          {"samples_per_s", samples_s}, {"tokens_per_s", samples_s * tokens_per_sample},
-                          {"tflops", tflops}, {"peak_memory_bytes", dev->tracker().peak_total()}};
+                          {"clip_coef", st.clip_coefficient}, {"loss_scale", st.loss_scale},
+                          {"skipped", st.skipped}, {"samples", samples_done},
+                          {"tokens", static_cast<int64_t>(samples_done * tokens_per_sample)},
+                          {"step_ms", secs * 1e3}, {"tokens_per_s", samples_s * tokens_per_sample},
+                          {"samples_per_s", samples_s}, {"tflops", tflops},
+                          {"mfu", peak > 0 ? nlohmann::json(tflops * 1e12 / peak) : nlohmann::json()},
+                          {"mem_peak_bytes", dev->tracker().peak_total()}, {"memory", mem}};
       *metrics << m.dump() << "\n";
       metrics->flush();
     }
     if ((k + 1) % every == 0 || k == 0 || k + 1 == args.steps) {
+      char mfu[48] = "";
+      if (peak > 0) std::snprintf(mfu, sizeof(mfu), " | MFU %.1f%%", 100.0 * tflops * 1e12 / peak);
       log("step %5lld | loss %.6f | lr %.3e | grad norm %.4f (clip x%.3f) | loss scale %g%s | %.1f ms | %.0f tok/s | "
-          "%.3f TFLOP/s | peak mem %.1f MiB\n",
+          "%.3f TFLOP/s%s | peak mem %.1f MiB\n",
           static_cast<long long>(st.step), st.loss, st.lr, st.grad_norm, st.clip_coefficient, st.loss_scale,
-          st.skipped ? " | SKIPPED (overflow)" : "", secs * 1e3, samples_s * tokens_per_sample, tflops,
+          st.skipped ? " | SKIPPED (overflow)" : "", secs * 1e3, samples_s * tokens_per_sample, tflops, mfu,
           dev->tracker().peak_total() / 1048576.0);
     }
     if (k + 1 == args.steps && !std::isnan(data->best_loss()))

@@ -9,7 +9,7 @@
 namespace zt {
 
 const char* train_usage() {
-  return "usage: zerotrain train --config DS.json --model MODEL.json --data SPEC --steps N\n"
+  return "usage: zerotrain train --config DS.json --model MODEL.json --data SPEC --steps N (0: load/init and save only)\n"
          "                       [--seed S] [--device auto|cpu|cuda] [--init-from F.safetensors]\n"
          "                       [--save-weights F.safetensors] [--metrics F.jsonl] [--memory-report F.json]\n"
          "                       [--log-every N] [--strict]\n";
@@ -27,6 +27,7 @@ int64_t parse_int(const std::string& flag, const char* v, int64_t lo) {
 
 TrainArgs parse_train_args(int argc, char** argv) {
   TrainArgs a;
+  bool steps_given = false;
   for (int i = 1; i < argc; ++i) {
     std::string f = argv[i];
     auto value = [&]() -> const char* {
@@ -36,7 +37,7 @@ TrainArgs parse_train_args(int argc, char** argv) {
     if (f == "--config") a.config = value();
     else if (f == "--model") a.model = value();
     else if (f == "--data") a.data = value();
-    else if (f == "--steps") a.steps = parse_int(f, value(), 1);
+    else if (f == "--steps") { a.steps = parse_int(f, value(), 0); steps_given = true; }
     else if (f == "--seed") a.seed = static_cast<uint64_t>(parse_int(f, value(), 0));
     else if (f == "--device") {
       a.device = value();
@@ -50,7 +51,7 @@ TrainArgs parse_train_args(int argc, char** argv) {
     else if (f == "--strict") a.strict = true;
     else throw InputError("train: unknown flag '" + f + "'\n" + train_usage());
   }
-  if (a.config.empty() || a.model.empty() || a.data.empty() || a.steps == 0)
+  if (a.config.empty() || a.model.empty() || a.data.empty() || !steps_given)
     throw InputError(std::string("train: --config, --model, --data and --steps are required\n") + train_usage());
   return a;
 }
@@ -75,6 +76,12 @@ EngineOptions engine_options_from(const DsConfig& cfg) {
   if (cfg.zero.optimizer_offloaded() || cfg.zero.params_offloaded())
     throw InputError(where + "zero_optimization.offload_*: CPU offload is on zerotrain's roadmap and not implemented "
                              "yet; set device \"none\" or remove the section");
+  if (!cfg.managed_gradient_accumulation)
+    throw InputError(where + "managed_gradient_accumulation: false is not implemented by zerotrain; expected true "
+                             "(the trainer steps every gradient_accumulation_steps micro-batches)");
+  if (cfg.fp16.fp16_master_weights_and_grads)
+    throw InputError(where + "fp16.fp16_master_weights_and_grads: needs CPU optimizer offload in DeepSpeed, which "
+                             "zerotrain does not implement yet; expected false");
   EngineOptions o;
   const ZeroConfig& z = cfg.zero;
   o.stage = z.stage;
