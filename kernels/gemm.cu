@@ -1,4 +1,4 @@
-// gemm.cu — GEMM on cuBLAS (cublasGemmStridedBatchedEx, CUBLAS_COMPUTE_32F: bf16/fp16/fp32
+// gemm.cu — GEMM on cuBLAS (cublasGemmEx / cublasGemmStridedBatchedEx, CUBLAS_COMPUTE_32F: bf16/fp16/fp32
 // inputs, fp32 accumulation, no TF32), with row-major operands mapped onto column-major cuBLAS.
 //
 // Mapping: a row-major X[r,c] with row stride L is the column-major X^T with leading dim L.
@@ -36,6 +36,13 @@ void gemm_rowmajor(Stream& s, bool trans_a, bool trans_b, int64_t M, int64_t N, 
   cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   ZT_CHECK(K > 0, "gemm_rowmajor: K must be positive (ops::gemm handles K == 0)");
+  if (batch == 1) {
+    ZT_CUBLAS_CHECK(cublasGemmEx(handle, op_b, op_a, as_int(N, "N"), as_int(M, "M"), as_int(K, "K"), &alpha,
+                                 B, cuda_type(ab_type), as_int(ldb, "ldb"), A, cuda_type(ab_type), as_int(lda, "lda"),
+                                 &beta, C, cuda_type(c_type), as_int(ldc, "ldc"), CUBLAS_COMPUTE_32F,
+                                 CUBLAS_GEMM_DEFAULT));
+    return;
+  }
   ZT_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
       handle, op_b, op_a, as_int(N, "N"), as_int(M, "M"), as_int(K, "K"), &alpha,
       B, cuda_type(ab_type), as_int(ldb, "ldb"), strideB,
