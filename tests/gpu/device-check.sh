@@ -12,6 +12,7 @@
 #   gpu-tests  ctest -L gpu (CUDA kernels vs the CPU backend, NCCL single-rank tests, ...)
 #   nccl-other ctest -R nccl|cuda for tests that forgot the gpu label
 #   bench      tests/gpu bench_gpu_kernels (GEMM TFLOP/s, memory-bound kernels GB/s)
+#   extra      tests/gpu/device-extra.sh, if present (e.g. a single-GPU training smoke run)
 #   cpu-tests  ctest -L unit (only with ZT_CHECK_CPU=1)
 # ZT_DRY_RUN=1 stops after configure (a rehearsal that needs no GPU).
 # Logs go to $OUT (at most 8 files come back, so one log per step group), and the summary
@@ -119,6 +120,11 @@ elif [ -f "$BUILD/build.ninja" ]; then
   step nccl-other gpu-tests.log 200 "ctest --test-dir '$BUILD' -R 'nccl|cuda|gpu' -LE gpu -V --no-tests=ignore --timeout 180"
   BENCH="$BUILD/tests/gpu/bench_gpu_kernels"
   if [ -x "$BENCH" ]; then step bench bench.log 120 "'$BENCH'"; else skip bench "no $BENCH (build failed?)"; fi
+  # Hook for checks owned elsewhere (e.g. a short single-GPU training run): runs with the same
+  # environment, BUILD exported; its output goes to bench.log.
+  if [ -f tests/gpu/device-extra.sh ]; then
+    step extra bench.log 180 "BUILD='$BUILD' bash tests/gpu/device-extra.sh"
+  fi
   if [ "${ZT_CHECK_CPU:-0}" = 1 ]; then
     step cpu-tests cpu-tests.log 300 "ctest --test-dir '$BUILD' -L 'unit|mpi' -LE gpu -j8 --timeout 240"
   else
