@@ -112,6 +112,10 @@ EngineOptions engine_options_from(const DsConfig& cfg) {
   o.master_dtype = cfg.bf16.bf16_master_weights_and_grads ? DType::BF16 : DType::F32;
   o.moments_dtype = cfg.bf16.bf16_optimizer_states ? DType::BF16 : DType::F32;
   o.grad_accum_dtype = cfg.grad_accum_dtype.value_or(DType::F32);
+  if (z.stage <= 1 && cfg.grad_accum_dtype && *cfg.grad_accum_dtype != o.compute_dtype)
+    throw InputError(where + "data_types.grad_accum_dtype: " + dtype_name(*cfg.grad_accum_dtype) +
+                     " at ZeRO stage " + std::to_string(z.stage) + ": stages 0-1 accumulate full gradients in the " +
+                     "compute dtype (" + dtype_name(o.compute_dtype) + "); use stage 2/3 for a separate accumulation dtype");
   if (cfg.fp16.enabled) {
     o.check_overflow = true;
     if (cfg.fp16.dynamic()) {

@@ -262,20 +262,25 @@ TEST(Engine, Stage3KnobsShapeTheGathers) {
   }
 }
 
-// Model-state bytes the allocator measured equal the prediction from the plan, per category.
+// Model-state bytes the allocator measured equal the prediction from the plan, per category —
+// also with bf16 compute, bf16 master weights and bf16 optimizer states (half the master/moment bytes).
 TEST(Engine, MemoryMatchesPrediction) {
   for (int stage = 0; stage <= 3; ++stage)
-    for (bool contiguous : {true, false}) {
+    for (int variant = 0; variant < 3; ++variant) {
+      const bool contiguous = variant != 1, bf16_states = variant == 2;
       RunSpec s;
       s.model_json = tiny_gpt_json();
       s.opt = adamw_options(stage);
       s.opt.contiguous_gradients = contiguous;
+      if (bf16_states) {
+        s.opt.compute_dtype = s.opt.master_dtype = s.opt.moments_dtype = DType::BF16;
+      }
       s.opt.reduce_bucket_size = 2000;
       s.steps = 2;
       RunResult r = run_engine(s, MPI_COMM_WORLD);
       for (const MemoryLine& l : r.memory) {
         std::string what = std::string(mem_category_name(l.category)) + " stage " + std::to_string(stage) +
-                           " contiguous " + std::to_string(contiguous);
+                           " contiguous " + std::to_string(contiguous) + " bf16 states " + std::to_string(bf16_states);
         switch (l.category) {
           case MemCategory::Params: case MemCategory::Grads: case MemCategory::Master:
           case MemCategory::OptimMoments: case MemCategory::Buckets:
@@ -286,7 +291,11 @@ TEST(Engine, MemoryMatchesPrediction) {
             break;
           default: break;
         }
+        if (l.category == MemCategory::Master && stage > 0)  // 1/N shard, 2 or 4 bytes per element
+          EXPECT_EQ(l.measured, r.plan.shard_numel * (bf16_states ? 2 : 4)) << what;
       }
+      for (const auto& w : r.params)
+        for (float x : w) ASSERT_TRUE(std::isfinite(x)) << "stage " << stage << " variant " << variant;
     }
 }
 
