@@ -51,12 +51,21 @@ struct StreamResources {
 
   StreamResources(int dev, cudaStream_t s) : device(dev), stream(s) {}
   ~StreamResources() {
-    // Work on `stream` may still use the buffers: drain it first. Errors are ignored here
-    // (destruction must not throw; the stream may already be gone).
-    if (stream) cudaStreamSynchronize(stream);
-    if (handle) cublasDestroy(handle);
+    // Work on `stream` may still use the buffers: drain the whole device, never the stream
+    // itself, which may already be destroyed (its handle is then dangling). The cuBLAS handle
+    // is rebound to the default stream before it is destroyed for the same reason. Errors are
+    // ignored here (destruction must not throw).
+    int prev = -1;
+    cudaGetDevice(&prev);
+    if (prev != device) cudaSetDevice(device);
+    cudaDeviceSynchronize();
+    if (handle) {
+      cublasSetStream(handle, nullptr);
+      cublasDestroy(handle);
+    }
     if (cublas_workspace) cudaFree(cublas_workspace);
     if (scratch) cudaFree(scratch);
+    if (prev >= 0 && prev != device) cudaSetDevice(prev);
   }
   StreamResources(const StreamResources&) = delete;
   StreamResources& operator=(const StreamResources&) = delete;
@@ -128,6 +137,22 @@ size_t workspace_bytes() {
   size_t total = 0;
   for (auto& kv : c.entries) total += kv.second->bytes_held();
   return total;
+}
+
+void release_stream_resources(Stream& s) {
+  if (s.kind() != DeviceKind::CUDA) return;
+  cudaStream_t st = cuda_detail::native(s);
+  int dev = 0;
+  ZT_CUDA_CHECK(cudaStreamGetDevice(st, &dev));
+  std::unique_ptr<cuda_detail::StreamResources> victim;  // destroyed outside the lock
+  {
+    auto& c = cuda_detail::cache();
+    std::lock_guard<std::mutex> lock(c.mu);
+    auto it = c.entries.find({dev, st});
+    if (it == c.entries.end()) return;
+    victim = std::move(it->second);
+    c.entries.erase(it);
+  }
 }
 
 void release_workspaces() {

@@ -16,6 +16,7 @@
 
 #include "zerotrain/core/device.h"
 #include "zerotrain/core/dtype.h"
+#include "zerotrain/kernels/cuda_ops.h"
 #include "zerotrain/kernels/ops.h"
 
 namespace zt::gputest {
@@ -42,7 +43,10 @@ class GpuTest : public ::testing::Test {
     cs_ = cpu_->create_stream("cpu-test");
   }
   void TearDown() override {
-    if (gs_) gs_->synchronize();
+    if (gs_) {
+      gs_->synchronize();
+      cuda_ops::release_stream_resources(*gs_);  // before the stream dies (cuda_ops.h)
+    }
     if (cs_) cs_->synchronize();
   }
 

@@ -45,9 +45,13 @@ void adam_step(Stream& s, const TensorView& p, const TensorView& m, const Tensor
 // stream (two-pass reductions, attention's 16-bit probabilities, the embedding sort). These
 // bytes are not in the Device's MemoryTracker; the memory report can add them from here.
 size_t workspace_bytes();
-// Drains the streams and frees every handle and buffer above (e.g. before a memory
+// Drains the device(s) and frees every handle and buffer above (e.g. before a memory
 // measurement or at shutdown). Must not race with ops being issued.
 void release_workspaces();
+// Frees the resources of one stream (device-wide drain first). Call it before destroying a
+// CUDA stream that ran ops, so its 32 MiB cuBLAS workspace and scratch do not outlive it
+// (entries of destroyed streams are otherwise reclaimed only by release_workspaces()).
+void release_stream_resources(Stream& s);
 
 }  // namespace zt::cuda_ops
 #endif
