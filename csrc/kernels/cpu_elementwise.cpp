@@ -22,11 +22,10 @@ constexpr int64_t kNormChunk = 1 << 15;
 // by its Taylor series to r^8 (truncation < 1e-9 relative): a few ulp relative error. y is
 // clamped to [-9, 9] (|n| <= 26), where tanh(y) already rounds to ±1 in fp32. NaN in, NaN out.
 inline float exp2y_fast(float y) {
-  const float yc = y < -9.0f ? -9.0f : (y > 9.0f ? 9.0f : y);
-  const float z = 2.0f * yc;
+  const float z = 2.0f * __builtin_fminf(__builtin_fmaxf(y, -9.0f), 9.0f);
   const float t = z * 1.44269504088896341f;
-  const int32_t ni = static_cast<int32_t>(t + (t >= 0.0f ? 0.5f : -0.5f));  // round half away
-  const float nf = static_cast<float>(ni);
+  const float nf = (t + 12582912.0f) - 12582912.0f;  // round to nearest: adding 1.5·2^23 drops the fraction
+  const int32_t ni = static_cast<int32_t>(nf);
   const float r = (z - nf * 0.693145751953125f) - nf * 1.428606765330187e-06f;
   const float p =
       r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720 + r * (1.0f / 5040 +
