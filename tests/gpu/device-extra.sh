@@ -50,5 +50,12 @@ else
   row "gpt2-124m bf16 stage 1 B=8 T=1024" "FAILED"; tail -n 20 "$TMP/big.log"; fail=1
 fi
 grep -E "^MFU|^model" "$TMP/big.log" || true
+# NCCL path of the collective benchmark (one rank: NCCL vs direct NCCL, latency-bound but exercises the backend)
+if $MPI "$BUILD/benchmarks/zt_comm_bench" --device cuda --min-bytes 1M --max-bytes 64M --step-factor 8 \
+     > "$TMP/comm.log" 2>&1; then
+  row "comm bench nccl np1" "ok"; tail -n 12 "$TMP/comm.log"
+else
+  row "comm bench nccl np1" "FAILED"; tail -n 20 "$TMP/comm.log"; fail=1
+fi
 rm -rf "$TMP"
 exit $fail
