@@ -10,7 +10,7 @@ per-category peak bytes).
 
 Compute-only baseline (what "exposed communication" is measured against): for each (N, stage),
 N independent single-rank runs of the same config (world size 1, same micro-batch per rank, same
-thread count), started at the same time. Each does exactly one rank's forward/backward work with
+thread count; MPI singletons, no mpirun), started at the same time. Each does exactly one rank's forward/backward work with
 no communication partner (world-1 collectives are local copies), and the N processes compete for
 the same cores as the N ranks do, so oversubscription slows the baseline as much as the real run.
     exposed_comm_ms = step_ms - compute_only_ms
@@ -19,7 +19,9 @@ compute. Bias: at stages 1-3 the world-1 baseline updates the whole model, a ran
 of it, so the baseline overstates compute by (1 - 1/N) x AdamW time (zt_train_bench's opt_ms;
 docs/benchmarks.md gives the figure) and exposed_comm_ms is low by that much.
 
-Step times are medians over the steps after --skip warm-up steps. Writes a table (stdout and
+Step times are medians over the steps after --skip warm-up steps; the *_min columns use each
+run's fastest step instead (with more ranks than cores the baseline's fastest steps come after
+some of its processes have finished, so prefer the medians there). Writes a table (stdout and
 --out-dir/overlap_sweep.md) and a CSV (--out-dir/overlap_sweep.csv).
 """
 import argparse
@@ -45,11 +47,12 @@ def ds_config(stage, overlap, bucket, micro, world):
 
 
 def step_ms_of(metrics_path, skip):
+    """(median, min) of rank 0's step wall times after `skip` warm-up steps, in ms."""
     steps = [json.loads(line) for line in open(metrics_path) if line.strip()]
     ms = [s.get("step_time_ms", s.get("step_ms")) for s in steps][skip:]
     if not ms:
         raise RuntimeError("%s: no steps after skipping %d" % (metrics_path, skip))
-    return statistics.median(ms)
+    return statistics.median(ms), min(ms)
 
 
 def run_one(a, tmp, tag, world, cfg, want_memory):
@@ -57,14 +60,18 @@ def run_one(a, tmp, tag, world, cfg, want_memory):
     with open(cfg_path, "w") as f:
         json.dump(cfg, f)
     metrics, mem = os.path.join(tmp, tag + ".jsonl"), os.path.join(tmp, tag + ".mem.json")
-    cmd = MPIRUN + ["-np", str(world), a.zerotrain, "train", "--config", cfg_path, "--model", a.model,
+    # World size 1 (the compute-only baseline) runs as an MPI singleton, without mpirun: N
+    # concurrent mpirun/orted pairs would themselves take CPU from the 2 cores being measured.
+    launcher = MPIRUN + ["-np", str(world)] if world > 1 else []
+    cmd = launcher + [a.zerotrain, "train", "--config", cfg_path, "--model", a.model,
                     "--data", a.data, "--steps", str(a.steps), "--metrics", metrics, "--log-every", str(a.steps)]
     if want_memory:
         cmd += ["--memory-report", mem]
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if r.returncode != 0:
         sys.exit("command failed (%d): %s\n%s" % (r.returncode, " ".join(cmd), r.stdout[-3000:]))
-    out = {"step_ms": step_ms_of(metrics, a.skip)}
+    med, mn = step_ms_of(metrics, a.skip)
+    out = {"step_ms": med, "step_min_ms": mn}
     if want_memory:
         ranks = json.load(open(mem))["ranks"]
         # Per rank: sum over categories of each category's peak (an upper bound on the rank's
@@ -109,6 +116,7 @@ def main():
                 with concurrent.futures.ThreadPoolExecutor(n) as ex:
                     futs = [ex.submit(run_one, a, tmp, "base_n%d_s%d_p%d" % (n, st, i), 1, cfg1, False) for i in range(n)]
                     compute_ms = statistics.fmean(f.result()["step_ms"] for f in futs)
+                    compute_min = statistics.fmean(f.result()["step_min_ms"] for f in futs)
                 for ov in (False, True):
                     for b in buckets:
                         tag = "n%d_s%d_o%d_b%d" % (n, st, ov, b)
@@ -117,13 +125,16 @@ def main():
                                "step_ms": round(r["step_ms"], 2), "compute_only_ms": round(compute_ms, 2),
                                "exposed_comm_ms": round(r["step_ms"] - compute_ms, 2),
                                "exposed_pct": round(100 * (r["step_ms"] - compute_ms) / r["step_ms"], 1),
+                               "step_min_ms": round(r["step_min_ms"], 2), "compute_only_min_ms": round(compute_min, 2),
+                               "exposed_comm_min_ms": round(r["step_min_ms"] - compute_min, 2),
                                "peak_mib_max_rank": round(max(r["peak_mib"]), 3),
                                "peak_mib_per_rank": " ".join("%.3f" % x for x in r["peak_mib"]),
                                "bucket_mib_rank0": round(r["bucket_mib"][0], 3)}
                         rows.append(row)
                         print("ranks %d stage %d overlap %d bucket %-10d step %8.2f ms  compute-only %8.2f ms  "
-                              "exposed %8.2f ms  peak %.2f MiB" % (n, st, ov, b, row["step_ms"], compute_ms,
-                                                                  row["exposed_comm_ms"], row["peak_mib_max_rank"]),
+                              "exposed %8.2f ms (min-based %8.2f ms)  peak %.2f MiB" %
+                              (n, st, ov, b, row["step_ms"], compute_ms, row["exposed_comm_ms"],
+                               row["exposed_comm_min_ms"], row["peak_mib_max_rank"]),
                               flush=True)
 
     cols = list(rows[0].keys())
@@ -138,6 +149,7 @@ def main():
         f.write(table + "\n")
     print("\nstep_ms: median wall time of one training step on rank 0 (ms); compute_only_ms: the same per-rank\n"
           "work as N concurrent single-rank runs (ms); exposed_comm_ms = step_ms - compute_only_ms;\n"
+          "*_min_ms: the same from the fastest step of each run (less sensitive to other load on the machine);\n"
           "peak_mib_*: per rank, sum over memory categories of each category's peak (MiB);\n"
           "bucket_mib_rank0: peak of the reduce/all-reduce bucket buffers on rank 0 (MiB).\n")
     print(table)
