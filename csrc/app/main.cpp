@@ -31,6 +31,7 @@ void usage(FILE* f) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  zt::tune_openblas_or_reexec(argv);
   if (argc < 2 || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "--help")) {
     usage(argc < 2 ? stderr : stdout);
     return argc < 2 ? zt::kExitBadInput : 0;
