@@ -186,8 +186,12 @@ int run(const Args& a) {
   std::printf("  model: V=%lld T=%lld L=%lld H=%lld C=%lld, %lld params; batch B=%lld (%lld tokens/step)\n",
               (long long)a.gpt.vocab_size, (long long)T, (long long)a.gpt.n_layer, (long long)a.gpt.n_head,
               (long long)a.gpt.n_embd, (long long)n, (long long)B, (long long)(B * T));
-  std::printf("  threads: OpenMP %d (compute stream), OpenBLAS %d; warm-up %d, timed %d steps\n", omp_threads,
-              a.threads, a.warmup, a.steps);
+  const char* core = openblas_get_corename();
+  std::printf("  threads: OpenMP %d (compute stream), OpenBLAS %d (core %s); warm-up %d, timed %d steps\n",
+              omp_threads, a.threads, core, a.warmup, a.steps);
+  if (std::string(core) == "Prescott" && __builtin_cpu_supports("avx2"))
+    std::printf("  WARNING: OpenBLAS runs its SSE3 (Prescott) kernels on an AVX2 CPU; set OPENBLAS_CORETYPE=Haswell\n"
+                "           or SkylakeX (docs/benchmarks.md, \"OpenBLAS core type\")\n");
   std::printf("  loss first %.4f, last %.4f (ln V = %.4f)\n", first_loss, last_loss,
               std::log(static_cast<double>(a.gpt.vocab_size)));
   std::printf("%-10s %7s %10s %10s %10s %9s %9s %9s %12s %9s %10s %14s\n", "impl", "threads", "step_ms", "mean_ms",

@@ -10,8 +10,8 @@ per-category peak bytes).
 
 Compute-only baseline (what "exposed communication" is measured against): for each (N, stage),
 N independent single-rank runs of the same config (world size 1, same micro-batch per rank, same
-thread count; MPI singletons, no mpirun), started at the same time. Each does exactly one rank's forward/backward work with
-no communication partner (world-1 collectives are local copies), and the N processes compete for
+thread count; MPI singletons, no mpirun), started at the same time. Each does exactly one rank's
+forward/backward work with no communication partner (world-1 collectives are local copies), and the N processes compete for
 the same cores as the N ranks do, so oversubscription slows the baseline as much as the real run.
     exposed_comm_ms = step_ms - compute_only_ms
 is the part of the step that communication (and waiting for the slowest rank) adds on top of the
