@@ -105,17 +105,11 @@ EngineOptions engine_options_from(const DsConfig& cfg) {
     throw InputError(where + "gradient_allreduce_op: \"" + cfg.gradient_allreduce_op +
                      "\" is not implemented by zerotrain; expected \"mean\"");
   o.compute_dtype = compute_dtype_of(cfg);
-  if (cfg.communication_data_type && *cfg.communication_data_type != o.compute_dtype)
-    throw InputError(where + "communication_data_type: " + dtype_name(*cfg.communication_data_type) +
-                     " differs from the compute dtype " + dtype_name(o.compute_dtype) +
-                     "; zerotrain communicates in the compute dtype for now");
+  // DeepSpeed: communication_data_type null => fp16 with fp16, bf16 with bf16, else fp32.
+  o.wire_dtype = cfg.communication_data_type.value_or(o.compute_dtype);
   o.master_dtype = cfg.bf16.bf16_master_weights_and_grads ? DType::BF16 : DType::F32;
   o.moments_dtype = cfg.bf16.bf16_optimizer_states ? DType::BF16 : DType::F32;
-  o.grad_accum_dtype = cfg.grad_accum_dtype.value_or(DType::F32);
-  if (z.stage <= 1 && cfg.grad_accum_dtype && *cfg.grad_accum_dtype != o.compute_dtype)
-    throw InputError(where + "data_types.grad_accum_dtype: " + dtype_name(*cfg.grad_accum_dtype) +
-                     " at ZeRO stage " + std::to_string(z.stage) + ": stages 0-1 accumulate full gradients in the " +
-                     "compute dtype (" + dtype_name(o.compute_dtype) + "); use stage 2/3 for a separate accumulation dtype");
+  o.grad_accum_dtype = cfg.grad_accum_dtype.value_or(DType::F32);  // fp32 accumulation by default
   if (cfg.fp16.enabled) {
     o.check_overflow = true;
     if (cfg.fp16.dynamic()) {

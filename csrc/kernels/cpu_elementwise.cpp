@@ -16,38 +16,6 @@ constexpr int64_t kColumnBlock = 64;
 // Elements per partial sum in squared_norm; partials are added in index order.
 constexpr int64_t kNormChunk = 1 << 15;
 
-// exp(2y) for the CPU GELU: branch-free and vectorisable (the loops below are `omp simd`),
-// unlike glibc's scalar tanhf, which was a quarter of a GPT training step (docs/benchmarks.md).
-// exp(z) = 2^n·(1 + expm1(r)), z = n·ln2 + r, |r| <= ln2/2 (Cody–Waite split of ln2), expm1(r)
-// by its Taylor series to r^8 (truncation < 1e-9 relative): a few ulp relative error. y is
-// clamped to [-9, 9] (|n| <= 26), where tanh(y) already rounds to ±1 in fp32. NaN in, NaN out.
-inline float exp2y_fast(float y) {
-  const float z = 2.0f * __builtin_fminf(__builtin_fmaxf(y, -9.0f), 9.0f);
-  const float t = z * 1.44269504088896341f;
-  const float nf = (t + 12582912.0f) - 12582912.0f;  // round to nearest: adding 1.5·2^23 drops the fraction
-  const int32_t ni = static_cast<int32_t>(nf);
-  const float r = (z - nf * 0.693145751953125f) - nf * 1.428606765330187e-06f;
-  const float p =
-      r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720 + r * (1.0f / 5040 +
-                                                                                                     r * (1.0f / 40320))))))));
-  const int32_t bits = (ni + 127) << 23;  // 2^ni as an fp32 bit pattern
-  float s;
-  std::memcpy(&s, &bits, sizeof(s));
-  return s + s * p;
-}
-
-// GELU (tanh form) written with E = exp(2u), u = sqrt(2/pi)(x + 0.044715 x^3), so that no
-// 1 + tanh cancellation occurs for negative x: 1 + tanh(u) = 2E/(E+1), 1 − tanh² = 4E/(E+1)².
-inline float gelu_fast(float x) {
-  const float E = exp2y_fast(math::kGeluScale * (x + 0.044715f * x * x * x));
-  return x * E / (E + 1.0f);
-}
-inline float gelu_grad_fast(float x) {  // d/dx of gelu_fast (= math::gelu_grad)
-  const float E = exp2y_fast(math::kGeluScale * (x + 0.044715f * x * x * x));
-  const float inv = 1.0f / (E + 1.0f);
-  return E * inv + 2.0f * x * E * inv * inv * math::kGeluScale * (1.0f + 3.0f * 0.044715f * x * x);
-}
-
 template <typename T, typename F>
 void unary_map(T* out, const T* inp, int64_t n, F f) {
 #pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
@@ -108,7 +76,7 @@ void gelu_forward(const TensorView& out, const TensorView& inp) {
   dispatch_dtype(out.dtype, [&](auto tag) {
     using T = decltype(tag);
     unary_map(static_cast<T*>(out.data), static_cast<const T*>(inp.data), out.numel(),
-              [](float x) { return gelu_fast(x); });
+              [](float x) { return math::gelu(x); });
   });
 }
 
@@ -116,7 +84,7 @@ void gelu_backward(const TensorView& dinp, const TensorView& inp, const TensorVi
   dispatch_dtype(dinp.dtype, [&](auto tag) {
     using T = decltype(tag);
     unary_backward(static_cast<T*>(dinp.data), static_cast<const T*>(inp.data), static_cast<const T*>(dout.data),
-                   dinp.numel(), [](float x) { return gelu_grad_fast(x); });
+                   dinp.numel(), [](float x) { return math::gelu_grad(x); });
   });
 }
 

@@ -91,12 +91,14 @@ ZeroEngine::ZeroEngine(Model& model, Device& dev, Stream& compute, Communicator&
   const bool s3 = opt_.stage == 3;
   const DType ct = opt_.compute_dtype;
   e.params = dev.alloc((s3 ? plan_.shard_numel : plan_.padded_numel) * e.cs, MemCategory::Params, true);
+  e.grad_dtype = opt_.stage <= 1 ? opt_.grad_accum_dtype : ct;
+  e.staged_grads = !opt_.contiguous_gradients || (opt_.stage <= 1 && e.grad_dtype != ct);
   if (opt_.stage <= 1) {
-    e.grads_full = dev.alloc(plan_.padded_numel * e.cs, MemCategory::Grads, true);
+    e.grads_full = dev.alloc(plan_.padded_numel * dtype_size(e.grad_dtype), MemCategory::Grads, true);
   } else {
     e.grad_acc = dev.alloc(plan_.shard_numel * dtype_size(opt_.grad_accum_dtype), MemCategory::Grads, true);
   }
-  if (!opt_.contiguous_gradients) {
+  if (e.staged_grads) {
     for (const ParamSpec& p : model.params())
       e.param_grads.push_back(dev.alloc(static_cast<size_t>(p.numel) * e.cs, MemCategory::Grads, true));
   }
@@ -125,6 +127,16 @@ ZeroEngine::ZeroEngine(Model& model, Device& dev, Stream& compute, Communicator&
     }
     e.bucket_slot.assign(plan_.buckets.size(), -1);
   }
+  // Wire slots: the reduced buffer is grads_full (stages 0-1, grad_dtype) or a ring slot (ct).
+  if (opt_.wire_dtype != (opt_.stage <= 1 ? e.grad_dtype : ct)) {
+    int64_t max_padded = 0;
+    for (const PlanBucket& b : plan_.buckets) max_padded = std::max(max_padded, b.padded);
+    e.wire.resize(2);
+    for (auto& slot : e.wire) {
+      slot.buf = dev.alloc(max_padded * dtype_size(opt_.wire_dtype), MemCategory::Buckets, true);
+      slot.free = comm.create_event();
+    }
+  }
   for (size_t b = 0; b < plan_.buckets.size(); ++b) e.reduce_done.push_back(comm.create_event());
   e.compute_mark = dev.create_event();
   e.stats_ready = comm.create_event();
@@ -152,11 +164,11 @@ ZeroEngine::ZeroEngine(Model& model, Device& dev, Stream& compute, Communicator&
   } else {
     e.bind_all_params();
   }
-  if (opt_.contiguous_gradients && opt_.stage <= 1) {
+  if (!e.staged_grads && opt_.stage <= 1) {
     for (size_t p = 0; p < plan_.params.size(); ++p)
       model.bind_grad(static_cast<int>(p), static_cast<char*>(e.grads_full.data()) +
                                                   plan_.params[p].flat_begin * static_cast<int64_t>(e.cs));
-  } else if (!opt_.contiguous_gradients) {
+  } else if (e.staged_grads) {
     for (size_t p = 0; p < plan_.params.size(); ++p) model.bind_grad(static_cast<int>(p), e.param_grads[p].data());
   }
   (void)ct;

@@ -83,6 +83,12 @@ struct ZeroEngine::Impl {
   std::vector<int> bucket_slot;   // bucket -> ring slot while open
   int ring_next = 0;
   int64_t ring_slot_elems = 0;
+  // Wire slots (communication_data_type != the reduced buffer's dtype): double buffered, each
+  // reused only after its `free` event (comm stream, after the cast back / accumulate).
+  std::vector<RingSlot> wire;
+  int wire_next = 0;
+  DType grad_dtype = DType::F32;  // grads_full (stages 0-1): the accumulation dtype
+  bool staged_grads = false;      // backward writes param_grads (compute dtype), added in at close
 
   // ---- events ----
   std::vector<std::unique_ptr<Event>> reduce_done;  // per bucket (stages 0-1)

@@ -1,5 +1,6 @@
 // engine_memory.cpp — predicted vs measured bytes per category (design.md §4 formulas plus the
 // bucket, gather and padding buffers of the actual plan).
+#include <algorithm>
 #include <cstdio>
 
 #include "engine_impl.h"
@@ -15,12 +16,16 @@ std::vector<MemoryLine> ZeroEngine::memory_lines() const {
   std::vector<int64_t> pred(kNumMemCategories, -1);
   auto at = [&](MemCategory c) -> int64_t& { return pred[static_cast<size_t>(c)]; };
   at(MemCategory::Params) = (opt_.stage == 3 ? S : P) * cs;
-  at(MemCategory::Grads) = (opt_.stage <= 1 ? P * cs : S * static_cast<int64_t>(dtype_size(opt_.grad_accum_dtype))) +
-                           (opt_.contiguous_gradients ? 0 : psi * cs);
+  at(MemCategory::Grads) = (opt_.stage <= 1 ? P : S) * static_cast<int64_t>(dtype_size(opt_.grad_accum_dtype)) +
+                           (e.staged_grads ? psi * cs : 0);
   at(MemCategory::Master) = e.opt_numel * static_cast<int64_t>(dtype_size(opt_.master_dtype));
   at(MemCategory::OptimMoments) =
       e.opt_numel * static_cast<int64_t>(dtype_size(opt_.moments_dtype)) * (adam ? 2 : sgd_mom ? 1 : 0);
-  at(MemCategory::Buckets) = static_cast<int64_t>(e.ring.size()) * e.ring_slot_elems * cs;
+  int64_t max_padded = 0;
+  for (const PlanBucket& b : plan_.buckets) max_padded = std::max(max_padded, b.padded);
+  at(MemCategory::Buckets) = static_cast<int64_t>(e.ring.size()) * e.ring_slot_elems * cs +
+                             static_cast<int64_t>(e.wire.size()) * max_padded *
+                                 static_cast<int64_t>(dtype_size(opt_.wire_dtype));
   at(MemCategory::Gather) =
       e.gatherer ? e.gatherer->persistent_bytes() + e.gatherer->stats().peak_live_elems * cs : 0;
   const MemoryTracker& t = e.dev.tracker();

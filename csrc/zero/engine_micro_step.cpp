@@ -36,7 +36,7 @@ void ZeroEngine::Impl::open_bucket(int b) {
   compute.wait(*rs.free);
   const PlanBucket& bk = plan.buckets[static_cast<size_t>(b)];
   dev.memset_async(rs.buf.data(), 0, static_cast<size_t>(bk.padded) * cs, compute);
-  if (opt.contiguous_gradients) {
+  if (!staged_grads) {
     for (int p : bk.params)
       model.bind_grad(p, static_cast<char*>(rs.buf.data()) +
                              (plan.params[static_cast<size_t>(p)].flat_begin - bk.flat_begin) * static_cast<int64_t>(cs));
@@ -48,54 +48,72 @@ void ZeroEngine::Impl::close_bucket(int b, bool boundary) {
   const PlanBucket& bk = plan.buckets[static_cast<size_t>(b)];
   const DType ct = opt.compute_dtype;
   const std::string label = "b" + std::to_string(b);
+  // The buffer the bucket is reduced from: grads_full (stages 0-1) or its ring slot (2-3).
+  RingSlot* rs = nullptr;
+  TensorView src;
   if (stage <= 1) {
-    if (!opt.contiguous_gradients) {  // per-parameter grads -> the full accumulation buffer
+    if (staged_grads) {  // per-parameter compute-dtype grads -> the accumulation buffer
       for (int p : bk.params) {
         const PlanParam& pp = plan.params[static_cast<size_t>(p)];
-        zero_ops::accumulate(compute, view(grads_full, ct, pp.flat_begin, pp.numel),
+        zero_ops::accumulate(compute, view(grads_full, grad_dtype, pp.flat_begin, pp.numel),
                              view(param_grads[static_cast<size_t>(p)], ct, 0, pp.numel), 1.0f, false);
         dev.memset_async(param_grads[static_cast<size_t>(p)].data(), 0, static_cast<size_t>(pp.numel) * cs, compute);
       }
     }
-    if (!boundary) return;
-    TensorView bucket = view(grads_full, ct, bk.flat_begin, bk.padded);
-    if (pre_factor() != 1.0) ops::scale(compute, bucket, static_cast<float>(pre_factor()));
-    mark_compute_for_comm();
-    Event* done = reduce_done[static_cast<size_t>(b)].get();
-    if (stage == 0) {
-      comm.all_reduce(bucket.data, bucket.data, static_cast<size_t>(bk.padded), ct, ReduceOp::Sum, label, done);
-    } else {
-      comm.reduce_scatter(bucket.data, static_cast<char*>(bucket.data) + rank * bk.slice * static_cast<int64_t>(cs),
-                          static_cast<size_t>(bk.slice), ct, ReduceOp::Sum, label, done);
+    if (!boundary) return;  // stages 0-1 reduce once, at the accumulation boundary
+    src = view(grads_full, grad_dtype, bk.flat_begin, bk.padded);
+  } else {
+    rs = &ring[static_cast<size_t>(bucket_slot[static_cast<size_t>(b)])];
+    if (staged_grads) {
+      for (int p : bk.params) {
+        const PlanParam& pp = plan.params[static_cast<size_t>(p)];
+        dev.memcpy_async(static_cast<char*>(rs->buf.data()) + (pp.flat_begin - bk.flat_begin) * static_cast<int64_t>(cs),
+                         param_grads[static_cast<size_t>(p)].data(), static_cast<size_t>(pp.numel) * cs,
+                         CopyKind::DeviceToDevice, compute);
+        dev.memset_async(param_grads[static_cast<size_t>(p)].data(), 0, static_cast<size_t>(pp.numel) * cs, compute);
+      }
     }
-    last_reduce_ptr = done;
-    if (!opt.overlap_comm) compute.wait(*done);
-    return;
+    src = view(rs->buf, ct, 0, bk.padded);
   }
-  // Stages 2-3: reduce-scatter the ring slot in place, then add the owned slice into the
-  // shard accumulator on the comm stream (overwrite on the first micro-step).
-  RingSlot& rs = ring[static_cast<size_t>(bucket_slot[static_cast<size_t>(b)])];
-  if (!opt.contiguous_gradients) {
-    for (int p : bk.params) {
-      const PlanParam& pp = plan.params[static_cast<size_t>(p)];
-      dev.memcpy_async(static_cast<char*>(rs.buf.data()) + (pp.flat_begin - bk.flat_begin) * static_cast<int64_t>(cs),
-                       param_grads[static_cast<size_t>(p)].data(), static_cast<size_t>(pp.numel) * cs,
-                       CopyKind::DeviceToDevice, compute);
-      dev.memset_async(param_grads[static_cast<size_t>(p)].data(), 0, static_cast<size_t>(pp.numel) * cs, compute);
-    }
+  if (pre_factor() != 1.0) ops::scale(compute, src, static_cast<float>(pre_factor()));
+  // communication_data_type differs from the buffer: reduce a cast copy in a wire slot.
+  RingSlot* ws = nullptr;
+  TensorView comm_buf = src;
+  if (!wire.empty()) {
+    ws = &wire[static_cast<size_t>(wire_next)];
+    wire_next = (wire_next + 1) % static_cast<int>(wire.size());
+    compute.wait(*ws->free);
+    comm_buf = view(ws->buf, opt.wire_dtype, 0, bk.padded);
+    ops::cast(compute, comm_buf, src);
   }
-  TensorView bucket = view(rs.buf, ct, 0, bk.padded);
-  if (pre_factor() != 1.0) ops::scale(compute, bucket, static_cast<float>(pre_factor()));
   mark_compute_for_comm();
-  comm.reduce_scatter(rs.buf.data(), static_cast<char*>(rs.buf.data()) + rank * bk.slice * static_cast<int64_t>(cs),
-                      static_cast<size_t>(bk.slice), ct, ReduceOp::Sum, label, nullptr);
-  zero_ops::accumulate(comm.stream(), view(grad_acc, opt.grad_accum_dtype, bk.shard_begin, bk.slice),
-                       view(rs.buf, ct, rank * bk.slice, bk.slice), 1.0f, micro == 0);
-  rs.free->record(comm.stream());
-  rs.bucket = -1;
-  bucket_slot[static_cast<size_t>(b)] = -1;
-  last_reduce_ptr = rs.free.get();
-  if (!opt.overlap_comm) compute.wait(*rs.free);
+  char* base = static_cast<char*>(comm_buf.data);
+  char* owned = base + rank * bk.slice * static_cast<int64_t>(dtype_size(comm_buf.dtype));
+  TensorView owned_view(owned, comm_buf.dtype, {bk.slice}, comm_buf.device);
+  if (stage == 0) {
+    comm.all_reduce(base, base, static_cast<size_t>(bk.padded), comm_buf.dtype, ReduceOp::Sum, label, nullptr);
+    if (ws) ops::cast(comm.stream(), src, comm_buf);
+  } else if (stage == 1) {
+    comm.reduce_scatter(base, owned, static_cast<size_t>(bk.slice), comm_buf.dtype, ReduceOp::Sum, label, nullptr);
+    if (ws) ops::cast(comm.stream(), view(grads_full, grad_dtype, bk.flat_begin + rank * bk.slice, bk.slice), owned_view);
+  } else {
+    comm.reduce_scatter(base, owned, static_cast<size_t>(bk.slice), comm_buf.dtype, ReduceOp::Sum, label, nullptr);
+    zero_ops::accumulate(comm.stream(), view(grad_acc, opt.grad_accum_dtype, bk.shard_begin, bk.slice), owned_view,
+                         1.0f, micro == 0);  // overwrite on the first micro-step
+  }
+  if (ws) ws->free->record(comm.stream());
+  Event* done;
+  if (rs) {
+    rs->free->record(comm.stream());
+    rs->bucket = -1;
+    bucket_slot[static_cast<size_t>(b)] = -1;
+    done = rs->free.get();
+  } else {
+    done = reduce_done[static_cast<size_t>(b)].get();
+    done->record(comm.stream());
+  }
+  last_reduce_ptr = done;
+  if (!opt.overlap_comm) compute.wait(*done);
 }
 
 void ZeroEngine::micro_step(const Batch& batch) {

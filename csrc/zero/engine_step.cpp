@@ -52,8 +52,8 @@ StepStats ZeroEngine::step() {
 
   // Squared norm of each bucket's owned, real gradient elements (padding excluded).
   auto grad_view = [&](const PlanBucket& b, int64_t skip, int64_t count) -> TensorView {
-    if (e.stage == 0) return e.view(e.grads_full, ct, b.flat_begin + skip, count);
-    if (e.stage == 1) return e.view(e.grads_full, ct, plan_.owned_flat_begin(b.id, e.rank) + skip, count);
+    if (e.stage == 0) return e.view(e.grads_full, e.grad_dtype, b.flat_begin + skip, count);
+    if (e.stage == 1) return e.view(e.grads_full, e.grad_dtype, plan_.owned_flat_begin(b.id, e.rank) + skip, count);
     return e.view(e.grad_acc, opt_.grad_accum_dtype, b.shard_begin + skip, count);
   };
   const int64_t attempt = e.global_steps + 1;

@@ -89,6 +89,7 @@ RunResult run_engine(const RunSpec& spec, MPI_Comm mpi) {
     res.all_gathers = comm->log().stats(CommOp::AllGather).calls;
     res.reduce_scatters = comm->log().stats(CommOp::ReduceScatter).calls;
     res.all_reduces = comm->log().stats(CommOp::AllReduce).calls;
+    res.records = comm->log().recent(comm->log().capacity());
   }
   return res;
 }

@@ -33,6 +33,7 @@ struct RunResult {
   int64_t gather_peak_bytes = 0;           // tracker peak of MemCategory::Gather
   ZeroPlan plan;
   std::vector<std::vector<int>> unit_params;
+  std::vector<CommRecord> records;         // the comm log's ring, oldest first
 };
 
 RunResult run_engine(const RunSpec& spec, MPI_Comm comm);

@@ -191,6 +191,47 @@ TEST(Engine, Fp16InjectedOverflowSkipsOnEveryRank) {
   }
 }
 
+// communication_data_type (wire) and data_types.grad_accum_dtype, with gradient accumulation:
+// the gradient collectives run in the wire dtype (comm log), memory matches the prediction
+// (wire slots, staged grads), and training follows the one-rank stage-0 fp32 run closely.
+TEST(Engine, WireAndAccumulationDtypes) {
+  RunSpec base;
+  base.model_json = tiny_gpt_json();
+  base.opt = adamw_options(0);
+  base.opt.gradient_accumulation_steps = 2;
+  base.steps = 4;
+  RunResult ref = reference(base);  // fp32 everywhere
+  struct Case { DType compute, wire, accum; };
+  for (Case c : {Case{DType::BF16, DType::BF16, DType::F32}, Case{DType::BF16, DType::F32, DType::F32},
+                 Case{DType::BF16, DType::BF16, DType::BF16}, Case{DType::F32, DType::BF16, DType::F32}}) {
+    for (int stage = 0; stage <= 3; ++stage) {
+      RunSpec s = base;
+      s.opt.stage = stage;
+      s.opt.overlap_comm = true;
+      s.opt.compute_dtype = c.compute;
+      s.opt.wire_dtype = c.wire;
+      s.opt.grad_accum_dtype = c.accum;
+      RunResult r = run_engine(s, MPI_COMM_WORLD);
+      std::string what = std::string("stage ") + std::to_string(stage) + " compute " + dtype_name(c.compute) +
+                         " wire " + dtype_name(c.wire) + " accum " + dtype_name(c.accum);
+      int reductions = 0;
+      for (const CommRecord& rec : r.records) {
+        if ((rec.op == CommOp::ReduceScatter || rec.op == CommOp::AllReduce) && rec.label[0] == 'b') {
+          EXPECT_EQ(rec.dtype, c.wire) << what << " " << rec.describe();
+          ++reductions;
+        }
+      }
+      EXPECT_GT(reductions, 0) << what;
+      for (const MemoryLine& l : r.memory)
+        if (l.category == MemCategory::Grads || l.category == MemCategory::Buckets)
+          EXPECT_EQ(l.measured, l.predicted) << what << " " << mem_category_name(l.category);
+      if (world_rank() != 0) continue;
+      for (size_t k = 0; k < ref.steps.size(); ++k)
+        EXPECT_NEAR(r.steps[k].loss, ref.steps[k].loss, 1e-2) << what << " step " << k + 1;
+    }
+  }
+}
+
 namespace {
 // Gathers the schedule implies with max_reuse_distance 0 and no prefetch: every position
 // gathers every non-persistent bucket it reads.
@@ -266,7 +307,7 @@ TEST(Engine, Stage3KnobsShapeTheGathers) {
 // also with bf16 compute, bf16 master weights and bf16 optimizer states (half the master/moment bytes).
 TEST(Engine, MemoryMatchesPrediction) {
   for (int stage = 0; stage <= 3; ++stage)
-    for (int variant = 0; variant < 3; ++variant) {
+    for (int variant = 0; variant < 4; ++variant) {
       const bool contiguous = variant != 1, bf16_states = variant == 2;
       RunSpec s;
       s.model_json = tiny_gpt_json();
@@ -274,6 +315,9 @@ TEST(Engine, MemoryMatchesPrediction) {
       s.opt.contiguous_gradients = contiguous;
       if (bf16_states) {
         s.opt.compute_dtype = s.opt.master_dtype = s.opt.moments_dtype = DType::BF16;
+      }
+      if (variant == 3) {  // bf16 compute and wire, fp32 accumulation: staged grads at stages 0-1
+        s.opt.compute_dtype = s.opt.wire_dtype = DType::BF16;
       }
       s.opt.reduce_bucket_size = 2000;
       s.steps = 2;

@@ -2,22 +2,42 @@
 // Written once so the CPU tests check exactly the arithmetic the GPU runs.
 #pragma once
 #include <cmath>
+#include <cstdint>
 
 #include "zerotrain/core/dtype.h"
 
 namespace zt::math {
 
-// GELU, tanh approximation (GPT-2): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+// GELU, tanh approximation (GPT-2): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+// Written with E = exp(2u), u = sqrt(2/pi)(x + 0.044715 x^3): 1 + tanh(u) = 2E/(E+1) and
+// 1 − tanh² = 4E/(E+1)², so no 1 + tanh cancellation for negative x, and with a branch-free
+// exp so the CPU loops vectorise (glibc's scalar tanhf was a quarter of a CPU training step,
+// docs/benchmarks.md). The same code runs in the CUDA kernels.
 constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2/pi)
+
+// exp(2y): z = n·ln2 + r, |r| <= ln2/2 (Cody–Waite split of ln2), expm1(r) by its Taylor series
+// to r^8 (truncation < 1e-9 relative): a few ulp. y is clamped to [-9, 9] (|n| <= 26), where
+// tanh(y) already rounds to ±1 in fp32. NaN in, NaN out.
+ZT_HD float exp2y(float y) {
+  const float z = 2.0f * fminf(fmaxf(y, -9.0f), 9.0f);
+  const float t = z * 1.44269504088896341f;
+  const float nf = (t + 12582912.0f) - 12582912.0f;  // round to nearest: adding 1.5·2^23 drops the fraction
+  const int32_t ni = static_cast<int32_t>(nf);
+  const float r = (z - nf * 0.693145751953125f) - nf * 1.428606765330187e-06f;
+  const float p =
+      r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720 + r * (1.0f / 5040 +
+                                                                                                     r * (1.0f / 40320))))))));
+  const float s = f32_from_bits(static_cast<uint32_t>((ni + 127) << 23));  // 2^ni
+  return s + s * p;
+}
 ZT_HD float gelu(float x) {
-  float cube = 0.044715f * x * x * x;
-  return 0.5f * x * (1.0f + tanhf(kGeluScale * (x + cube)));
+  const float E = exp2y(kGeluScale * (x + 0.044715f * x * x * x));
+  return x * E / (E + 1.0f);
 }
 ZT_HD float gelu_grad(float x) {
-  float cube = 0.044715f * x * x * x;
-  float t = tanhf(kGeluScale * (x + cube));
-  float sech2 = 1.0f - t * t;
-  return 0.5f * (1.0f + t) + 0.5f * x * sech2 * kGeluScale * (1.0f + 3.0f * 0.044715f * x * x);
+  const float E = exp2y(kGeluScale * (x + 0.044715f * x * x * x));
+  const float inv = 1.0f / (E + 1.0f);
+  return E * inv + 2.0f * x * E * inv * inv * kGeluScale * (1.0f + 3.0f * 0.044715f * x * x);
 }
 
 // ReLU and its derivative (0 at x == 0).

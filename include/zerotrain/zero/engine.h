@@ -2,10 +2,14 @@
 //
 // Buffers (per rank; Ψ = parameter elements, P = padded flat size, S = P/N shard size):
 //   stage | params (compute dtype)  | grads                                | master + moments
-//   0     | full [P]                | full [P], accumulated locally        | full [P]
-//   1     | full [P]                | full [P], accumulated locally        | shard [S]
+//   0     | full [P]                | full [P], accumulated locally (*)    | full [P]
+//   1     | full [P]                | full [P], accumulated locally (*)    | shard [S]
 //   2     | full [P]                | shard accumulator [S] + bucket ring  | shard [S]
 //   3     | shard [S] + gathered    | shard accumulator [S] + bucket ring  | shard [S]
+// (*) in grad_accum_dtype; when that is not the compute dtype (or contiguous_gradients is off)
+//     backward writes per-parameter compute-dtype buffers that are added in at each bucket close.
+// Wire dtype: when communication_data_type differs from the buffer being reduced, the bucket is
+// cast into a double-buffered wire slot, reduced there in place, and cast back / accumulated.
 // Collectives (all on the communicator's stream, one per bucket, in place):
 //   stage 0: all-reduce per bucket at the accumulation boundary;
 //   stage 1: reduce-scatter per bucket at the boundary; all-gather per bucket after the step;
@@ -52,7 +56,8 @@ struct EngineOptions {
   DType compute_dtype = DType::F32;
   DType master_dtype = DType::F32;             // BF16 with bf16_master_weights_and_grads
   DType moments_dtype = DType::F32;            // BF16 with bf16_optimizer_states
-  DType grad_accum_dtype = DType::F32;         // stage 2/3 shard accumulator
+  DType grad_accum_dtype = DType::F32;         // accumulated gradients (stage 0/1 full, 2/3 shard)
+  DType wire_dtype = DType::F32;               // communication_data_type: dtype of gradient collectives
   bool check_overflow = false;                 // fp16 always; bf16 check_grad_overflow
   LossScalerConfig loss_scaler;                // Static 1.0 unless fp16
   OptimizerHparams optimizer;
