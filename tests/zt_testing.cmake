@@ -19,6 +19,12 @@ function(zt_unit_test name)
                        ENVIRONMENT "OMP_NUM_THREADS=1;OPENBLAS_NUM_THREADS=1")
 endfunction()
 
+# Under -DZT_TSAN=ON, Open MPI's own (uninstrumented) internals are suppressed: tests/comm/tsan.supp.
+set(ZT_MPI_TEST_ENV "OMPI_MCA_mpi_yield_when_idle=1")
+if(ZT_TSAN)
+  list(APPEND ZT_MPI_TEST_ENV "TSAN_OPTIONS=halt_on_error=1 suppressions=${PROJECT_SOURCE_DIR}/tests/comm/tsan.supp")
+endif()
+
 function(zt_mpi_test name)
   cmake_parse_arguments(ZT "" "" "NP" ${ARGN})
   add_executable(${name} ${ZT_UNPARSED_ARGUMENTS})
@@ -27,6 +33,6 @@ function(zt_mpi_test name)
     add_test(NAME ${name}_np${np}
              COMMAND ${ZT_MPIEXEC} ${ZT_MPI_FLAGS} -np ${np} $<TARGET_FILE:${name}>)
     set_tests_properties(${name}_np${np} PROPERTIES LABELS mpi TIMEOUT 600 PROCESSORS ${np}
-                         ENVIRONMENT "OMPI_MCA_mpi_yield_when_idle=1")
+                         ENVIRONMENT "${ZT_MPI_TEST_ENV}")
   endforeach()
 endfunction()
