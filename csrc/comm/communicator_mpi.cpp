@@ -241,14 +241,8 @@ class MpiCommunicator final : public Communicator {
 std::unique_ptr<Communicator> make_mpi_communicator(Device& cpu_dev, MPI_Comm parent, const CommOptions& opts) {
   ZT_CHECK(cpu_dev.kind() == DeviceKind::CPU, "the MPI communicator works on CPU memory; got device " +
                                                   cpu_dev.description());
-  MPI_Comm comm;
-  ZT_MPI_CHECK(MPI_Comm_dup(parent, &comm));
-  ZT_MPI_CHECK(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
-  int rank = 0, n = 1;
-  ZT_MPI_CHECK(MPI_Comm_rank(comm, &rank));
-  ZT_MPI_CHECK(MPI_Comm_size(comm, &n));
-  NodeLocal nl = node_local(comm);
-  return std::make_unique<MpiCommunicator>(cpu_dev, comm, rank, n, nl, opts);
+  DupComm d = duplicate_comm(parent);
+  return std::make_unique<MpiCommunicator>(cpu_dev, d.comm, d.rank, d.size, d.local, opts);
 }
 
 }  // namespace zt

@@ -235,14 +235,8 @@ class NcclCommunicator final : public Communicator {
 std::unique_ptr<Communicator> make_nccl_communicator(Device& cuda_dev, MPI_Comm parent, const CommOptions& opts) {
   ZT_CHECK(cuda_dev.kind() == DeviceKind::CUDA, "the NCCL communicator needs a CUDA device; got " +
                                                     cuda_dev.description());
-  MPI_Comm comm;
-  ZT_MPI_CHECK(MPI_Comm_dup(parent, &comm));
-  ZT_MPI_CHECK(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
-  int rank = 0, n = 1;
-  ZT_MPI_CHECK(MPI_Comm_rank(comm, &rank));
-  ZT_MPI_CHECK(MPI_Comm_size(comm, &n));
-  NodeLocal nl = node_local(comm);
-  return std::make_unique<NcclCommunicator>(cuda_dev, comm, rank, n, nl, opts);
+  DupComm d = duplicate_comm(parent);
+  return std::make_unique<NcclCommunicator>(cuda_dev, d.comm, d.rank, d.size, d.local, opts);
 }
 
 }  // namespace zt

@@ -58,4 +58,14 @@ int cuda_ordinal_for_local_rank(int local_rank, int local_size, int visible_devi
   return local_rank;
 }
 
+DupComm duplicate_comm(MPI_Comm parent) {
+  DupComm d;
+  ZT_MPI_CHECK(MPI_Comm_dup(parent, &d.comm));
+  ZT_MPI_CHECK(MPI_Comm_set_errhandler(d.comm, MPI_ERRORS_RETURN));
+  ZT_MPI_CHECK(MPI_Comm_rank(d.comm, &d.rank));
+  ZT_MPI_CHECK(MPI_Comm_size(d.comm, &d.size));
+  d.local = node_local(d.comm);
+  return d;
+}
+
 }  // namespace zt

@@ -1,6 +1,7 @@
 // dataset.cpp — the --data spec parser and the batch split convention (dataset.h).
 #include "zerotrain/data/dataset.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -12,6 +13,22 @@
 #include "zerotrain/data/token_file.h"
 
 namespace zt {
+
+void fill_token_batch(int64_t count, int64_t T, const std::function<void(int64_t i, int32_t* seq)>& sequence,
+                      Batch& out) {
+  out.B = count;
+  out.T = T;
+  out.inputs.resize(static_cast<size_t>(count * T));
+  out.targets.resize(static_cast<size_t>(count * T));
+  out.features.clear();
+  out.targets_f.clear();
+  std::vector<int32_t> seq(static_cast<size_t>(T + 1));
+  for (int64_t s = 0; s < count; ++s) {
+    sequence(s, seq.data());
+    std::copy(seq.begin(), seq.end() - 1, out.inputs.begin() + s * T);
+    std::copy(seq.begin() + 1, seq.end(), out.targets.begin() + s * T);
+  }
+}
 
 namespace {
 

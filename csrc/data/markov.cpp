@@ -138,18 +138,7 @@ void MarkovDataset::sequence(int64_t g, int32_t* tokens) const {
 
 void MarkovDataset::fill(int64_t k, int64_t first_sample, int64_t count, Batch& out) const {
   ZT_CHECK(first_sample >= 0 && count >= 0 && first_sample + count <= B_, "markov fill: samples outside the batch");
-  out.B = count;
-  out.T = T_;
-  out.inputs.resize(static_cast<size_t>(count * T_));
-  out.targets.resize(static_cast<size_t>(count * T_));
-  out.features.clear();
-  out.targets_f.clear();
-  std::vector<int32_t> seq(static_cast<size_t>(T_ + 1));
-  for (int64_t s = 0; s < count; ++s) {
-    sequence(k * B_ + first_sample + s, seq.data());
-    std::copy(seq.begin(), seq.end() - 1, out.inputs.begin() + s * T_);
-    std::copy(seq.begin() + 1, seq.end(), out.targets.begin() + s * T_);
-  }
+  fill_token_batch(count, T_, [&](int64_t i, int32_t* seq) { sequence(k * B_ + first_sample + i, seq); }, out);
 }
 
 std::string MarkovDataset::describe() const {

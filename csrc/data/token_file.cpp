@@ -146,18 +146,9 @@ void TokenFileDataset::read_tokens(int64_t first, int64_t count, int32_t* out) c
 
 void TokenFileDataset::fill(int64_t k, int64_t first_sample, int64_t count, Batch& out) const {
   ZT_CHECK(first_sample >= 0 && count >= 0 && first_sample + count <= B_, "token fill: samples outside the batch");
-  out.B = count;
-  out.T = T_;
-  out.inputs.resize(static_cast<size_t>(count * T_));
-  out.targets.resize(static_cast<size_t>(count * T_));
-  out.features.clear();
-  out.targets_f.clear();
-  std::vector<int32_t> seq(static_cast<size_t>(T_ + 1));
-  for (int64_t s = 0; s < count; ++s) {
-    read_tokens(sequence_offset(k * B_ + first_sample + s), T_ + 1, seq.data());
-    std::copy(seq.begin(), seq.end() - 1, out.inputs.begin() + s * T_);
-    std::copy(seq.begin() + 1, seq.end(), out.targets.begin() + s * T_);
-  }
+  fill_token_batch(
+      count, T_,
+      [&](int64_t i, int32_t* seq) { read_tokens(sequence_offset(k * B_ + first_sample + i), T_ + 1, seq); }, out);
 }
 
 std::string TokenFileDataset::describe() const {

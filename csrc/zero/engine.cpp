@@ -171,7 +171,6 @@ ZeroEngine::ZeroEngine(Model& model, Device& dev, Stream& compute, Communicator&
   } else if (e.staged_grads) {
     for (size_t p = 0; p < plan_.params.size(); ++p) model.bind_grad(static_cast<int>(p), e.param_grads[p].data());
   }
-  (void)ct;
 }
 
 ZeroEngine::~ZeroEngine() {
@@ -193,9 +192,8 @@ double ZeroEngine::current_lr() const { return impl_->sched->current().lr; }
 void ZeroEngine::Impl::fill_master(const std::function<void(int, int64_t, int64_t, float*)>& src) {
   std::vector<float> host(static_cast<size_t>(opt_numel), 0.0f);
   for (const PlanBucket& b : plan.buckets) {
-    int64_t region = stage == 0 ? b.flat_begin : plan.owned_flat_begin(b.id, rank);
-    int64_t count = stage == 0 ? b.padded : b.slice;
-    int64_t opt_off = stage == 0 ? b.flat_begin : b.shard_begin;
+    const OwnedRange o = owned(b);
+    const int64_t region = o.flat, count = o.count, opt_off = o.master;
     for (int p : b.params) {
       const PlanParam& pp = plan.params[static_cast<size_t>(p)];
       int64_t lo = std::max(pp.flat_begin, region), hi = std::min(pp.flat_begin + pp.numel, region + count);
@@ -211,11 +209,9 @@ void ZeroEngine::Impl::fill_master(const std::function<void(int, int64_t, int64_
 
 void ZeroEngine::Impl::write_owned_params_from_master() {
   for (const PlanBucket& b : plan.buckets) {
-    int64_t count = stage == 0 ? b.padded : b.slice;
-    if (count == 0) continue;
-    int64_t opt_off = stage == 0 ? b.flat_begin : b.shard_begin;
-    int64_t dst = stage == 0 ? b.flat_begin : (stage == 3 ? b.shard_begin : plan.owned_flat_begin(b.id, rank));
-    ops::cast(compute, view(params, opt.compute_dtype, dst, count), view(master, opt.master_dtype, opt_off, count));
+    const OwnedRange o = owned(b);
+    if (o.count == 0) continue;
+    ops::cast(compute, view(params, opt.compute_dtype, o.param, o.count), view(master, opt.master_dtype, o.master, o.count));
   }
   post_update_param_sync();
 }

@@ -109,6 +109,16 @@ struct ZeroEngine::Impl {
   LossScaler scaler;
   std::unique_ptr<Stage3Gatherer> gatherer;
 
+  // What this rank updates of bucket b: `count` elements starting at `flat` in the padded flat
+  // space (stage 0: the whole bucket; else its owned slice), stored at `master` in the optimizer
+  // buffers and at `param` in `params` (full buffer at stages 0-2, shard at stage 3).
+  struct OwnedRange { int64_t count, flat, master, param; };
+  OwnedRange owned(const PlanBucket& b) const {
+    if (stage == 0) return {b.padded, b.flat_begin, b.flat_begin, b.flat_begin};
+    const int64_t flat = plan.owned_flat_begin(b.id, rank);
+    return {b.slice, flat, b.shard_begin, stage == 3 ? b.shard_begin : flat};
+  }
+
   // helpers
   TensorView view(const DeviceBuffer& b, DType t, int64_t offset, int64_t count) const;
   void* param_ptr(int p) const;            // stages 0-2: full buffer location of parameter p

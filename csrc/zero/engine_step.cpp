@@ -121,9 +121,8 @@ StepStats ZeroEngine::step() {
     else sp = sgd_params_for_step(opt_.optimizer, lrv);
     const int64_t chunk = std::max<int64_t>(1, opt_.sub_group_size);
     for (const PlanBucket& b : plan_.buckets) {
-      int64_t count = e.stage == 0 ? b.padded : b.slice;
-      int64_t opt_off = e.stage == 0 ? b.flat_begin : b.shard_begin;
-      int64_t dst = e.stage == 0 ? b.flat_begin : (e.stage == 3 ? b.shard_begin : plan_.owned_flat_begin(b.id, e.rank));
+      const ZeroEngine::Impl::OwnedRange o = e.owned(b);
+      const int64_t count = o.count, opt_off = o.master, dst = o.param;
       for (int64_t c = 0; c < count; c += chunk) {  // sub_group_size: elements per optimizer call
         int64_t n = std::min(chunk, count - c);
         TensorView p = e.view(e.master, opt_.master_dtype, opt_off + c, n);

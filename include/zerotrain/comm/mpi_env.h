@@ -40,6 +40,15 @@ struct NodeLocal {
 // Node-local rank and size by MPI_Comm_split_type(MPI_COMM_TYPE_SHARED). Collective over comm.
 NodeLocal node_local(MPI_Comm comm);
 
+// A private duplicate of `parent` (errors returned, not fatal) with this process's place in it.
+// Collective over parent. The caller owns `comm` (MPI_Comm_free).
+struct DupComm {
+  MPI_Comm comm = MPI_COMM_NULL;
+  int rank = 0, size = 1;
+  NodeLocal local;
+};
+DupComm duplicate_comm(MPI_Comm parent);
+
 // The CUDA device ordinal (within CUDA_VISIBLE_DEVICES) for this local rank: local_rank itself.
 // Throws InputError when this node runs more ranks than it has visible GPUs (NCCL cannot run
 // two ranks on one GPU).

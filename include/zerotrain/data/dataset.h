@@ -14,6 +14,7 @@
 // name the spec or the file.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <string>
@@ -38,6 +39,11 @@ class Dataset {
   // const, so several threads may fill different batches at once.
   virtual void fill(int64_t global_batch_index, int64_t first_sample, int64_t count, Batch& out) const = 0;
 };
+
+// Fills `out` with `count` token samples of length T: sequence(i, seq) writes the T+1 tokens of
+// the batch's i-th requested sample; inputs are seq[0..T), targets seq[1..T].
+void fill_token_batch(int64_t count, int64_t T, const std::function<void(int64_t i, int32_t* seq)>& sequence,
+                      Batch& out);
 
 // What the model and the batch configuration tell the data layer.
 struct DatasetShape {
