@@ -2,7 +2,8 @@
 //
 //   mpirun -np N build/benchmarks/zt_comm_bench [--device cpu|cuda] [--ops all_reduce,...]
 //       [--dtype fp32|bf16|fp16] [--min-bytes 1K] [--max-bytes 256M] [--step-factor 2]
-//       [--warmup 3] [--iters 20] [--rounds 2] [--budget-bytes 1G] [--csv F] [--json F]
+//       [--warmup 3] [--iters 20] [--rounds 2] [--budget-bytes 1G] [--chunk-bytes 256K]
+//       [--csv F] [--json F]
 //
 // For each op and each size S (nccl-tests' definition: the full buffer), the same collective
 // runs through zerotrain's Communicator and directly on the library (MPI on the CPU backend,
@@ -36,6 +37,7 @@ struct Args {
   double step = 2;
   int warmup = 3, iters = 20, rounds = 2;
   size_t budget = size_t(1) << 30;  // iterations per measurement shrink so iters·S stays near this
+  size_t chunk_bytes = CommOptions{}.chunk_bytes;  // MPI backend: per-peer pipeline chunk
   std::string csv, json;
 };
 
@@ -92,7 +94,12 @@ Args parse(int argc, char** argv) {
     else if (f == "--iters") a.iters = parse_int(f, v, 1);
     else if (f == "--rounds") a.rounds = parse_int(f, v, 1);
     else if (f == "--budget-bytes") a.budget = parse_size(f, v);
-    else if (f == "--csv") a.csv = v;
+    else if (f == "--chunk-bytes") {
+      a.chunk_bytes = parse_size(f, v);
+      if (a.chunk_bytes < 64 || a.chunk_bytes > (size_t(1) << 30)) {
+        throw InputError("--chunk-bytes '" + v + "': expected 64 B to 1 GiB");
+      }
+    }    else if (f == "--csv") a.csv = v;
     else if (f == "--json") a.json = v;
     else throw InputError("unknown flag " + f + " (see --help)");
   }
@@ -147,7 +154,9 @@ int run(MpiEnvironment& env, int argc, char** argv) {
     dev = make_cpu_device();
     direct = make_direct_mpi(MPI_COMM_WORLD);
   }
-  auto comm = make_communicator(*dev, MPI_COMM_WORLD);
+  CommOptions copts;
+  copts.chunk_bytes = a.chunk_bytes;
+  auto comm = make_communicator(*dev, MPI_COMM_WORLD, copts);
   // Ours waits like the engine does: on an event recorded after the last call (one wake-up),
   // not Stream::synchronize (which re-checks after every task on the comm thread).
   auto all_done = comm->create_event();
@@ -161,8 +170,8 @@ int run(MpiEnvironment& env, int argc, char** argv) {
 
   if (rank == 0) {
     std::printf("# zerotrain collective benchmark: %d ranks, %s, ours = zt::Communicator (%s) vs direct %s, "
-                "out of place, GB/s = 1e9 B/s\n", n, dtype_name(a.dtype), comm_backend_name(comm->backend()),
-                direct->name());
+                "out of place, GB/s = 1e9 B/s, MPI chunk %zu B\n", n, dtype_name(a.dtype),
+                comm_backend_name(comm->backend()), direct->name(), a.chunk_bytes);
     std::printf("# %-14s %11s %10s %5s | %10s %9s %9s | %10s %9s %9s | %6s\n", "op", "size(B)", "count", "iters",
                 "ours(us)", "algbw", "busbw", "direct(us)", "algbw", "busbw", "ratio");
   }

@@ -2,9 +2,11 @@
 // and cuda_detail::scratch(): one cuBLAS handle with a private workspace, and one growable
 // scratch buffer, per stream that runs kernels.
 //
-// Ownership: the cache owns every entry; an entry owns its handle and both buffers (RAII).
-// The cache itself is a process-lifetime object that is never destroyed at exit (the CUDA
-// runtime may already be unloading then); release_workspaces() frees everything explicitly.
+// Ownership: the cache owns every entry; an entry owns its handle and both buffers (RAII) and
+// lives as long as its stream: the first entry registers a stream-release hook with core
+// (set_cuda_stream_release_hook), and every CudaStream's destructor calls it. The cache itself
+// is a process-lifetime object that is never destroyed at exit (the CUDA runtime may already be
+// unloading then); release_workspaces() frees everything explicitly.
 #include <cublas_v2.h>
 
 #include <map>
@@ -84,11 +86,37 @@ Cache& cache() {
 }
 }  // namespace
 
+namespace {
+// Removes the entry of native stream `st` (any device) from the cache; it is freed by the caller.
+std::unique_ptr<StreamResources> take_entry(cudaStream_t st) {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  for (auto it = c.entries.begin(); it != c.entries.end(); ++it) {
+    if (it->first.second == st) {
+      std::unique_ptr<StreamResources> victim = std::move(it->second);
+      c.entries.erase(it);
+      return victim;
+    }
+  }
+  return nullptr;
+}
+
+// The hook every CudaStream's destructor calls (core/device.h); must not throw.
+void release_on_stream_destroy(void* native_stream) noexcept {
+  try {
+    take_entry(static_cast<cudaStream_t>(native_stream)).reset();  // drains the device, frees
+  } catch (...) {
+  }
+}
+}  // namespace
+
 StreamResources& stream_resources(Stream& s) {
   ZT_CHECK(s.kind() == DeviceKind::CUDA, "CUDA op issued on a non-CUDA stream");
   cudaStream_t st = native(s);
   int dev = 0;
   ZT_CUDA_CHECK(cudaStreamGetDevice(st, &dev));
+  static const bool hooked = (set_cuda_stream_release_hook(&release_on_stream_destroy), true);
+  (void)hooked;
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mu);
   auto& slot = c.entries[{dev, st}];
@@ -141,18 +169,7 @@ size_t workspace_bytes() {
 
 void release_stream_resources(Stream& s) {
   if (s.kind() != DeviceKind::CUDA) return;
-  cudaStream_t st = cuda_detail::native(s);
-  int dev = 0;
-  ZT_CUDA_CHECK(cudaStreamGetDevice(st, &dev));
-  std::unique_ptr<cuda_detail::StreamResources> victim;  // destroyed outside the lock
-  {
-    auto& c = cuda_detail::cache();
-    std::lock_guard<std::mutex> lock(c.mu);
-    auto it = c.entries.find({dev, st});
-    if (it == c.entries.end()) return;
-    victim = std::move(it->second);
-    c.entries.erase(it);
-  }
+  cuda_detail::take_entry(cuda_detail::native(s)).reset();  // destroyed outside the cache lock
 }
 
 void release_workspaces() {

@@ -7,11 +7,21 @@
 //    block k to rank k (peers in rotated order r±1, r±2, …), then reduces the n contributions
 //    in rank order with host_reduce (fp32). Chunk c+1 is in flight while chunk c is reduced.
 //    Volume per rank: (n−1)/n of the buffer each way — the same as a ring.
-//  * all_reduce: the same reduce-scatter on n near-equal blocks (the first count%n blocks one
-//    element longer), then MPI_Allgatherv in place. Small all_reduces (≤ small_all_reduce_bytes)
+//  * all_reduce: the same pipelined exchange on n near-equal blocks (the first count%n blocks one
+//    element longer), fused with its all-gather: as soon as rank r has reduced chunk c of its
+//    block it sends that chunk to every peer, and receives chunk c of every peer's block straight
+//    into recv. One pass, no second collective, no staging: each rank sends and receives
+//    2(n−1)/n of the buffer, like a ring all-reduce. Small all_reduces (≤ small_all_reduce_bytes)
 //    instead all-gather every contribution and reduce locally in rank order. Both give every
 //    rank bitwise the same rank-ordered result.
-//  * all_gather, broadcast, barrier: MPI_Allgather / MPI_Bcast / MPI_Barrier (no arithmetic).
+//  * all_gather: direct exchange of whole blocks (rank r's block to every peer, every peer's
+//    block received in place; rotated peer order), then the own block copied if out of place.
+//    Measured 1.2-2.9x MPI_Allgather at 3-4 ranks and 0.9-1.1x at 2 ranks (docs/comm.md).
+//  * broadcast: above small_broadcast_bytes, scatter + all-gather — the root sends block k of n
+//    near-equal blocks to rank k and its own block to all; each rank forwards its block to the
+//    other non-root ranks, chunk by chunk (4·chunk_bytes) as it arrives. Up to it, and at 2
+//    ranks (one receiver, no forwarding to share), MPI_Bcast.
+//  * barrier: MPI_Barrier.
 // Point-to-point messages of one collective carry a tag derived from (op, count, dtype, reduce
 // op), so two ranks that disagree on the collective do not silently exchange data: they wait,
 // and the watchdog reports them.
@@ -33,12 +43,37 @@ namespace {
 
 MPI_Datatype mpi_type(DType dt) { return dt == DType::F32 ? MPI_FLOAT : MPI_UINT16_T; }
 
-int tag_for(CommOp op, size_t count, DType dt, ReduceOp red) {
+// Tags of one collective's point-to-point messages: `reduce` for contributions (all_reduce,
+// reduce_scatter), whole blocks (all_gather) or the root's scatter (broadcast); `gather` for
+// reduced chunks (all_reduce) and forwarded blocks (broadcast). Both in [1, 32000]; MPI
+// guarantees tags up to 32767.
+struct Tags {
+  int reduce, gather;
+};
+
+Tags tags_for(CommOp op, size_t count, DType dt, ReduceOp red) {
   uint64_t h = 1469598103934665603ull;  // FNV-1a over the collective's signature
   for (uint64_t v : {uint64_t(op), uint64_t(count), uint64_t(dt), uint64_t(red)}) {
     h = (h ^ v) * 1099511628211ull;
   }
-  return 1 + static_cast<int>(h % 32000);  // MPI guarantees tags up to 32767
+  const int t = static_cast<int>(h % 16000);
+  return {1 + t, 16001 + t};
+}
+
+// Split `count` elements into n near-equal blocks, the first count % n one element longer.
+struct Blocks {
+  std::vector<size_t> offs, counts;
+};
+Blocks near_equal_blocks(size_t count, int n) {
+  Blocks b{std::vector<size_t>(n), std::vector<size_t>(n)};
+  const size_t q = count / n, rem = count % n;
+  size_t off = 0;
+  for (int k = 0; k < n; ++k) {
+    b.counts[k] = q + (static_cast<size_t>(k) < rem ? 1 : 0);
+    b.offs[k] = off;
+    off += b.counts[k];
+  }
+  return b;
 }
 
 int as_int(size_t v, const char* what) {
@@ -102,8 +137,8 @@ class MpiCommunicator final : public Communicator {
   void run_reduce_scatter(const Call& c) {
     std::vector<size_t> offs(world_size_), counts(world_size_, c.count);
     for (int k = 0; k < world_size_; ++k) offs[k] = static_cast<size_t>(k) * c.count;
-    reduce_scatter_blocks(static_cast<const char*>(c.send), offs, counts, static_cast<char*>(c.recv), c.dtype,
-                          c.reduce, tag_for(c.op, c.count, c.dtype, c.reduce));
+    reduce_scatter_blocks(static_cast<const char*>(c.send), offs, counts, static_cast<char*>(c.recv), nullptr,
+                          c.dtype, c.reduce, tags_for(c.op, c.count, c.dtype, c.reduce));
   }
 
   void run_all_reduce(const Call& c) {
@@ -124,30 +159,20 @@ class MpiCommunicator final : public Communicator {
       reduce_in_order(srcs.data(), n, c.recv, c.count, c.dtype, c.reduce, n);
       return;
     }
-    std::vector<size_t> offs(n), counts(n);
-    const size_t q = c.count / n, rem = c.count % n;
-    size_t off = 0;
-    for (int k = 0; k < n; ++k) {
-      counts[k] = q + (static_cast<size_t>(k) < rem ? 1 : 0);
-      offs[k] = off;
-      off += counts[k];
-    }
+    const Blocks b = near_equal_blocks(c.count, n);
     char* recv = static_cast<char*>(c.recv);
-    reduce_scatter_blocks(static_cast<const char*>(c.send), offs, counts, recv + offs[rank_] * elt, c.dtype,
-                          c.reduce, tag_for(c.op, c.count, c.dtype, c.reduce));
-    std::vector<int> icounts(n), idispls(n);
-    for (int k = 0; k < n; ++k) {
-      icounts[k] = as_int(counts[k], "all_reduce block");
-      idispls[k] = as_int(offs[k], "all_reduce offset");
-    }
-    ZT_MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, icounts.data(), idispls.data(),
-                                mpi_type(c.dtype), comm_));
+    reduce_scatter_blocks(static_cast<const char*>(c.send), b.offs, b.counts, recv + b.offs[rank_] * elt, recv,
+                          c.dtype, c.reduce, tags_for(c.op, c.count, c.dtype, c.reduce));
   }
 
   // out[0:counts[r]] = reduce over k (rank order) of send[offs[r] : offs[r]+counts[r]] on rank k.
   // Sends block k of `send` to rank k. `out` may equal send + offs[r]·elt (in place).
+  // With `gather` (all_reduce; out == gather + offs[r]·elt) every rank's reduced block also lands
+  // at gather + offs[k]·elt on every rank, chunk by chunk as it is reduced. `gather` may equal
+  // `send`: the receive of reduced chunk c of block k is posted only after this rank's send of
+  // its own contribution to that chunk has completed (reqs[c % 2] waited).
   void reduce_scatter_blocks(const char* send, const std::vector<size_t>& offs, const std::vector<size_t>& counts,
-                             char* out, DType dt, ReduceOp op, int tag) {
+                             char* out, char* gather, DType dt, ReduceOp op, Tags tags) {
     const int n = world_size_, r = rank_;
     const size_t elt = dtype_size(dt);
     const size_t ch = std::max<size_t>(1, std::max<size_t>(opts_.chunk_bytes, 64) / elt);  // elements per chunk
@@ -161,25 +186,25 @@ class MpiCommunicator final : public Communicator {
     for (int k = 0; k < n; ++k) nchunks = std::max(nchunks, (counts[k] + ch - 1) / ch);
     char* scratch = scratch_.as<char>();  // [2][n−1][ch·elt]
     auto buf = [&](size_t c, int i) { return scratch + ((c % 2) * (n - 1) + (i - 1)) * ch * elt; };
+    auto chunk_elems = [&](size_t c, int k) { return std::min(ch, counts[k] - c * ch); };  // when c·ch < counts[k]
     std::vector<MPI_Request> reqs[2];
-    auto post = [&](size_t c) {
+    std::vector<MPI_Request> gather_reqs;  // reduced chunks in flight, both ways; buffers stay valid
+    auto irecv = [&](std::vector<MPI_Request>& rq, void* p, size_t elems, int peer, int tag) {
+      rq.emplace_back();
+      ZT_MPI_CHECK(MPI_Irecv(p, static_cast<int>(elems * elt), MPI_BYTE, peer, tag, comm_, &rq.back()));
+    };
+    auto isend = [&](std::vector<MPI_Request>& rq, const void* p, size_t elems, int peer, int tag) {
+      rq.emplace_back();
+      ZT_MPI_CHECK(MPI_Isend(p, static_cast<int>(elems * elt), MPI_BYTE, peer, tag, comm_, &rq.back()));
+    };
+    auto post = [&](size_t c) {  // contributions of chunk c: receive block r's, send block dst's
       std::vector<MPI_Request>& rq = reqs[c % 2];
       rq.clear();
       const size_t lo = c * ch;
       for (int i = 1; i < n; ++i) {
         const int src = (r - i + n) % n, dst = (r + i) % n;
-        if (lo < own) {
-          MPI_Request q;
-          ZT_MPI_CHECK(MPI_Irecv(buf(c, i), static_cast<int>(std::min(ch, own - lo) * elt), MPI_BYTE, src, tag,
-                                 comm_, &q));
-          rq.push_back(q);
-        }
-        if (lo < counts[dst]) {
-          MPI_Request q;
-          ZT_MPI_CHECK(MPI_Isend(send + (offs[dst] + lo) * elt, static_cast<int>(std::min(ch, counts[dst] - lo) * elt),
-                                 MPI_BYTE, dst, tag, comm_, &q));
-          rq.push_back(q);
-        }
+        if (lo < own) irecv(rq, buf(c, i), chunk_elems(c, r), src, tags.reduce);
+        if (lo < counts[dst]) isend(rq, send + (offs[dst] + lo) * elt, chunk_elems(c, dst), dst, tags.reduce);
       }
     };
     std::vector<const void*> srcs(n);
@@ -188,46 +213,129 @@ class MpiCommunicator final : public Communicator {
       if (c + 1 < nchunks) post(c + 1);
       wait_all(reqs[c % 2]);
       const size_t lo = c * ch;
+      if (gather) {
+        for (int i = 1; i < n; ++i) {
+          const int src = (r - i + n) % n;
+          if (lo < counts[src]) {
+            irecv(gather_reqs, gather + (offs[src] + lo) * elt, chunk_elems(c, src), src, tags.gather);
+          }
+        }
+      }
       if (lo >= own) continue;
       for (int k = 0; k < n; ++k) {
         srcs[k] = k == r ? static_cast<const void*>(send + (offs[r] + lo) * elt) : buf(c, (r - k + n) % n);
       }
-      reduce_in_order(srcs.data(), n, out + lo * elt, std::min(ch, own - lo), dt, op, n);
+      reduce_in_order(srcs.data(), n, out + lo * elt, chunk_elems(c, r), dt, op, n);
+      if (gather) {
+        for (int i = 1; i < n; ++i) {
+          isend(gather_reqs, out + lo * elt, chunk_elems(c, r), (r + i) % n, tags.gather);
+        }
+      }
     }
+    wait_all(gather_reqs);
   }
 
   // Polls instead of blocking in MPI_Waitall so a comm thread sharing cores with compute threads
   // gives its core up while it waits.
-  void wait_all(std::vector<MPI_Request>& reqs) {
-    if (reqs.empty()) return;
+  void wait_all(std::vector<MPI_Request>& reqs) { wait_all(reqs.data(), reqs.size()); }
+  void wait_all(MPI_Request* reqs, size_t n) {
+    if (n == 0) return;
     for (int spins = 0;; ++spins) {
       int done = 0;
-      ZT_MPI_CHECK(MPI_Testall(static_cast<int>(reqs.size()), reqs.data(), &done, MPI_STATUSES_IGNORE));
+      ZT_MPI_CHECK(MPI_Testall(static_cast<int>(n), reqs, &done, MPI_STATUSES_IGNORE));
       if (done) return;
       if (spins > 64) sched_yield();
     }
   }
 
+  // Direct exchange: rank r's block goes to every peer (rotated order) and every peer's block is
+  // received straight into place; out of place, the own block is copied locally meanwhile.
   void run_all_gather(const Call& c) {
     if (c.count == 0) return;
-    const size_t elt = dtype_size(c.dtype);
-    if (world_size_ == 1) {
-      if (!c.in_place) std::memcpy(c.recv, c.send, c.count * elt);
-      return;
-    }
+    const int n = world_size_, r = rank_;
+    const size_t elt = dtype_size(c.dtype), block = c.count * elt;
+    char* recv = static_cast<char*>(c.recv);
+    const char* mine = c.in_place ? recv + static_cast<size_t>(r) * block : static_cast<const char*>(c.send);
     const int cnt = as_int(c.count, "all_gather count");
-    ZT_MPI_CHECK(MPI_Allgather(c.in_place ? MPI_IN_PLACE : c.send, cnt, mpi_type(c.dtype), c.recv, cnt,
-                               mpi_type(c.dtype), comm_));
+    const int tag = tags_for(c.op, c.count, c.dtype, c.reduce).reduce;
+    std::vector<MPI_Request> reqs;
+    reqs.reserve(2 * static_cast<size_t>(n - 1));
+    for (int i = 1; i < n; ++i) {
+      const int src = (r - i + n) % n, dst = (r + i) % n;
+      reqs.emplace_back();
+      ZT_MPI_CHECK(MPI_Irecv(recv + static_cast<size_t>(src) * block, cnt, mpi_type(c.dtype), src, tag, comm_,
+                             &reqs.back()));
+      reqs.emplace_back();
+      ZT_MPI_CHECK(MPI_Isend(mine, cnt, mpi_type(c.dtype), dst, tag, comm_, &reqs.back()));
+    }
+    wait_all(reqs);
+    if (!c.in_place) std::memcpy(recv + static_cast<size_t>(r) * block, mine, block);
   }
 
+  // Scatter + all-gather (van de Geijn) on n near-equal blocks: the root sends block k to rank k
+  // and its own block to every rank; every other rank forwards each chunk of its block to the
+  // other non-root ranks as soon as it has arrived. Tags: `reduce` for the scatter, `gather` for
+  // the rest; chunks of one (source, tag) match in posting order (MPI's non-overtaking rule).
   void run_broadcast(const Call& c) {
-    if (world_size_ == 1 || c.count == 0) return;
-    const size_t elt = dtype_size(c.dtype), step = size_t(1) << 30;
-    char* p = static_cast<char*>(c.recv);
-    for (size_t off = 0; off < c.count; off += step) {
-      const int cnt = static_cast<int>(std::min(step, c.count - off));
-      ZT_MPI_CHECK(MPI_Bcast(p + off * elt, cnt, mpi_type(c.dtype), c.root, comm_));
+    const int n = world_size_, r = rank_, root = c.root;
+    if (n == 1 || c.count == 0) return;
+    const size_t elt = dtype_size(c.dtype);
+    char* buf = static_cast<char*>(c.recv);
+    const MPI_Datatype type = mpi_type(c.dtype);
+    if (n == 2 || c.count * elt <= opts_.small_broadcast_bytes) {  // one receiver: nothing to share
+      const size_t step = size_t(1) << 30;                            // elements per MPI call
+      for (size_t off = 0; off < c.count; off += step) {
+        const int cnt = static_cast<int>(std::min(step, c.count - off));
+        ZT_MPI_CHECK(MPI_Bcast(buf + off * elt, cnt, type, root, comm_));
+      }
+      return;
     }
+    const Blocks b = near_equal_blocks(c.count, n);
+    const Tags tags = tags_for(c.op, c.count, c.dtype, c.reduce);
+    // Blocks travel in chunks of `ch` elements so forwarding overlaps the scatter.
+    const size_t ch = std::max<size_t>(1, 4 * std::max<size_t>(opts_.chunk_bytes, 64) / elt);
+    auto nchunks = [&](int k) { return (b.counts[k] + ch - 1) / ch; };
+    size_t max_chunks = 0;
+    for (int k = 0; k < n; ++k) max_chunks = std::max(max_chunks, nchunks(k));
+    std::vector<MPI_Request> own, rest;  // own: this rank's block from the root, chunk by chunk
+    auto chunk = [&](int k, size_t c) { return buf + (b.offs[k] + c * ch) * elt; };
+    auto chunk_count = [&](int k, size_t c) { return as_int(std::min(ch, b.counts[k] - c * ch), "broadcast chunk"); };
+    auto isend = [&](std::vector<MPI_Request>& rq, int k, size_t c, int peer, int tag) {  // chunk c of block k
+      rq.emplace_back();
+      ZT_MPI_CHECK(MPI_Isend(chunk(k, c), chunk_count(k, c), type, peer, tag, comm_, &rq.back()));
+    };
+    auto irecv = [&](std::vector<MPI_Request>& rq, int k, size_t c, int peer, int tag) {
+      rq.emplace_back();
+      ZT_MPI_CHECK(MPI_Irecv(chunk(k, c), chunk_count(k, c), type, peer, tag, comm_, &rq.back()));
+    };
+    if (r == root) {
+      for (size_t c = 0; c < max_chunks; ++c) {
+        for (int i = 1; i < n; ++i) {
+          const int k = (root + i) % n;
+          if (c < nchunks(k)) isend(rest, k, c, k, tags.reduce);
+        }
+        for (int i = 1; i < n; ++i) {
+          if (c < nchunks(root)) isend(rest, root, c, (root + i) % n, tags.gather);
+        }
+      }
+      wait_all(rest);
+      return;
+    }
+    for (size_t c = 0; c < nchunks(r); ++c) irecv(own, r, c, root, tags.reduce);
+    for (size_t c = 0; c < nchunks(root); ++c) irecv(rest, root, c, root, tags.gather);
+    for (int i = 1; i < n; ++i) {
+      const int src = (r - i + n) % n;
+      if (src == root) continue;
+      for (size_t c = 0; c < nchunks(src); ++c) irecv(rest, src, c, src, tags.gather);
+    }
+    for (size_t c = 0; c < nchunks(r); ++c) {
+      wait_all(&own[c], 1);  // forward each chunk of this rank's block once it is here
+      for (int i = 1; i < n; ++i) {
+        const int dst = (r + i) % n;
+        if (dst != root) isend(rest, r, c, dst, tags.gather);
+      }
+    }
+    wait_all(rest);
   }
 
   MPI_Comm comm_;

@@ -172,6 +172,7 @@ std::unique_ptr<Device> make_cpu_device() { return std::make_unique<CpuDevice>()
 #if !defined(ZT_WITH_CUDA)
 bool cuda_backend_built() { return false; }
 int cuda_device_count() { return 0; }
+void set_cuda_stream_release_hook(CudaStreamReleaseHook) {}  // no CUDA streams to release
 std::unique_ptr<Device> make_cuda_device(int) {
   throw InputError("this zerotrain was built without the CUDA backend (configure with the CUDA toolkit present)");
 }

@@ -1,5 +1,6 @@
 // device_cuda.cpp — CUDA backend of the device interface: cudaMalloc (never managed memory),
 // cudaHostAlloc for pinned staging, cudaStream_t / cudaEvent_t.
+#include <atomic>
 #include <cstdio>
 #include <memory>
 
@@ -12,6 +13,8 @@ const char* cublas_status_text(cublasStatus_t s) { return cublasGetStatusString(
 
 namespace {
 
+std::atomic<CudaStreamReleaseHook> g_stream_release_hook{nullptr};
+
 class CudaStream final : public Stream {
  public:
   CudaStream(int ordinal, std::string name) : name_(std::move(name)), ordinal_(ordinal) {
@@ -20,6 +23,7 @@ class CudaStream final : public Stream {
   }
   ~CudaStream() override {
     cudaStreamSynchronize(stream_);
+    if (CudaStreamReleaseHook hook = g_stream_release_hook.load()) hook(stream_);
     cudaStreamDestroy(stream_);
   }
   DeviceKind kind() const override { return DeviceKind::CUDA; }
@@ -140,6 +144,8 @@ class CudaDevice final : public Device {
 }  // namespace
 
 bool cuda_backend_built() { return true; }
+
+void set_cuda_stream_release_hook(CudaStreamReleaseHook hook) { g_stream_release_hook.store(hook); }
 
 int cuda_device_count() {
   int n = 0;

@@ -18,10 +18,14 @@ struct Variant {
   const char* name;
   size_t chunk_bytes;
   size_t small_all_reduce_bytes;
+  size_t small_broadcast_bytes;
 };
 // default settings; tiny chunks (many pipelined chunks, uneven chunk counts per block) with the
-// two-phase all_reduce forced even for one element.
-const Variant kVariants[] = {{"default", size_t(1) << 20, 16 << 10}, {"tiny_chunks", 4096 + 6, 0}};
+// chunked (fused reduce-scatter + all-gather) all_reduce and the scatter + all-gather broadcast
+// forced even for one element (empty blocks).
+const Variant kVariants[] = {
+    {"default", CommOptions{}.chunk_bytes, CommOptions{}.small_all_reduce_bytes, CommOptions{}.small_broadcast_bytes},
+    {"tiny_chunks", 4096 + 6, 0, 0}};
 const DType kDTypes[] = {DType::F32, DType::BF16, DType::F16};
 // 0, 1, odd, a few KiB, and > 1 MiB in every dtype.
 const size_t kCounts[] = {0, 1, 7, 1023, 600011};
@@ -33,6 +37,7 @@ class Collectives : public ::testing::TestWithParam<int> {
     CommOptions o;
     o.chunk_bytes = kVariants[GetParam()].chunk_bytes;
     o.small_all_reduce_bytes = kVariants[GetParam()].small_all_reduce_bytes;
+    o.small_broadcast_bytes = kVariants[GetParam()].small_broadcast_bytes;
     o.timeout_s = 120;
     comm_ = make_communicator(*dev_, MPI_COMM_WORLD, o);
     done_ = comm_->create_event();

@@ -217,6 +217,18 @@ TEST_F(GpuTest, AdamAllDtypeCombinations) {
 }
 
 // The per-stream cuBLAS handle and scratch are cached, counted and releasable.
+TEST_F(GpuTest, StreamResourcesDieWithTheirStream) {
+  Dual A(*this, *gpu_, DType::F32, {64}, uniform(64)), C(*this, *gpu_, DType::F32, {64}, {});
+  const size_t before = cuda_ops::workspace_bytes();
+  {
+    auto side = gpu_->create_stream("short-lived");
+    ops::gemm(*side, false, false, 8, 8, 8, 1.0f, A.gpu(), A.gpu(), 0.0f, C.gpu());
+    side->synchronize();
+    EXPECT_GE(cuda_ops::workspace_bytes(), before + (size_t(32) << 20));
+  }
+  EXPECT_EQ(cuda_ops::workspace_bytes(), before);
+}
+
 TEST_F(GpuTest, WorkspacesAreCountedAndReleasable) {
   Dual A(*this, *gpu_, DType::F32, {64}, uniform(64)), C(*this, *gpu_, DType::F32, {64}, {});
   ops::gemm(gs(), false, false, 8, 8, 8, 1.0f, A.gpu(), A.gpu(), 0.0f, C.gpu());

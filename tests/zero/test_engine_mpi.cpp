@@ -222,9 +222,11 @@ TEST(Engine, WireAndAccumulationDtypes) {
         }
       }
       EXPECT_GT(reductions, 0) << what;
-      for (const MemoryLine& l : r.memory)
-        if (l.category == MemCategory::Grads || l.category == MemCategory::Buckets)
+      for (const MemoryLine& l : r.memory) {
+        if (l.category == MemCategory::Grads || l.category == MemCategory::Buckets) {
           EXPECT_EQ(l.measured, l.predicted) << what << " " << mem_category_name(l.category);
+        }
+      }
       if (world_rank() != 0) continue;
       for (size_t k = 0; k < ref.steps.size(); ++k)
         EXPECT_NEAR(r.steps[k].loss, ref.steps[k].loss, 1e-2) << what << " step " << k + 1;
@@ -335,8 +337,9 @@ TEST(Engine, MemoryMatchesPrediction) {
             break;
           default: break;
         }
-        if (l.category == MemCategory::Master && stage > 0)  // 1/N shard, 2 or 4 bytes per element
+        if (l.category == MemCategory::Master && stage > 0) {  // 1/N shard, 2 or 4 bytes per element
           EXPECT_EQ(l.measured, r.plan.shard_numel * (bf16_states ? 2 : 4)) << what;
+        }
       }
       for (const auto& w : r.params)
         for (float x : w) ASSERT_TRUE(std::isfinite(x)) << "stage " << stage << " variant " << variant;

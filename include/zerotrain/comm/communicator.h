@@ -51,13 +51,16 @@ struct CommOptions {
   // ZT_COMM_TIMEOUT_S, else 300.
   double timeout_s = default_timeout_s();
   size_t log_capacity = 1024;        // ring log entries kept
-  // MPI backend: per-peer chunk of the pipelined reduce-scatter phase (bytes; 256 KiB measured
-  // best at 1-16 MiB messages on 4 ranks, docs/comm.md). Scratch memory is
+  // MPI backend: per-peer chunk of the pipelined reduce-scatter / all-reduce exchange (bytes;
+  // 256 KiB measured best at 1-16 MiB messages on 4 ranks, docs/comm.md). Scratch memory is
   // 2·(n−1)·chunk_bytes, tracked as MemCategory::Communicator.
   size_t chunk_bytes = size_t(1) << 18;
   // MPI backend: all_reduce of at most this many bytes gathers every contribution and reduces
-  // locally (one latency-bound step instead of two).
+  // locally (one latency-bound step instead of the chunked exchange).
   size_t small_all_reduce_bytes = 16 << 10;
+  // MPI backend: broadcast of at most this many bytes (or at 2 ranks) is one MPI_Bcast; larger
+  // ones scatter blocks from the root and all-gather them (docs/comm.md).
+  size_t small_broadcast_bytes = 256 << 10;
   static double default_timeout_s();
 };
 

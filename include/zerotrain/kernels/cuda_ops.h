@@ -48,9 +48,8 @@ size_t workspace_bytes();
 // Drains the device(s) and frees every handle and buffer above (e.g. before a memory
 // measurement or at shutdown). Must not race with ops being issued.
 void release_workspaces();
-// Frees the resources of one stream (device-wide drain first). Call it before destroying a
-// CUDA stream that ran ops, so its 32 MiB cuBLAS workspace and scratch do not outlive it
-// (entries of destroyed streams are otherwise reclaimed only by release_workspaces()).
+// Frees the resources of one stream now (device-wide drain first); they are recreated on the
+// next op. Destroying a CUDA stream does this by itself (the release hook in core/device.h).
 void release_stream_resources(Stream& s);
 
 }  // namespace zt::cuda_ops
