@@ -4,7 +4,8 @@
 //
 // Ownership: the cache owns every entry; an entry owns its handle and both buffers (RAII) and
 // lives as long as its stream: the first entry registers a stream-release hook with core
-// (set_cuda_stream_release_hook), and every CudaStream's destructor calls it. The cache itself
+// (set_cuda_stream_release_hook), and every CudaStream's destructor calls it before
+// cudaStreamDestroy. Invariant: every cached entry's stream is alive. The cache itself
 // is a process-lifetime object that is never destroyed at exit (the CUDA runtime may already be
 // unloading then); release_workspaces() frees everything explicitly.
 #include <cublas_v2.h>
@@ -53,14 +54,14 @@ struct StreamResources {
 
   StreamResources(int dev, cudaStream_t s) : device(dev), stream(s) {}
   ~StreamResources() {
-    // Work on `stream` may still use the buffers: drain the whole device, never the stream
-    // itself, which may already be destroyed (its handle is then dangling). The cuBLAS handle
-    // is rebound to the default stream before it is destroyed for the same reason. Errors are
-    // ignored here (destruction must not throw).
+    // Work on `stream` may still use the buffers: drain it. The stream is alive here — entries
+    // leave the cache before their stream is destroyed (the release hook) — so this waits for
+    // this stream only, never for other streams' work (e.g. a collective waiting on a peer).
+    // Errors are ignored (destruction must not throw).
     int prev = -1;
     cudaGetDevice(&prev);
     if (prev != device) cudaSetDevice(device);
-    cudaDeviceSynchronize();
+    cudaStreamSynchronize(stream);
     if (handle) {
       cublasSetStream(handle, nullptr);
       cublasDestroy(handle);
@@ -104,7 +105,7 @@ std::unique_ptr<StreamResources> take_entry(cudaStream_t st) {
 // The hook every CudaStream's destructor calls (core/device.h); must not throw.
 void release_on_stream_destroy(void* native_stream) noexcept {
   try {
-    take_entry(static_cast<cudaStream_t>(native_stream)).reset();  // drains the device, frees
+    take_entry(static_cast<cudaStream_t>(native_stream)).reset();  // drains the stream, frees
   } catch (...) {
   }
 }

@@ -45,10 +45,10 @@ void adam_step(Stream& s, const TensorView& p, const TensorView& m, const Tensor
 // stream (two-pass reductions, attention's 16-bit probabilities, the embedding sort). These
 // bytes are not in the Device's MemoryTracker; the memory report can add them from here.
 size_t workspace_bytes();
-// Drains the device(s) and frees every handle and buffer above (e.g. before a memory
+// Drains each cached stream and frees every handle and buffer above (e.g. before a memory
 // measurement or at shutdown). Must not race with ops being issued.
 void release_workspaces();
-// Frees the resources of one stream now (device-wide drain first); they are recreated on the
+// Frees the resources of one stream now (after draining it); they are recreated on the
 // next op. Destroying a CUDA stream does this by itself (the release hook in core/device.h).
 void release_stream_resources(Stream& s);
 
