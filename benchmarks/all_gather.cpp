@@ -13,6 +13,7 @@ const Collective& all_gather_collective() {
         comm.all_gather(s, r, count, dt, "bench");
       },
       [](DirectLib& d, const void* s, void* r, size_t count, DType dt) { d.all_gather(s, r, count, dt); },
+      [](int, int, size_t count, size_t i) { return input_value(static_cast<int>(i / count), i % count); },
   };
   return c;
 }

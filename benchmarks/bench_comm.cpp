@@ -3,7 +3,7 @@
 //   mpirun -np N build/benchmarks/zt_comm_bench [--device cpu|cuda] [--ops all_reduce,...]
 //       [--dtype fp32|bf16|fp16] [--min-bytes 1K] [--max-bytes 256M] [--step-factor 2]
 //       [--warmup 3] [--iters 20] [--rounds 2] [--budget-bytes 1G] [--chunk-bytes 256K]
-//       [--csv F] [--json F]
+//       [--check 1] [--csv F] [--json F]
 //
 // For each op and each size S (nccl-tests' definition: the full buffer), the same collective
 // runs through zerotrain's Communicator and directly on the library (MPI on the CPU backend,
@@ -11,6 +11,8 @@
 // calls, then `iters` calls back to back and one wait, timed on every rank; the time is the
 // slowest rank's; of `rounds` alternating rounds the best is kept for each side.
 // algbw = S / time, busbw = algbw · factor (2(n−1)/n all-reduce, (n−1)/n RS/AG, 1 broadcast).
+// Before timing a size, one call through zerotrain is checked element by element against the
+// exact expected result (nccl-tests' #wrong column); any wrong element fails the run (exit 1).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -38,6 +40,7 @@ struct Args {
   int warmup = 3, iters = 20, rounds = 2;
   size_t budget = size_t(1) << 30;  // iterations per measurement shrink so iters·S stays near this
   size_t chunk_bytes = CommOptions{}.chunk_bytes;  // MPI backend: per-peer pipeline chunk
+  bool check = true;                                // verify one call per size (--check 0: skip)
   std::string csv, json;
 };
 
@@ -99,7 +102,10 @@ Args parse(int argc, char** argv) {
       if (a.chunk_bytes < 64 || a.chunk_bytes > (size_t(1) << 30)) {
         throw InputError("--chunk-bytes '" + v + "': expected 64 B to 1 GiB");
       }
-    }    else if (f == "--csv") a.csv = v;
+    }    else if (f == "--check") {
+      if (v != "0" && v != "1") throw InputError("--check '" + v + "': expected 0 or 1");
+      a.check = v == "1";
+    } else if (f == "--csv") a.csv = v;
     else if (f == "--json") a.json = v;
     else throw InputError("unknown flag " + f + " (see --help)");
   }
@@ -121,7 +127,53 @@ struct Row {
   int iters;
   double t_ours, t_direct;  // seconds per call, slowest rank, best round
   double bus;               // bus factor
+  long long wrong;          // wrong elements over all ranks in the checked call (-1: not checked)
 };
+
+// Host image of `elems` elements of dtype dt with element i = value(i).
+template <typename F>
+std::vector<uint8_t> host_image(size_t elems, DType dt, F value) {
+  std::vector<uint8_t> h(elems * dtype_size(dt));
+  for (size_t i = 0; i < elems; ++i) {
+    const float v = value(i);
+    if (dt == DType::F32) std::memcpy(h.data() + 4 * i, &v, 4);
+    else {
+      const uint16_t b = dt == DType::BF16 ? f32_to_bf16_bits(v) : f32_to_f16_bits(v);
+      std::memcpy(h.data() + 2 * i, &b, 2);
+    }
+  }
+  return h;
+}
+
+float element(const std::vector<uint8_t>& h, DType dt, size_t i) {
+  if (dt == DType::F32) {
+    float v;
+    std::memcpy(&v, h.data() + 4 * i, 4);
+    return v;
+  }
+  uint16_t b;
+  std::memcpy(&b, h.data() + 2 * i, 2);
+  return dt == DType::BF16 ? bf16_bits_to_f32(b) : f16_bits_to_f32(b);
+}
+
+// One call through zerotrain on fresh inputs; returns this rank's wrong elements.
+long long check_once(const Collective& op, Communicator& comm, Device& dev, void* send, void* recv, size_t count,
+                     DType dt) {
+  const int n = comm.world_size(), rank = comm.rank();
+  const size_t elt = dtype_size(dt), se = op.send_elems(count, n), re = op.recv_elems(count, n);
+  auto input = [&](size_t i) { return input_value(rank, i); };
+  const std::vector<uint8_t> in_send = host_image(se, dt, input), in_recv = host_image(re, dt, input);
+  std::vector<uint8_t> out(re * elt);
+  Stream& s = comm.stream();
+  dev.memcpy_async(send, in_send.data(), se * elt, CopyKind::HostToDevice, s);
+  dev.memcpy_async(recv, in_recv.data(), re * elt, CopyKind::HostToDevice, s);
+  op.ours(comm, send, recv, count, dt);
+  dev.memcpy_async(out.data(), recv, re * elt, CopyKind::DeviceToHost, s);
+  s.synchronize();
+  long long wrong = 0;
+  for (size_t i = 0; i < re; ++i) wrong += element(out, dt, i) != op.expected(rank, n, count, i);
+  return wrong;
+}
 
 // Seconds per call: the slowest rank's average over `iters` calls.
 template <typename Issue, typename Sync>
@@ -172,10 +224,11 @@ int run(MpiEnvironment& env, int argc, char** argv) {
     std::printf("# zerotrain collective benchmark: %d ranks, %s, ours = zt::Communicator (%s) vs direct %s, "
                 "out of place, GB/s = 1e9 B/s, MPI chunk %zu B\n", n, dtype_name(a.dtype),
                 comm_backend_name(comm->backend()), direct->name(), a.chunk_bytes);
-    std::printf("# %-14s %11s %10s %5s | %10s %9s %9s | %10s %9s %9s | %6s\n", "op", "size(B)", "count", "iters",
-                "ours(us)", "algbw", "busbw", "direct(us)", "algbw", "busbw", "ratio");
+    std::printf("# %-14s %11s %10s %5s | %10s %9s %9s | %10s %9s %9s | %6s %6s\n", "op", "size(B)", "count", "iters",
+                "ours(us)", "algbw", "busbw", "direct(us)", "algbw", "busbw", "ratio", "wrong");
   }
   std::vector<Row> rows;
+  long long total_wrong = 0;
   for (const Collective* op : ops) {
     for (double sd = static_cast<double>(a.min_bytes); sd <= static_cast<double>(a.max_bytes) * 1.0000001; sd *= a.step) {
       const size_t S = static_cast<size_t>(sd);
@@ -184,7 +237,12 @@ int run(MpiEnvironment& env, int argc, char** argv) {
       const int iters = static_cast<int>(std::clamp<size_t>(a.budget / S, 2, static_cast<size_t>(a.iters)));
       const int warmup = std::min(a.warmup, iters);
       const size_t full = std::max(op->send_elems(count, n), op->recv_elems(count, n)) * elt;  // S, rounded down
-      Row row{op->name, full, count, iters, 1e30, 1e30, op->bus_factor(n)};
+      Row row{op->name, full, count, iters, 1e30, 1e30, op->bus_factor(n), -1};
+      if (a.check) {
+        row.wrong = check_once(*op, *comm, *dev, send.data(), recv.data(), count, a.dtype);
+        MPI_Allreduce(MPI_IN_PLACE, &row.wrong, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+        total_wrong += row.wrong;
+      }
       for (int r = 0; r < a.rounds; ++r) {
         row.t_ours = std::min(row.t_ours, measure(warmup, iters,
             [&] { op->ours(*comm, send.data(), recv.data(), count, a.dtype); }, wait_ours));
@@ -194,9 +252,10 @@ int run(MpiEnvironment& env, int argc, char** argv) {
       rows.push_back(row);
       if (rank == 0) {
         const double alg_o = row.bytes / row.t_ours / 1e9, alg_d = row.bytes / row.t_direct / 1e9;
-        std::printf("  %-14s %11zu %10zu %5d | %10.1f %9.3f %9.3f | %10.1f %9.3f %9.3f | %6.2f\n", row.op.c_str(),
+        const std::string wrong = row.wrong < 0 ? "-" : std::to_string(row.wrong);
+        std::printf("  %-14s %11zu %10zu %5d | %10.1f %9.3f %9.3f | %10.1f %9.3f %9.3f | %6.2f %6s\n", row.op.c_str(),
                     row.bytes, row.count, iters, row.t_ours * 1e6, alg_o, alg_o * row.bus, row.t_direct * 1e6, alg_d,
-                    alg_d * row.bus, row.t_direct / row.t_ours);
+                    alg_d * row.bus, row.t_direct / row.t_ours, wrong.c_str());
         std::fflush(stdout);
       }
     }
@@ -205,12 +264,12 @@ int run(MpiEnvironment& env, int argc, char** argv) {
     std::ofstream f(a.csv);
     if (!f) throw InputError("--csv '" + a.csv + "': cannot open for writing");
     f << "op,dtype,ranks,bytes,count,iters,ours_us,ours_algbw_gbs,ours_busbw_gbs,direct_us,direct_algbw_gbs,"
-         "direct_busbw_gbs,busbw_ratio\n";
+         "direct_busbw_gbs,busbw_ratio,ours_wrong\n";
     for (const Row& r : rows) {
       const double ao = r.bytes / r.t_ours / 1e9, ad = r.bytes / r.t_direct / 1e9;
       f << r.op << "," << dtype_name(a.dtype) << "," << n << "," << r.bytes << "," << r.count << "," << r.iters << ","
         << r.t_ours * 1e6 << "," << ao << "," << ao * r.bus << "," << r.t_direct * 1e6 << "," << ad << ","
-        << ad * r.bus << "," << r.t_direct / r.t_ours << "\n";
+        << ad * r.bus << "," << r.t_direct / r.t_ours << "," << r.wrong << "\n";
     }
   }
   if (rank == 0 && !a.json.empty()) {
@@ -225,9 +284,17 @@ int run(MpiEnvironment& env, int argc, char** argv) {
         << ", \"iters\": " << r.iters << ", \"ours_us\": " << r.t_ours * 1e6 << ", \"ours_algbw_gbs\": " << ao
         << ", \"ours_busbw_gbs\": " << ao * r.bus << ", \"direct_us\": " << r.t_direct * 1e6
         << ", \"direct_algbw_gbs\": " << ad << ", \"direct_busbw_gbs\": " << ad * r.bus
-        << ", \"busbw_ratio\": " << r.t_direct / r.t_ours << "}" << (i + 1 < rows.size() ? "," : "") << "\n";
+        << ", \"busbw_ratio\": " << r.t_direct / r.t_ours << ", \"ours_wrong\": " << r.wrong << "}"
+        << (i + 1 < rows.size() ? "," : "") << "\n";
     }
     f << "]}\n";
+  }
+  if (total_wrong > 0) {
+    if (rank == 0) {
+      std::fprintf(stderr, "zt_comm_bench: %lld wrong elements in the checked calls (column 'wrong'): "
+                   "zerotrain's results are NOT correct\n", total_wrong);
+    }
+    return 1;
   }
   return 0;
 }

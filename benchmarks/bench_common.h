@@ -40,7 +40,20 @@ struct Collective {
   size_t (*recv_elems)(size_t count, int n);
   void (*ours)(Communicator& c, const void* send, void* recv, size_t count, DType dt);
   void (*direct)(DirectLib& d, const void* send, void* recv, size_t count, DType dt);
+  // Result check (nccl-tests' #wrong): element i of rank `rank`'s receive buffer after one call,
+  // when every rank k's send buffer (and, for in-place broadcast, receive buffer) holds
+  // input_value(k, i).
+  float (*expected)(int rank, int n, size_t count, size_t i);
 };
+
+// Rank k's element i: 1 or 2, so every sum over up to 128 ranks is an integer <= 256, exact in
+// fp32, bf16 and fp16 whatever the reduction order.
+inline float input_value(int rank, size_t i) { return 1.0f + static_cast<float>((static_cast<size_t>(rank) + i) % 2); }
+inline float sum_over_ranks(int n, size_t i) {
+  float s = 0;
+  for (int k = 0; k < n; ++k) s += input_value(k, i);
+  return s;
+}
 
 const Collective& all_reduce_collective();
 const Collective& reduce_scatter_collective();

@@ -11,6 +11,7 @@ const Collective& broadcast_collective() {
       [](size_t count, int) { return count; },
       [](Communicator& comm, const void*, void* r, size_t count, DType dt) { comm.broadcast(r, count, dt, 0, "bench"); },
       [](DirectLib& d, const void*, void* r, size_t count, DType dt) { d.broadcast(r, count, dt, 0); },
+      [](int, int, size_t, size_t i) { return input_value(0, i); },
   };
   return c;
 }

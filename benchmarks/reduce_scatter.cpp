@@ -13,6 +13,7 @@ const Collective& reduce_scatter_collective() {
         comm.reduce_scatter(s, r, count, dt, ReduceOp::Sum, "bench");
       },
       [](DirectLib& d, const void* s, void* r, size_t count, DType dt) { d.reduce_scatter(s, r, count, dt); },
+      [](int rank, int n, size_t count, size_t i) { return sum_over_ranks(n, static_cast<size_t>(rank) * count + i); },
   };
   return c;
 }
