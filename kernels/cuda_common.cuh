@@ -94,9 +94,9 @@ inline unsigned grid_for(int64_t n, int block, int64_t items_per_thread = 1) {
   return static_cast<unsigned>(g);
 }
 
-// ---- per-(device, stream) resources ------------------------------------------------------
-// Owned by a process-wide cache (kernels/stream_resources.cu) and destroyed at exit or by
-// cuda_ops::release_workspaces(). Invariant: an entry is used only by work issued on its
+// ---- per-stream resources ------------------------------------------------------------------
+// Owned by a process-wide cache (kernels/stream_resources.cu); destroyed with their stream
+// (the release hook in core/device.h) or by cuda_ops::release_workspaces(). Invariant: an entry is used only by work issued on its
 // stream, and ops on one stream are issued from one host thread at a time, so stream order
 // alone guards the workspace and the scratch buffer.
 struct StreamResources;

@@ -1,4 +1,4 @@
-// stream_resources.cu — the per-(device, stream) cache behind cuda_detail::cublas_handle()
+// stream_resources.cu — the per-stream cache behind cuda_detail::cublas_handle()
 // and cuda_detail::scratch(): one cuBLAS handle with a private workspace, and one growable
 // scratch buffer, per stream that runs kernels.
 //
@@ -79,7 +79,7 @@ struct StreamResources {
 namespace {
 struct Cache {
   std::mutex mu;  // guards `entries` (the map), not the entries' use (see cuda_common.cuh)
-  std::map<std::pair<int, cudaStream_t>, std::unique_ptr<StreamResources>> entries;
+  std::map<cudaStream_t, std::unique_ptr<StreamResources>> entries;  // streams are unique across devices
 };
 Cache& cache() {
   static Cache* c = new Cache();  // intentionally never destroyed: see the file comment
@@ -88,18 +88,15 @@ Cache& cache() {
 }  // namespace
 
 namespace {
-// Removes the entry of native stream `st` (any device) from the cache; it is freed by the caller.
+// Removes the entry of native stream `st` from the cache; it is freed by the caller.
 std::unique_ptr<StreamResources> take_entry(cudaStream_t st) {
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mu);
-  for (auto it = c.entries.begin(); it != c.entries.end(); ++it) {
-    if (it->first.second == st) {
-      std::unique_ptr<StreamResources> victim = std::move(it->second);
-      c.entries.erase(it);
-      return victim;
-    }
-  }
-  return nullptr;
+  auto it = c.entries.find(st);
+  if (it == c.entries.end()) return nullptr;
+  std::unique_ptr<StreamResources> victim = std::move(it->second);
+  c.entries.erase(it);
+  return victim;
 }
 
 // The hook every CudaStream's destructor calls (core/device.h); must not throw.
@@ -114,14 +111,16 @@ void release_on_stream_destroy(void* native_stream) noexcept {
 StreamResources& stream_resources(Stream& s) {
   ZT_CHECK(s.kind() == DeviceKind::CUDA, "CUDA op issued on a non-CUDA stream");
   cudaStream_t st = native(s);
-  int dev = 0;
-  ZT_CUDA_CHECK(cudaStreamGetDevice(st, &dev));
   static const bool hooked = (set_cuda_stream_release_hook(&release_on_stream_destroy), true);
   (void)hooked;
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mu);
-  auto& slot = c.entries[{dev, st}];
-  if (!slot) slot = std::make_unique<StreamResources>(dev, st);
+  auto& slot = c.entries[st];
+  if (!slot) {  // first op on this stream: the only time its device is queried
+    int dev = 0;
+    ZT_CUDA_CHECK(cudaStreamGetDevice(st, &dev));
+    slot = std::make_unique<StreamResources>(dev, st);
+  }
   return *slot;
 }
 

@@ -64,6 +64,11 @@ Tags tags_for(CommOp op, size_t count, DType dt, ReduceOp red) {
 struct Blocks {
   std::vector<size_t> offs, counts;
 };
+Blocks equal_blocks(size_t count, int n) {  // block k = [k·count, (k+1)·count)
+  Blocks b{std::vector<size_t>(n), std::vector<size_t>(n, count)};
+  for (int k = 0; k < n; ++k) b.offs[k] = static_cast<size_t>(k) * count;
+  return b;
+}
 Blocks near_equal_blocks(size_t count, int n) {
   Blocks b{std::vector<size_t>(n), std::vector<size_t>(n)};
   const size_t q = count / n, rem = count % n;
@@ -135,10 +140,9 @@ class MpiCommunicator final : public Communicator {
   }
 
   void run_reduce_scatter(const Call& c) {
-    std::vector<size_t> offs(world_size_), counts(world_size_, c.count);
-    for (int k = 0; k < world_size_; ++k) offs[k] = static_cast<size_t>(k) * c.count;
-    reduce_scatter_blocks(static_cast<const char*>(c.send), offs, counts, static_cast<char*>(c.recv), nullptr,
-                          c.dtype, c.reduce, tags_for(c.op, c.count, c.dtype, c.reduce));
+    reduce_scatter_blocks(static_cast<const char*>(c.send), equal_blocks(c.count, world_size_),
+                          static_cast<char*>(c.recv), nullptr, c.dtype, c.reduce,
+                          tags_for(c.op, c.count, c.dtype, c.reduce));
   }
 
   void run_all_reduce(const Call& c) {
@@ -161,18 +165,20 @@ class MpiCommunicator final : public Communicator {
     }
     const Blocks b = near_equal_blocks(c.count, n);
     char* recv = static_cast<char*>(c.recv);
-    reduce_scatter_blocks(static_cast<const char*>(c.send), b.offs, b.counts, recv + b.offs[rank_] * elt, recv,
-                          c.dtype, c.reduce, tags_for(c.op, c.count, c.dtype, c.reduce));
+    reduce_scatter_blocks(static_cast<const char*>(c.send), b, recv + b.offs[rank_] * elt, recv, c.dtype, c.reduce,
+                          tags_for(c.op, c.count, c.dtype, c.reduce));
   }
 
-  // out[0:counts[r]] = reduce over k (rank order) of send[offs[r] : offs[r]+counts[r]] on rank k.
+  // With offs/counts = b: out[0:counts[r]] = reduce over k (rank order) of
+  // send[offs[r] : offs[r]+counts[r]] on rank k.
   // Sends block k of `send` to rank k. `out` may equal send + offs[r]·elt (in place).
   // With `gather` (all_reduce; out == gather + offs[r]·elt) every rank's reduced block also lands
   // at gather + offs[k]·elt on every rank, chunk by chunk as it is reduced. `gather` may equal
   // `send`: the receive of reduced chunk c of block k is posted only after this rank's send of
   // its own contribution to that chunk has completed (reqs[c % 2] waited).
-  void reduce_scatter_blocks(const char* send, const std::vector<size_t>& offs, const std::vector<size_t>& counts,
-                             char* out, char* gather, DType dt, ReduceOp op, Tags tags) {
+  void reduce_scatter_blocks(const char* send, const Blocks& b, char* out, char* gather, DType dt, ReduceOp op,
+                             Tags tags) {
+    const std::vector<size_t>&offs = b.offs, &counts = b.counts;
     const int n = world_size_, r = rank_;
     const size_t elt = dtype_size(dt);
     const size_t ch = std::max<size_t>(1, std::max<size_t>(opts_.chunk_bytes, 64) / elt);  // elements per chunk
@@ -189,22 +195,14 @@ class MpiCommunicator final : public Communicator {
     auto chunk_elems = [&](size_t c, int k) { return std::min(ch, counts[k] - c * ch); };  // when c·ch < counts[k]
     std::vector<MPI_Request> reqs[2];
     std::vector<MPI_Request> gather_reqs;  // reduced chunks in flight, both ways; buffers stay valid
-    auto irecv = [&](std::vector<MPI_Request>& rq, void* p, size_t elems, int peer, int tag) {
-      rq.emplace_back();
-      ZT_MPI_CHECK(MPI_Irecv(p, static_cast<int>(elems * elt), MPI_BYTE, peer, tag, comm_, &rq.back()));
-    };
-    auto isend = [&](std::vector<MPI_Request>& rq, const void* p, size_t elems, int peer, int tag) {
-      rq.emplace_back();
-      ZT_MPI_CHECK(MPI_Isend(p, static_cast<int>(elems * elt), MPI_BYTE, peer, tag, comm_, &rq.back()));
-    };
     auto post = [&](size_t c) {  // contributions of chunk c: receive block r's, send block dst's
       std::vector<MPI_Request>& rq = reqs[c % 2];
       rq.clear();
       const size_t lo = c * ch;
       for (int i = 1; i < n; ++i) {
         const int src = (r - i + n) % n, dst = (r + i) % n;
-        if (lo < own) irecv(rq, buf(c, i), chunk_elems(c, r), src, tags.reduce);
-        if (lo < counts[dst]) isend(rq, send + (offs[dst] + lo) * elt, chunk_elems(c, dst), dst, tags.reduce);
+        if (lo < own) irecv(rq, buf(c, i), chunk_elems(c, r), dt, src, tags.reduce);
+        if (lo < counts[dst]) isend(rq, send + (offs[dst] + lo) * elt, chunk_elems(c, dst), dt, dst, tags.reduce);
       }
     };
     std::vector<const void*> srcs(n);
@@ -217,7 +215,7 @@ class MpiCommunicator final : public Communicator {
         for (int i = 1; i < n; ++i) {
           const int src = (r - i + n) % n;
           if (lo < counts[src]) {
-            irecv(gather_reqs, gather + (offs[src] + lo) * elt, chunk_elems(c, src), src, tags.gather);
+            irecv(gather_reqs, gather + (offs[src] + lo) * elt, chunk_elems(c, src), dt, src, tags.gather);
           }
         }
       }
@@ -228,11 +226,21 @@ class MpiCommunicator final : public Communicator {
       reduce_in_order(srcs.data(), n, out + lo * elt, chunk_elems(c, r), dt, op, n);
       if (gather) {
         for (int i = 1; i < n; ++i) {
-          isend(gather_reqs, out + lo * elt, chunk_elems(c, r), (r + i) % n, tags.gather);
+          isend(gather_reqs, out + lo * elt, chunk_elems(c, r), dt, (r + i) % n, tags.gather);
         }
       }
     }
     wait_all(gather_reqs);
+  }
+
+  // Point-to-point pieces of a collective: `elems` elements of dt, the request appended to rq.
+  void isend(std::vector<MPI_Request>& rq, const void* p, size_t elems, DType dt, int peer, int tag) {
+    rq.emplace_back();
+    ZT_MPI_CHECK(MPI_Isend(p, as_int(elems, "message"), mpi_type(dt), peer, tag, comm_, &rq.back()));
+  }
+  void irecv(std::vector<MPI_Request>& rq, void* p, size_t elems, DType dt, int peer, int tag) {
+    rq.emplace_back();
+    ZT_MPI_CHECK(MPI_Irecv(p, as_int(elems, "message"), mpi_type(dt), peer, tag, comm_, &rq.back()));
   }
 
   // Polls instead of blocking in MPI_Waitall so a comm thread sharing cores with compute threads
@@ -249,24 +257,19 @@ class MpiCommunicator final : public Communicator {
   }
 
   // Direct exchange: rank r's block goes to every peer (rotated order) and every peer's block is
-  // received straight into place; out of place, the own block is copied locally meanwhile.
+  // received straight into place; out of place, the own block is then copied locally.
   void run_all_gather(const Call& c) {
     if (c.count == 0) return;
     const int n = world_size_, r = rank_;
     const size_t elt = dtype_size(c.dtype), block = c.count * elt;
     char* recv = static_cast<char*>(c.recv);
     const char* mine = c.in_place ? recv + static_cast<size_t>(r) * block : static_cast<const char*>(c.send);
-    const int cnt = as_int(c.count, "all_gather count");
     const int tag = tags_for(c.op, c.count, c.dtype, c.reduce).reduce;
     std::vector<MPI_Request> reqs;
-    reqs.reserve(2 * static_cast<size_t>(n - 1));
     for (int i = 1; i < n; ++i) {
       const int src = (r - i + n) % n, dst = (r + i) % n;
-      reqs.emplace_back();
-      ZT_MPI_CHECK(MPI_Irecv(recv + static_cast<size_t>(src) * block, cnt, mpi_type(c.dtype), src, tag, comm_,
-                             &reqs.back()));
-      reqs.emplace_back();
-      ZT_MPI_CHECK(MPI_Isend(mine, cnt, mpi_type(c.dtype), dst, tag, comm_, &reqs.back()));
+      irecv(reqs, recv + static_cast<size_t>(src) * block, c.count, c.dtype, src, tag);
+      isend(reqs, mine, c.count, c.dtype, dst, tag);
     }
     wait_all(reqs);
     if (!c.in_place) std::memcpy(recv + static_cast<size_t>(r) * block, mine, block);
@@ -279,14 +282,14 @@ class MpiCommunicator final : public Communicator {
   void run_broadcast(const Call& c) {
     const int n = world_size_, r = rank_, root = c.root;
     if (n == 1 || c.count == 0) return;
-    const size_t elt = dtype_size(c.dtype);
+    const DType dt = c.dtype;
+    const size_t elt = dtype_size(dt);
     char* buf = static_cast<char*>(c.recv);
-    const MPI_Datatype type = mpi_type(c.dtype);
     if (n == 2 || c.count * elt <= opts_.small_broadcast_bytes) {  // one receiver: nothing to share
       const size_t step = size_t(1) << 30;                            // elements per MPI call
       for (size_t off = 0; off < c.count; off += step) {
         const int cnt = static_cast<int>(std::min(step, c.count - off));
-        ZT_MPI_CHECK(MPI_Bcast(buf + off * elt, cnt, type, root, comm_));
+        ZT_MPI_CHECK(MPI_Bcast(buf + off * elt, cnt, mpi_type(dt), root, comm_));
       }
       return;
     }
@@ -298,41 +301,39 @@ class MpiCommunicator final : public Communicator {
     size_t max_chunks = 0;
     for (int k = 0; k < n; ++k) max_chunks = std::max(max_chunks, nchunks(k));
     std::vector<MPI_Request> own, rest;  // own: this rank's block from the root, chunk by chunk
-    auto chunk = [&](int k, size_t c) { return buf + (b.offs[k] + c * ch) * elt; };
-    auto chunk_count = [&](int k, size_t c) { return as_int(std::min(ch, b.counts[k] - c * ch), "broadcast chunk"); };
-    auto isend = [&](std::vector<MPI_Request>& rq, int k, size_t c, int peer, int tag) {  // chunk c of block k
-      rq.emplace_back();
-      ZT_MPI_CHECK(MPI_Isend(chunk(k, c), chunk_count(k, c), type, peer, tag, comm_, &rq.back()));
+    auto chunk = [&](int k, size_t ci) { return buf + (b.offs[k] + ci * ch) * elt; };
+    auto chunk_elems = [&](int k, size_t ci) { return std::min(ch, b.counts[k] - ci * ch); };
+    auto send_chunk = [&](std::vector<MPI_Request>& rq, int k, size_t ci, int peer, int tag) {  // chunk ci of block k
+      isend(rq, chunk(k, ci), chunk_elems(k, ci), dt, peer, tag);
     };
-    auto irecv = [&](std::vector<MPI_Request>& rq, int k, size_t c, int peer, int tag) {
-      rq.emplace_back();
-      ZT_MPI_CHECK(MPI_Irecv(chunk(k, c), chunk_count(k, c), type, peer, tag, comm_, &rq.back()));
+    auto recv_chunk = [&](std::vector<MPI_Request>& rq, int k, size_t ci, int peer, int tag) {
+      irecv(rq, chunk(k, ci), chunk_elems(k, ci), dt, peer, tag);
     };
     if (r == root) {
-      for (size_t c = 0; c < max_chunks; ++c) {
+      for (size_t ci = 0; ci < max_chunks; ++ci) {
         for (int i = 1; i < n; ++i) {
           const int k = (root + i) % n;
-          if (c < nchunks(k)) isend(rest, k, c, k, tags.reduce);
+          if (ci < nchunks(k)) send_chunk(rest, k, ci, k, tags.reduce);
         }
         for (int i = 1; i < n; ++i) {
-          if (c < nchunks(root)) isend(rest, root, c, (root + i) % n, tags.gather);
+          if (ci < nchunks(root)) send_chunk(rest, root, ci, (root + i) % n, tags.gather);
         }
       }
       wait_all(rest);
       return;
     }
-    for (size_t c = 0; c < nchunks(r); ++c) irecv(own, r, c, root, tags.reduce);
-    for (size_t c = 0; c < nchunks(root); ++c) irecv(rest, root, c, root, tags.gather);
+    for (size_t ci = 0; ci < nchunks(r); ++ci) recv_chunk(own, r, ci, root, tags.reduce);
+    for (size_t ci = 0; ci < nchunks(root); ++ci) recv_chunk(rest, root, ci, root, tags.gather);
     for (int i = 1; i < n; ++i) {
       const int src = (r - i + n) % n;
       if (src == root) continue;
-      for (size_t c = 0; c < nchunks(src); ++c) irecv(rest, src, c, src, tags.gather);
+      for (size_t ci = 0; ci < nchunks(src); ++ci) recv_chunk(rest, src, ci, src, tags.gather);
     }
-    for (size_t c = 0; c < nchunks(r); ++c) {
-      wait_all(&own[c], 1);  // forward each chunk of this rank's block once it is here
+    for (size_t ci = 0; ci < nchunks(r); ++ci) {
+      wait_all(&own[ci], 1);  // forward each chunk of this rank's block once it is here
       for (int i = 1; i < n; ++i) {
         const int dst = (r + i) % n;
-        if (dst != root) isend(rest, r, c, dst, tags.gather);
+        if (dst != root) send_chunk(rest, r, ci, dst, tags.gather);
       }
     }
     wait_all(rest);
