@@ -1,5 +1,5 @@
-// engine_memory.cpp — predicted vs measured bytes per category (design.md §4 formulas plus the
-// bucket, gather and padding buffers of the actual plan).
+// engine_memory.cpp — predicted vs measured bytes per category: the ZeRO formulas (docs/design.md)
+// over the actual plan, including its padding, ring / wire slots and stage-3 gather buffers.
 #include <algorithm>
 #include <cstdio>
 
@@ -7,34 +7,38 @@
 
 namespace zt {
 
+namespace {
+int64_t bytes_of(int64_t numel, DType t) { return numel * static_cast<int64_t>(dtype_size(t)); }
+}  // namespace
+
+// Predicted bytes per category, from the plan alone (the measured side is the tracker's).
 std::vector<MemoryLine> ZeroEngine::memory_lines() const {
   const Impl& e = *impl_;
-  const int64_t P = plan_.padded_numel, S = plan_.shard_numel, psi = plan_.numel;
-  const int64_t cs = static_cast<int64_t>(e.cs);
+  const ZeroPlan& plan = plan_;
   const bool adam = opt_.optimizer.kind == OptimizerKind::Adam;
   const bool sgd_mom = opt_.optimizer.kind == OptimizerKind::SGD && opt_.optimizer.momentum != 0.0;
+  const int64_t opt_numel = plan.numel_in(plan.flow.optimizer);
   std::vector<int64_t> pred(kNumMemCategories, -1);
-  auto at = [&](MemCategory c) -> int64_t& { return pred[static_cast<size_t>(c)]; };
-  at(MemCategory::Params) = (opt_.stage == 3 ? S : P) * cs;
-  at(MemCategory::Grads) = (opt_.stage <= 1 ? P : S) * static_cast<int64_t>(dtype_size(opt_.grad_accum_dtype)) +
-                           (e.staged_grads ? psi * cs : 0);
-  at(MemCategory::Master) = e.opt_numel * static_cast<int64_t>(dtype_size(opt_.master_dtype));
-  at(MemCategory::OptimMoments) =
-      e.opt_numel * static_cast<int64_t>(dtype_size(opt_.moments_dtype)) * (adam ? 2 : sgd_mom ? 1 : 0);
-  int64_t max_padded = 0;
-  for (const PlanBucket& b : plan_.buckets) max_padded = std::max(max_padded, b.padded);
-  at(MemCategory::Buckets) = static_cast<int64_t>(e.ring.size()) * e.ring_slot_elems * cs +
-                             static_cast<int64_t>(e.wire.size()) * max_padded *
-                                 static_cast<int64_t>(dtype_size(opt_.wire_dtype));
-  at(MemCategory::Gather) =
-      e.gatherer ? e.gatherer->persistent_bytes() + e.gatherer->stats().peak_live_elems * cs : 0;
-  const MemoryTracker& t = e.dev.tracker();
+  auto at = [&](MemCategory c) -> int64_t& { return pred[static_cast<int>(c)]; };
+  at(MemCategory::Params) = bytes_of(plan.numel_in(plan.flow.params), plan.compute);
+  at(MemCategory::Grads) = bytes_of(plan.numel_in(plan.flow.grads), plan.grad_dtype) +
+                           (plan.staged_grads ? bytes_of(plan.numel, plan.compute) : 0);
+  at(MemCategory::Master) = bytes_of(opt_numel, opt_.master_dtype);
+  at(MemCategory::OptimMoments) = bytes_of(opt_numel, opt_.moments_dtype) * (adam ? 2 : sgd_mom ? 1 : 0);
+  at(MemCategory::Buckets) = plan.ring_slots * bytes_of(plan.ring_slot_elems, plan.compute) +
+                             plan.wire_slots * bytes_of(plan.wire_slot_elems, plan.wire);
+  int64_t persistent = 0;
+  for (const PlanBucket& b : plan.buckets) persistent += b.persistent ? b.padded : 0;
+  at(MemCategory::Gather) = plan.flow.gather_before_use
+                                ? bytes_of(persistent + e.param_sync->stats().peak_live_elems, plan.compute)
+                                : 0;
+  const MemoryTracker& t = e.cx.dev.tracker();
   std::vector<MemoryLine> lines;
   for (int i = 0; i < kNumMemCategories; ++i) {
     MemCategory c = static_cast<MemCategory>(i);
     MemoryLine l;
     l.category = c;
-    l.predicted = pred[static_cast<size_t>(i)];
+    l.predicted = pred[i];
     l.measured = static_cast<int64_t>(t.current(c));
     l.peak = static_cast<int64_t>(t.peak(c));
     lines.push_back(l);
@@ -43,7 +47,7 @@ std::vector<MemoryLine> ZeroEngine::memory_lines() const {
 }
 
 double ZeroEngine::zero_paper_model_state_bytes() const {
-  const double psi = static_cast<double>(plan_.numel), n = impl_->world;
+  const double psi = static_cast<double>(plan_.numel), n = plan_.world;
   switch (opt_.stage) {
     case 0: return 16 * psi;
     case 1: return 4 * psi + 12 * psi / n;
@@ -56,7 +60,7 @@ std::string ZeroEngine::memory_report() const {
   char line[200];
   std::string out;
   std::snprintf(line, sizeof(line), "memory on rank %d (ZeRO stage %d, N=%d, %lld parameters, %lld padded):\n",
-                impl_->rank, opt_.stage, impl_->world, static_cast<long long>(plan_.numel),
+                impl_->cx.rank, opt_.stage, plan_.world, static_cast<long long>(plan_.numel),
                 static_cast<long long>(plan_.padded_numel));
   out += line;
   std::snprintf(line, sizeof(line), "  %-18s %16s %16s %16s\n", "category", "predicted (B)", "current (B)", "peak (B)");

@@ -1,5 +1,8 @@
+// plan.cpp — the bucket layout: flat space, buckets, padding, slices; hash and description.
+// (plan_schedule.cpp adds the per-stage schedule on top of this layout.)
 #include "zerotrain/zero/plan.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "zerotrain/core/check.h"
@@ -7,74 +10,46 @@
 namespace zt {
 
 namespace {
-uint64_t fnv1a(uint64_t h, const void* data, size_t n) {
-  const unsigned char* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < n; ++i) { h ^= p[i]; h *= 1099511628211ull; }
-  return h;
-}
-template <typename T> uint64_t mix(uint64_t h, const T& v) { return fnv1a(h, &v, sizeof(v)); }
-}  // namespace
 
-ZeroPlan make_zero_plan(const std::vector<ParamSpec>& params, int num_units, int world, int64_t bucket_elems,
-                        int64_t persistence_threshold) {
-  ZT_CHECK(world >= 1, "world size must be >= 1");
-  ZeroPlan plan;
-  plan.world = world;
-  plan.bucket_elems = bucket_elems;
-  plan.persistence_threshold = persistence_threshold;
-  plan.params.resize(params.size());
-  plan.unit_buckets.assign(static_cast<size_t>(num_units), {});
-
-  auto open_bucket = [&](int unit, bool persistent) {
-    PlanBucket b;
-    b.id = static_cast<int>(plan.buckets.size());
-    b.unit = unit;
-    b.persistent = persistent;
-    plan.buckets.push_back(b);
-    plan.unit_buckets[static_cast<size_t>(unit)].push_back(b.id);
-    return b.id;
-  };
-  for (int u = 0; u < num_units; ++u) {
-    std::vector<int> regular, persistent;
-    for (size_t i = 0; i < params.size(); ++i) {
-      if (params[i].unit != u) continue;
-      bool small = persistence_threshold >= 0 && params[i].numel <= persistence_threshold;
-      (small ? persistent : regular).push_back(static_cast<int>(i));
-    }
-    int current = -1;
-    for (int i : regular) {
-      int64_t n = params[static_cast<size_t>(i)].numel;
-      if (current < 0 || (plan.buckets[current].numel > 0 && plan.buckets[current].numel + n > bucket_elems))
-        current = open_bucket(u, false);
-      plan.buckets[current].params.push_back(i);
-      plan.buckets[current].numel += n;
-    }
-    if (!persistent.empty()) {
-      int b = open_bucket(u, true);
-      for (int i : persistent) {
-        plan.buckets[b].params.push_back(i);
-        plan.buckets[b].numel += params[static_cast<size_t>(i)].numel;
-      }
-    }
+// Parameters of unit u, split into regular and (stage 3) persistent ones, in layout order.
+void unit_members(const std::vector<ParamSpec>& params, int u, int64_t persistence_threshold,
+                  std::vector<int>& regular, std::vector<int>& persistent) {
+  for (int i = 0; i < static_cast<int>(params.size()); ++i) {
+    const ParamSpec& p = params[static_cast<size_t>(i)];
+    if (p.unit != u) continue;
+    const bool small = persistence_threshold >= 0 && p.numel <= persistence_threshold;
+    (small ? persistent : regular).push_back(i);
   }
-  for (size_t i = 0; i < params.size(); ++i)
-    ZT_CHECK(params[i].unit >= 0 && params[i].unit < num_units,
-             "parameter " + params[i].name + " has unit " + std::to_string(params[i].unit));
+}
 
+int open_bucket(ZeroPlan& plan, int unit, bool persistent) {
+  PlanBucket b;
+  b.id = static_cast<int>(plan.buckets.size());
+  b.unit = unit;
+  b.persistent = persistent;
+  plan.buckets.push_back(b);
+  plan.unit_buckets[static_cast<size_t>(unit)].push_back(b.id);
+  return b.id;
+}
+
+void add_to_bucket(ZeroPlan& plan, int b, int param, int64_t numel) {
+  plan.buckets[static_cast<size_t>(b)].params.push_back(param);
+  plan.buckets[static_cast<size_t>(b)].numel += numel;
+}
+
+// Pads every bucket to a multiple of the world size and assigns flat / shard offsets.
+void place_buckets(ZeroPlan& plan, const std::vector<ParamSpec>& params) {
   int64_t flat = 0, shard = 0;
   for (PlanBucket& b : plan.buckets) {
-    b.padded = (b.numel + world - 1) / world * world;
-    b.slice = b.padded / world;
+    b.padded = (b.numel + plan.world - 1) / plan.world * plan.world;
+    b.slice = b.padded / plan.world;
     b.flat_begin = flat;
     b.shard_begin = shard;
-    int64_t off = flat;
+    int64_t offset = flat;
     for (int i : b.params) {
       PlanParam& p = plan.params[static_cast<size_t>(i)];
-      p.index = i;
-      p.bucket = b.id;
-      p.flat_begin = off;
-      p.numel = params[static_cast<size_t>(i)].numel;
-      off += p.numel;
+      p = {i, b.id, offset, params[static_cast<size_t>(i)].numel};
+      offset += p.numel;
     }
     flat += b.padded;
     shard += b.slice;
@@ -82,33 +57,84 @@ ZeroPlan make_zero_plan(const std::vector<ParamSpec>& params, int num_units, int
   }
   plan.padded_numel = flat;
   plan.shard_numel = shard;
+}
+
+uint64_t fnv1a(uint64_t h, const void* data, size_t n) {
+  const unsigned char* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < n; ++i) { h ^= p[i]; h *= 1099511628211ull; }
+  return h;
+}
+template <typename T> uint64_t mix(uint64_t h, const T& v) { return fnv1a(h, &v, sizeof(v)); }
+uint64_t mix_list(uint64_t h, const std::vector<int>& v) {
+  h = mix(h, v.size());
+  for (int x : v) h = mix(h, x);
+  return h;
+}
+
+}  // namespace
+
+ZeroPlan make_zero_plan(const std::vector<ParamSpec>& params, int num_units, int world, int64_t bucket_elems,
+                        int64_t persistence_threshold) {
+  ZT_CHECK(world >= 1, "world size must be >= 1");
+  for (const ParamSpec& p : params)
+    ZT_CHECK(p.unit >= 0 && p.unit < num_units, "parameter " + p.name + " has unit " + std::to_string(p.unit));
+  ZeroPlan plan;
+  plan.world = world;
+  plan.bucket_elems = bucket_elems;
+  plan.persistence_threshold = persistence_threshold;
+  plan.params.resize(params.size());
+  plan.unit_buckets.assign(static_cast<size_t>(num_units), {});
+  for (int u = 0; u < num_units; ++u) {
+    std::vector<int> regular, persistent;
+    unit_members(params, u, persistence_threshold, regular, persistent);
+    int current = -1;
+    for (int i : regular) {
+      const int64_t n = params[static_cast<size_t>(i)].numel;
+      const PlanBucket* cur = current < 0 ? nullptr : &plan.bucket(current);
+      if (!cur || (cur->numel > 0 && cur->numel + n > bucket_elems)) current = open_bucket(plan, u, false);
+      add_to_bucket(plan, current, i, n);
+    }
+    if (persistent.empty()) continue;
+    const int b = open_bucket(plan, u, true);
+    for (int i : persistent) add_to_bucket(plan, b, i, params[static_cast<size_t>(i)].numel);
+  }
+  place_buckets(plan, params);
   return plan;
+}
+
+ElemRange ZeroPlan::real_slice(int b, int rank, Layout l) const {
+  const PlanBucket& k = bucket(b);
+  // Real elements occupy [0, numel) of the bucket; rank owns [rank*slice, (rank+1)*slice).
+  const int64_t lo = rank * k.slice;
+  const int64_t real = std::max<int64_t>(0, std::min(lo + k.slice, k.numel) - lo);
+  return slice(b, rank, l).sub(0, real);
 }
 
 std::vector<std::pair<int64_t, int64_t>> ZeroPlan::real_shard_runs(int rank) const {
   std::vector<std::pair<int64_t, int64_t>> runs;
   for (const PlanBucket& b : buckets) {
-    // Real elements of the bucket occupy [0, numel) of its padded range; rank owns [r*slice, (r+1)*slice).
-    int64_t lo = rank * b.slice, hi = lo + b.slice;
-    int64_t real_hi = hi < b.numel ? hi : b.numel;
-    if (real_hi > lo) runs.emplace_back(b.shard_begin, real_hi - lo);
+    const ElemRange r = real_slice(b.id, rank, Layout::Shard);
+    if (r.count > 0) runs.emplace_back(r.begin, r.count);
   }
   return runs;
 }
 
 uint64_t ZeroPlan::hash() const {
   uint64_t h = 1469598103934665603ull;
-  h = mix(h, world);
-  h = mix(h, bucket_elems);
-  h = mix(h, persistence_threshold);
+  for (auto v : {int64_t(flow.stage), int64_t(world), bucket_elems, persistence_threshold, int64_t(compute),
+                 int64_t(grad_dtype), int64_t(wire), int64_t(staged_grads), int64_t(ring_slots), ring_slot_elems,
+                 int64_t(wire_slots), wire_slot_elems})
+    h = mix(h, v);
   for (const PlanBucket& b : buckets) {
-    h = mix(h, b.unit);
-    h = mix(h, b.persistent);
-    h = mix(h, b.flat_begin);
-    h = mix(h, b.numel);
-    for (int i : b.params) h = mix(h, i);
+    for (auto v : {int64_t(b.unit), int64_t(b.persistent), b.flat_begin, b.numel, int64_t(b.opens_at),
+                   int64_t(b.closes_at), int64_t(b.ag_group)})
+      h = mix(h, v);
+    h = mix_list(h, b.params);
   }
   for (const PlanParam& p : params) h = mix(mix(h, p.flat_begin), p.numel);
+  for (const std::vector<int>& u : unit_params) h = mix_list(h, u);
+  for (const GatherStep& g : gather_steps)
+    h = mix_list(mix_list(mix_list(h, g.gather), g.prefetch), g.release);
   return h;
 }
 

@@ -1,142 +1,116 @@
-// stage3_gather.cpp — stage-3 parameter buckets: gathered before each unit's forward and
-// backward, prefetched within stage3_prefetch_bucket_size and stage3_max_live_parameters,
-// kept when reused within stage3_max_reuse_distance, persistent buckets always gathered.
+// stage3_gather.cpp — stage 3's finish_param_sync: before each unit's forward and backward the
+// buckets it reads are all-gathered from every rank's shard into a gathered buffer, prefetched
+// ahead within stage3_prefetch_bucket_size / stage3_max_live_parameters, kept when reused within
+// stage3_max_reuse_distance, released after use. Which bucket is gathered, prefetched and
+// released at each position is the plan's (ZeroPlan::gather_steps); this file executes it.
+// Persistent buckets are gathered once after every update and never released.
 #include <algorithm>
 
 #include "engine_impl.h"
 
 namespace zt {
 
-Stage3Gatherer::Stage3Gatherer(ZeroEngine::Impl& e) : e_(e) {
-  const int U = e.U;
-  need_.resize(static_cast<size_t>(2 * U));
-  for (int pos = 0; pos < 2 * U; ++pos) {
-    std::vector<int>& n = need_[static_cast<size_t>(pos)];
-    for (int p : e.unit_params[static_cast<size_t>(unit_of(pos))]) n.push_back(e.plan.params[static_cast<size_t>(p)].bucket);
-    std::sort(n.begin(), n.end());
-    n.erase(std::unique(n.begin(), n.end()), n.end());
+namespace {
+
+class Stage3Gatherer final : public ParamSync {
+ public:
+  Stage3Gatherer(EngineContext& cx, ModelStates& st) : cx_(cx), st_(st), slots_(cx.plan.buckets.size()) {
+    for (Slot& s : slots_) s.done = cx.comm.create_event();
   }
-  slots_.resize(e.plan.buckets.size());
-  for (auto& s : slots_) s.done = e.comm.create_event();
-}
+  ~Stage3Gatherer() override { collect_released(true); }
 
-Stage3Gatherer::~Stage3Gatherer() { collect_pending(true); }
-
-int Stage3Gatherer::unit_of(int pos) const { return pos < e_.U ? pos : 2 * e_.U - 1 - pos; }
-
-int64_t Stage3Gatherer::persistent_bytes() const {
-  int64_t n = 0;
-  for (const PlanBucket& b : e_.plan.buckets)
-    if (b.persistent) n += b.padded * static_cast<int64_t>(e_.cs);
-  return n;
-}
-
-// Frees released buffers whose last reader finished. wait_all: block until all of them did,
-// so gathered memory never exceeds what the schedule holds live.
-void Stage3Gatherer::collect_pending(bool wait_all) {
-  auto it = pending_.begin();
-  while (it != pending_.end()) {
-    if (wait_all) it->after->synchronize();
-    if (wait_all || it->after->query()) it = pending_.erase(it);
-    else ++it;
+  // The shard changed (a step, or initialisation): re-gather the persistent buckets in place.
+  // Every other bucket is already released: each micro-step releases what it gathered.
+  void start() override {
+    cx_.comm_waits_for_compute();
+    for (const PlanBucket& b : cx_.plan.buckets)
+      if (b.persistent) gather(b.id, false);
   }
-}
 
-void Stage3Gatherer::issue(int b, bool prefetch) {
-  const PlanBucket& bk = e_.plan.buckets[static_cast<size_t>(b)];
-  Slot& s = slots_[static_cast<size_t>(b)];
-  if (!s.buf) {
-    collect_pending(true);
-    s.buf = e_.dev.alloc(static_cast<size_t>(bk.padded) * e_.cs, MemCategory::Gather);
+  void before(int pos) override {
+    collect_released(false);
+    const GatherStep& step = cx_.plan.gather_steps[pos];
+    for (int b : step.gather) gather(b, false);
+    for (int b : step.need) wait(b);
+    for (int b : step.prefetch) gather(b, true);
+    stats_.peak_live_elems = std::max(stats_.peak_live_elems, step.live);
+    stats_.peak_live_beyond_current = std::max(stats_.peak_live_beyond_current, step.live - step.current);
+    bind_params(unit_of_position(pos, cx_.plan.num_units()));
   }
-  const char* shard = static_cast<const char*>(e_.params.data()) + bk.shard_begin * static_cast<int64_t>(e_.cs);
-  e_.comm.all_gather(shard, s.buf.data(), static_cast<size_t>(bk.slice), e_.opt.compute_dtype,
-                     "gather b" + std::to_string(b), s.done.get());
-  if (s.state == State::Released && !bk.persistent) live_elems_ += bk.padded;
-  s.state = State::Gathered;
-  s.waited = false;
-  ++stats_.gathers;
-  if (prefetch) ++stats_.prefetched;
-  if (!e_.opt.overlap_comm) {
-    e_.compute.wait(*s.done);
+
+  void after(int pos) override {
+    for (int b : cx_.plan.gather_steps[pos].release) release(b);
+  }
+
+  const GatherStats& stats() const override { return stats_; }
+
+ private:
+  struct Slot {
+    FlatBuffer buf;               // the gathered bucket while live
+    std::unique_ptr<Event> done;  // recorded on the comm stream after its all-gather
+    bool waited = false;          // the compute stream already waits on `done`
+  };
+  struct Released {
+    FlatBuffer buf;
+    std::unique_ptr<Event> after;  // compute stream, after the last reader; the comm stream's
+  };                               // all-gather into it completed before that reader ran
+
+  void gather(int b, bool prefetch) {
+    const PlanBucket& bk = cx_.plan.bucket(b);
+    Slot& s = slots_[b];
+    if (!s.buf) {
+      collect_released(true);  // gathered memory never exceeds what the schedule holds live
+      s.buf = FlatBuffer(cx_.dev, cx_.plan.compute, bk.padded, MemCategory::Gather, false);
+    }
+    all_gather_view(cx_.comm, st_.params.view(cx_.plan.slice(b, cx_.rank, Layout::Shard)), s.buf.view(),
+                    "gather b" + std::to_string(b), s.done.get());
+    s.waited = false;
+    ++stats_.gathers;
+    if (prefetch) ++stats_.prefetched;
+    if (!cx_.opt.overlap_comm) wait(b);
+  }
+
+  void wait(int b) {
+    Slot& s = slots_[b];
+    if (s.waited) return;
+    cx_.compute.wait(*s.done);
     s.waited = true;
   }
-}
 
-void Stage3Gatherer::release(int b) {
-  Slot& s = slots_[static_cast<size_t>(b)];
-  if (s.state != State::Gathered || e_.plan.buckets[static_cast<size_t>(b)].persistent) return;
-  Pending p{std::move(s.buf), e_.dev.create_event()};
-  p.after->record(e_.compute);  // every use of the buffer so far is on the compute stream
-  pending_.push_back(std::move(p));
-  s.state = State::Released;
-  live_elems_ -= e_.plan.buckets[static_cast<size_t>(b)].padded;
-}
+  void release(int b) {
+    Released r{std::move(slots_[b].buf), cx_.dev.create_event()};
+    r.after->record(cx_.compute);  // every read of the buffer so far is on the compute stream
+    released_.push_back(std::move(r));
+  }
 
-void Stage3Gatherer::begin_position(int pos) {
-  collect_pending(false);
-  const std::vector<int>& need = need_[static_cast<size_t>(pos)];
-  for (int b : need)
-    if (slots_[static_cast<size_t>(b)].state == State::Released) issue(b, false);
-  for (int b : need) {
-    Slot& s = slots_[static_cast<size_t>(b)];
-    if (!s.waited) {
-      e_.compute.wait(*s.done);
-      s.waited = true;
+  // Frees released buffers whose last reader finished; wait_all: block until all of them did.
+  void collect_released(bool wait_all) {
+    auto it = released_.begin();
+    while (it != released_.end()) {
+      if (wait_all) it->after->synchronize();
+      if (wait_all || it->after->query()) it = released_.erase(it);
+      else ++it;
     }
   }
-  int64_t current = 0;
-  for (int b : need)
-    if (!e_.plan.buckets[static_cast<size_t>(b)].persistent) current += e_.plan.buckets[static_cast<size_t>(b)].padded;
-  // Prefetch upcoming buckets in schedule order until a budget is reached.
-  int64_t taken = 0;
-  bool stop = false;
-  for (int j = pos + 1; j < 2 * e_.U && !stop; ++j) {
-    for (int b : need_[static_cast<size_t>(j)]) {
-      const PlanBucket& bk = e_.plan.buckets[static_cast<size_t>(b)];
-      if (bk.persistent || slots_[static_cast<size_t>(b)].state == State::Gathered) continue;
-      if (taken + bk.padded > e_.opt.prefetch_bucket_size ||
-          live_elems_ - current + bk.padded > e_.opt.max_live_parameters) {
-        stop = true;
-        break;
-      }
-      issue(b, true);
-      taken += bk.padded;
+
+  void bind_params(int unit) {
+    for (int p : cx_.plan.unit_params[unit]) {
+      const int b = cx_.plan.param(p).bucket;
+      cx_.model.bind_param(p, slots_[b].buf.view(cx_.plan.param_in_bucket(p)).data);
     }
   }
-  stats_.peak_live_elems = std::max(stats_.peak_live_elems, live_elems_);
-  stats_.peak_live_beyond_current = std::max(stats_.peak_live_beyond_current, live_elems_ - current);
-  for (int p : e_.unit_params[static_cast<size_t>(unit_of(pos))]) {
-    const PlanParam& pp = e_.plan.params[static_cast<size_t>(p)];
-    const PlanBucket& bk = e_.plan.buckets[static_cast<size_t>(pp.bucket)];
-    e_.model.bind_param(p, static_cast<char*>(slots_[static_cast<size_t>(pp.bucket)].buf.data()) +
-                               (pp.flat_begin - bk.flat_begin) * static_cast<int64_t>(e_.cs));
-  }
-}
 
-void Stage3Gatherer::end_position(int pos) {
-  for (int b : need_[static_cast<size_t>(pos)]) {
-    if (e_.plan.buckets[static_cast<size_t>(b)].persistent) continue;
-    // Distance to the next use: elements of the buckets needed in between.
-    int64_t distance = 0;
-    bool reused = false;
-    for (int j = pos + 1; j < 2 * e_.U; ++j) {
-      const std::vector<int>& n = need_[static_cast<size_t>(j)];
-      if (std::find(n.begin(), n.end(), b) != n.end()) {
-        reused = true;
-        break;
-      }
-      for (int x : n) distance += e_.plan.buckets[static_cast<size_t>(x)].padded;
-    }
-    if (!reused || distance >= e_.opt.max_reuse_distance) release(b);
-  }
-}
+  EngineContext& cx_;
+  ModelStates& st_;
+  std::vector<Slot> slots_;        // per bucket
+  std::vector<Released> released_; // freed once their `after` event completed
+  GatherStats stats_;
+};
 
-void Stage3Gatherer::refresh_after_update() {
-  for (size_t b = 0; b < slots_.size(); ++b) {
-    if (e_.plan.buckets[b].persistent) issue(static_cast<int>(b), false);  // same buffer, new values
-    else release(static_cast<int>(b));                                    // stale
-  }
+}  // namespace
+
+std::unique_ptr<ParamSync> make_stage3_gatherer(EngineContext& cx, ModelStates& st) {
+  return std::make_unique<Stage3Gatherer>(cx, st);
 }
 
 }  // namespace zt

@@ -2,13 +2,36 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 
 #include "zerotrain/data/dataset.h"
 #include "zerotrain/optim/lr_schedule.h"
+#include "zerotrain/zero/engine_testing.h"
 
 namespace zt::testing {
+
+namespace {
+// +inf into the first owned real gradient element of rank (attempt % N) at the listed attempts.
+EngineTestHooks overflow_injector(const std::vector<int64_t>& at, Device& dev, Stream& compute, int rank, int world) {
+  EngineTestHooks h;
+  if (at.empty()) return h;
+  h.before_grad_norm = [at, &dev, &compute, rank, world](int64_t attempt, const std::vector<TensorView>& grads) {
+    if (std::find(at.begin(), at.end(), attempt) == at.end() || attempt % world != rank) return;
+    for (const TensorView& g : grads) {
+      if (g.numel() == 0) continue;
+      const uint32_t inf32 = 0x7f800000u;
+      const uint16_t inf16 = g.dtype == DType::BF16 ? 0x7f80 : 0x7c00;
+      dev.memcpy_async(g.data, g.dtype == DType::F32 ? static_cast<const void*>(&inf32) : &inf16, dtype_size(g.dtype),
+                       CopyKind::HostToDevice, compute);
+      compute.synchronize();  // the host values above die with this scope
+      return;
+    }
+  };
+  return h;
+}
+}  // namespace
 
 std::string tiny_gpt_json(int vocab, int n_ctx, int layers, int heads, int embd) {
   char buf[256];
@@ -69,6 +92,7 @@ RunResult run_engine(const RunSpec& spec, MPI_Comm mpi) {
     if (rank == spec.fail_rank_bucket_size) opt.reduce_bucket_size = 3;
     auto sched = make_lr_schedule("", nlohmann::json(), opt.optimizer.lr, opt.optimizer.has_betas());
     ZeroEngine engine(*model, *dev, *compute, *comm, opt, std::move(sched));
+    set_engine_test_hooks(engine, overflow_injector(spec.inject_overflow_at_steps, *dev, *compute, comm->rank(), world));
     engine.init_parameters(spec.seed);
     Batch batch;
     for (int k = 0; k < spec.steps; ++k) {

@@ -20,6 +20,9 @@ struct RunSpec {
   std::string data = "markov:vocab=16,order=1,seed=5";
   uint64_t seed = 7;
   int fail_rank_bucket_size = -1;  // this rank uses a different bucket size (schedule mismatch test)
+  // At these optimizer-step attempts (1-based), rank (step % N) writes +inf into its first owned
+  // real gradient element before the norm (engine_testing.h), so overflow agreement can be tested.
+  std::vector<int64_t> inject_overflow_at_steps;
 };
 
 struct RunResult {

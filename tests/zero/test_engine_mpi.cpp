@@ -176,7 +176,7 @@ TEST(Engine, Fp16InjectedOverflowSkipsOnEveryRank) {
     s.opt.loss_scaler.initial_scale_power = 8;
     s.opt.loss_scaler.loss_scale_window = 2;
     s.opt.loss_scaler.hysteresis = 2;
-    s.opt.inject_overflow_at_steps = {2, 3, 6};
+    s.inject_overflow_at_steps = {2, 3, 6};
     s.steps = 8;
     RunResult r = run_engine(s, MPI_COMM_WORLD);
     LossScaler expect(s.opt.loss_scaler);

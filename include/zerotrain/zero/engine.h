@@ -8,19 +8,28 @@
 //   3     | shard [S] + gathered    | shard accumulator [S] + bucket ring  | shard [S]
 // (*) in grad_accum_dtype; when that is not the compute dtype (or contiguous_gradients is off)
 //     backward writes per-parameter compute-dtype buffers that are added in at each bucket close.
+// plan.h's StageFlow is this table as data; the ZeroPlan holds the whole static schedule.
+//
+// One step, as phases (csrc/zero/, Megatron's names):
+//   micro_step:  for each unit forward:  finish_param_sync(unit) -> forward
+//                for each unit backward: finish_param_sync(unit) -> open its buckets -> backward
+//                                        -> start_grad_sync(bucket) for the buckets it completes
+//   step:        finish_grad_sync -> agree on norm / loss / overflow -> update_owned_shard
+//                -> start_param_sync
+// Collectives (all on the communicator's stream, one per bucket, in place):
+//   start_grad_sync  stage 0: all-reduce at the accumulation boundary;
+//                    stage 1: reduce-scatter at the boundary (result stays in the owned slice);
+//                    stages 2-3: reduce-scatter every micro-step from a ring slot, the owned
+//                    slice accumulated into the shard accumulator on the comm stream.
+//   start_param_sync stages 1-2: all-gather per group (allgather_bucket_size) after the step;
+//                    stage 3: persistent buckets re-gathered; the rest gathered per unit by
+//                    finish_param_sync (prefetched within the stage-3 budgets), released after use.
 // Wire dtype: when communication_data_type differs from the buffer being reduced, the bucket is
 // cast into a double-buffered wire slot, reduced there in place, and cast back / accumulated.
-// Collectives (all on the communicator's stream, one per bucket, in place):
-//   stage 0: all-reduce per bucket at the accumulation boundary;
-//   stage 1: reduce-scatter per bucket at the boundary; all-gather per bucket after the step;
-//   stage 2: reduce-scatter per bucket every micro-step into the bucket ring, then the owned
-//            slice is added into the shard accumulator (on the comm stream); all-gather after step;
-//   stage 3: as stage 2 for gradients; parameters all-gathered per bucket before each unit's
-//            forward and backward (prefetched), released after use.
-// Events, not luck: a ring slot is reused only after its reduce-scatter and accumulate ran
-// (slot event, recorded on the comm stream); a gathered buffer is freed only after the compute
-// work that read it (release event, recorded on the compute stream); the optimizer reads grads
-// only after the last reduction (the comm stream completes in issue order).
+// Events, not luck: a ring or wire slot is reused only after the comm-stream event recorded once
+// its reduction was consumed; a gathered buffer is freed only after the compute-stream event
+// recorded after its last reader; the optimizer reads grads only after finish_grad_sync made the
+// compute stream wait for the last reduction (the comm stream completes in issue order).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -62,9 +71,6 @@ struct EngineOptions {
   bool check_overflow = false;                 // fp16 always; bf16 check_grad_overflow
   LossScalerConfig loss_scaler;                // Static 1.0 unless fp16
   OptimizerHparams optimizer;
-  // Testing aid: at these optimizer-step attempts (1-based), rank (step % N) writes +inf into
-  // its first owned gradient element before the norm, so overflow agreement can be tested.
-  std::vector<int64_t> inject_overflow_at_steps;
 };
 
 struct StepStats {
@@ -91,6 +97,8 @@ struct MemoryLine {
   int64_t measured = 0;    // current bytes after set-up / peak for transient categories
   int64_t peak = 0;
 };
+
+struct EngineTestHooks;
 
 class ZeroEngine {
  public:
@@ -129,16 +137,10 @@ class ZeroEngine {
   struct Impl;
 
  private:
+  friend void set_engine_test_hooks(ZeroEngine& engine, EngineTestHooks hooks);  // engine_testing.h
   EngineOptions opt_;
   ZeroPlan plan_;
   std::unique_ptr<Impl> impl_;
 };
-
-// Buckets a unit's backward touches first/last (tied parameters make a bucket open early).
-struct BucketSpan {
-  int first_bwd_unit = -1;  // highest unit whose backward writes the bucket's grads
-  int last_bwd_unit = -1;   // lowest such unit: the bucket is complete after its backward
-};
-std::vector<BucketSpan> bucket_spans(const ZeroPlan& plan, const std::vector<std::vector<int>>& unit_params);
 
 }  // namespace zt

@@ -1,6 +1,7 @@
-// plan.h — the static ZeRO schedule: flat parameter space, buckets, shards.
+// plan.h — the static ZeRO schedule, built once from (model units, options, world size) and
+// identical on every rank (its hash is compared at start-up). The engine only executes it.
 //
-// Layout (Megatron's distributed-optimizer layout, design.md §4):
+// Layout (Megatron's distributed-optimizer layout, docs/design.md):
 //  * Parameters are laid out in forward (unit) order in one flat space.
 //  * The flat space is cut into buckets. A bucket never spans two units and never splits a
 //    parameter; within a unit a new bucket starts when adding the next parameter would exceed
@@ -11,16 +12,45 @@
 //    rank r owns slice r of every bucket. Rank r's shard is its slices of all buckets, in bucket
 //    order, contiguous. One in-place reduce-scatter / all-gather per bucket, no staging copies.
 //
-// Padded flat offsets ("flat") address the full padded buffer; shard offsets address a rank's
-// shard buffer. Padding elements are zero in params and grads and are excluded from the norm.
+// Two index spaces ("layouts"): Full addresses the padded flat buffer [P]; Shard addresses a
+// rank's shard [S = P/N]. Every buffer of the engine lives in one of them (StageFlow says which),
+// and every offset the engine uses comes from the named ranges below. Padding elements are zero
+// in params and grads and are excluded from the norm.
+//
+// Schedule (built by make_engine_plan): which unit's backward opens / closes each bucket, the
+// bucket ring and wire slots (stages 2-3), the post-step all-gather groups (stages 1-2), and the
+// stage-3 gather / prefetch / release lists per position (0..U-1 forwards, U..2U-1 backwards).
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "zerotrain/core/dtype.h"
 #include "zerotrain/model/model.h"
 
 namespace zt {
+
+// Elements [begin, begin + count) of one index space.
+struct ElemRange {
+  int64_t begin = 0, count = 0;
+  int64_t end() const { return begin + count; }
+  ElemRange sub(int64_t offset, int64_t n) const { return {begin + offset, n}; }
+};
+
+enum class Layout : uint8_t { Full, Shard };  // padded flat space [P] / one rank's shard [S]
+
+// What a ZeRO stage keeps and sends: the one place the stage number is interpreted.
+struct StageFlow {
+  int stage = 0;
+  Layout params = Layout::Full;     // compute-dtype parameters (Shard: stage 3)
+  Layout grads = Layout::Full;      // accumulated gradients (Shard: stages 2-3, via the bucket ring)
+  Layout optimizer = Layout::Full;  // master weights and moments (Shard: stages 1-3)
+  bool reduce_every_micro_step = false;  // stages 2-3: the ring is reduced as backward runs
+  bool all_reduce_grads = true;          // stage 0; otherwise reduce-scatter into the owner
+  bool gather_after_step = false;        // stages 1-2: all-gather updated slices after the step
+  bool gather_before_use = false;        // stage 3: all-gather each bucket before each use
+};
+StageFlow stage_flow(int stage);
 
 struct PlanBucket {
   int id = 0;
@@ -32,6 +62,10 @@ struct PlanBucket {
   int64_t slice = 0;           // padded / N: elements each rank owns
   int64_t shard_begin = 0;     // offset of this bucket's slice inside every rank's shard
   std::vector<int> params;     // parameter indices, in layout order
+  // Schedule (make_engine_plan): backward of `opens_at` (highest unit writing its grads) opens
+  // it; backward of `closes_at` (lowest such unit) completes it. Tied parameters make these differ.
+  int opens_at = -1, closes_at = -1;
+  int ag_group = -1;           // stages 1-2: post-step all-gather group
 };
 
 struct PlanParam {
@@ -41,28 +75,93 @@ struct PlanParam {
   int64_t numel = 0;
 };
 
+// Stage 3, one position (a unit's forward or backward): buckets to gather now (needed, not
+// live), the wait set (every needed bucket), prefetches issued after, and releases after it.
+struct GatherStep {
+  std::vector<int> gather, need, prefetch, release;
+  int64_t live = 0;     // gathered non-persistent elements once the prefetches are issued
+  int64_t current = 0;  // of which this position's own buckets
+};
+
+struct PlanOptions {
+  int stage = 0;
+  int world = 1;
+  int64_t bucket_elems = 1;                 // reduce_bucket_size
+  int64_t allgather_bucket_elems = 1;       // stages 1-2 post-step groups
+  int64_t persistence_threshold = 0;        // stage 3
+  int64_t prefetch_elems = 0, max_live_elems = 0, max_reuse_distance = 0;  // stage 3
+  DType compute = DType::F32, grad_accum = DType::F32, wire = DType::F32;
+  bool contiguous_gradients = true;
+};
+
 struct ZeroPlan {
+  StageFlow flow;
   int world = 1;
   int64_t bucket_elems = 0;
   int64_t persistence_threshold = -1;  // < 0: no persistent buckets
   std::vector<PlanBucket> buckets;
   std::vector<PlanParam> params;       // indexed like Model::params()
   std::vector<std::vector<int>> unit_buckets;  // buckets holding the params of each unit
+  std::vector<std::vector<int>> unit_params;   // parameters each unit's forward/backward reads
   int64_t numel = 0;                   // Σ parameter elements
   int64_t padded_numel = 0;            // Σ bucket.padded
   int64_t shard_numel = 0;             // padded_numel / N
 
-  // The slice of bucket b owned by `rank`, as [flat_begin, flat_begin + slice).
-  int64_t owned_flat_begin(int b, int rank) const { return buckets[b].flat_begin + rank * buckets[b].slice; }
+  // ---- dtypes and gradient staging ----
+  DType compute = DType::F32;
+  DType grad_dtype = DType::F32;       // accumulated gradients (grad_accum_dtype at stages 0-1 and 2-3's shard)
+  DType wire = DType::F32;             // gradient collectives
+  bool staged_grads = false;           // backward writes per-parameter compute-dtype buffers, added at close
+  // ---- backward schedule: buckets opened / closed by each unit's backward ----
+  std::vector<std::vector<int>> opens_at, closes_at;
+  // ---- bucket ring (stages 2-3) and wire slots (wire dtype != the reduced buffer's) ----
+  int ring_slots = 0;
+  int64_t ring_slot_elems = 0;
+  int wire_slots = 0;
+  int64_t wire_slot_elems = 0;
+  // ---- post-step all-gather groups (stages 1-2): [first, end) bucket ids ----
+  std::vector<ElemRange> ag_groups;
+  // ---- stage 3: per position, and the static peaks the schedule reaches ----
+  std::vector<GatherStep> gather_steps;
+  int64_t peak_live_elems = 0, peak_live_beyond_current = 0;
+
+  // ---- named coordinates ----
+  int num_units() const { return static_cast<int>(unit_params.size()); }
+  const PlanBucket& bucket(int b) const { return buckets[static_cast<size_t>(b)]; }
+  const PlanParam& param(int p) const { return params[static_cast<size_t>(p)]; }
+  ElemRange bucket_range(int b) const { return {bucket(b).flat_begin, bucket(b).padded}; }  // Full
+  ElemRange param_range(int p) const { return {param(p).flat_begin, param(p).numel}; }      // Full
+  // Parameter p inside its bucket's buffer (a ring slot or a gathered bucket).
+  ElemRange param_in_bucket(int p) const { return {param(p).flat_begin - bucket(param(p).bucket).flat_begin, param(p).numel}; }
+  // Rank's slice of bucket b, in layout l.
+  ElemRange slice(int b, int rank, Layout l) const {
+    const PlanBucket& k = bucket(b);
+    return l == Layout::Full ? ElemRange{k.flat_begin + rank * k.slice, k.slice} : ElemRange{k.shard_begin, k.slice};
+  }
+  // The real (non-padding) head of rank's slice of bucket b, in layout l.
+  ElemRange real_slice(int b, int rank, Layout l) const;
+  // The range of bucket b this rank's optimizer updates, in layout l: the whole bucket when the
+  // optimizer is not sharded (stage 0), else the rank's slice.
+  ElemRange updated(int b, int rank, Layout l) const {
+    return flow.optimizer == Layout::Full ? bucket_range(b) : slice(b, rank, l);
+  }
+  int64_t numel_in(Layout l) const { return l == Layout::Full ? padded_numel : shard_numel; }
+  int64_t owned_flat_begin(int b, int rank) const { return slice(b, rank, Layout::Full).begin; }
   // Elements of rank's shard that hold real parameters (not padding), as (shard offset, count) runs.
   std::vector<std::pair<int64_t, int64_t>> real_shard_runs(int rank) const;
+
   // Stable hash of everything every rank must agree on (compared across ranks at start-up).
   uint64_t hash() const;
   std::string describe() const;  // human-readable table: bucket, unit, elements, padding, slice
+  // One step of the schedule, position by position ("bwd u3: close b3 -> reduce-scatter b3 ...").
+  std::string describe_timeline() const;
 };
 
-// persistence_threshold < 0 disables persistent buckets (stages 0-2).
+// The bucket layout alone (no schedule). persistence_threshold < 0 disables persistent buckets.
 ZeroPlan make_zero_plan(const std::vector<ParamSpec>& params, int num_units, int world, int64_t bucket_elems,
                         int64_t persistence_threshold);
+// Layout + the whole static schedule the engine executes.
+ZeroPlan make_engine_plan(const std::vector<ParamSpec>& params, const std::vector<std::vector<int>>& unit_params,
+                          const PlanOptions& o);
 
 }  // namespace zt

@@ -1,0 +1,137 @@
+// engine_grad_sync.cpp — start_grad_sync / finish_grad_sync: each bucket's gradients are
+// reduced on the comm stream as soon as the backward that completes them was issued.
+//   stage 0:    all-reduce the bucket in the full gradient buffer (at the boundary)
+//   stage 1:    reduce-scatter it; the sum lands in this rank's slice of the full buffer (boundary)
+//   stages 2-3: reduce-scatter the bucket's ring slot every micro-step; the owned slice is added
+//               into the shard accumulator on the comm stream, then the slot is free again.
+#include "engine_impl.h"
+#include "zerotrain/kernels/ops.h"
+#include "zerotrain/zero/zero_ops.h"
+
+namespace zt {
+
+GradSync::GradSync(EngineContext& cx, ModelStates& st) : cx_(cx), st_(st) {
+  const ZeroPlan& plan = cx.plan;
+  for (int k = 0; k < plan.ring_slots; ++k)
+    ring_.push_back({FlatBuffer(cx.dev, plan.compute, plan.ring_slot_elems, MemCategory::Buckets), cx.comm.create_event()});
+  for (int k = 0; k < plan.wire_slots; ++k)
+    wire_.push_back({FlatBuffer(cx.dev, plan.wire, plan.wire_slot_elems, MemCategory::Buckets), cx.comm.create_event()});
+  slot_of_.assign(plan.buckets.size(), -1);
+  if (plan.flow.grads == Layout::Full)
+    for (size_t b = 0; b < plan.buckets.size(); ++b) reduce_done_.push_back(cx.comm.create_event());
+  bind_grads();
+}
+
+// Backward writes into the full gradient buffer (stages 0-1), into per-parameter staging
+// buffers, or (stages 2-3, contiguous) into the bucket's ring slot, bound when it opens.
+void GradSync::bind_grads() {
+  const ZeroPlan& plan = cx_.plan;
+  for (int p = 0; p < static_cast<int>(plan.params.size()); ++p) {
+    if (plan.staged_grads) cx_.model.bind_grad(p, st_.staged[p].view().data);
+    else if (plan.flow.grads == Layout::Full) cx_.model.bind_grad(p, st_.grads.view(plan.param_range(p)).data);
+  }
+}
+
+void GradSync::open(int b) {
+  if (ring_.empty()) return;  // stages 0-1: gradients accumulate in place
+  const int n = static_cast<int>(ring_.size());
+  int slot = -1;
+  for (int k = 0; k < n && slot < 0; ++k)
+    if (ring_[(ring_next_ + k) % n].bucket < 0) slot = (ring_next_ + k) % n;
+  ZT_CHECK(slot >= 0, "bucket ring exhausted (plan/ring sizing bug)");
+  ring_next_ = (slot + 1) % n;
+  Slot& rs = ring_[slot];
+  rs.bucket = b;
+  slot_of_[b] = slot;
+  cx_.compute.wait(*rs.free);  // the slot's previous reduction has consumed it
+  const TensorView bucket = rs.buf.view({0, cx_.plan.bucket(b).padded});
+  zero_view(cx_.dev, bucket, cx_.compute);
+  if (cx_.plan.staged_grads) return;
+  for (int p : cx_.plan.bucket(b).params)
+    cx_.model.bind_grad(p, bucket.slice1d(cx_.plan.param_in_bucket(p).begin, cx_.plan.param(p).numel).data);
+}
+
+// The bucket's gradients as the buffer to reduce: staged per-parameter grads are added into
+// the full buffer (stages 0-1) or copied into the ring slot (2-3), then zeroed for the next
+// backward. Returns an empty view when nothing is reduced now (stages 0-1 before the boundary).
+TensorView GradSync::gather_into_reduced(int b, bool boundary) {
+  const ZeroPlan& plan = cx_.plan;
+  const PlanBucket& bk = plan.bucket(b);
+  const bool full = plan.flow.grads == Layout::Full;
+  const TensorView dst = full ? st_.grads.view(plan.bucket_range(b)) : ring_[slot_of_[b]].buf.view({0, bk.padded});
+  if (plan.staged_grads) {
+    for (int p : bk.params) {
+      const TensorView staged = st_.staged[p].view();
+      const TensorView into = dst.slice1d(plan.param_in_bucket(p).begin, staged.numel());
+      if (full) zero_ops::accumulate(cx_.compute, into, staged, 1.0f, false);
+      else copy_view(cx_.dev, into, staged, cx_.compute);
+      zero_view(cx_.dev, staged, cx_.compute);
+    }
+  }
+  if (!plan.flow.reduce_every_micro_step && !boundary) return TensorView();
+  return dst;
+}
+
+// communication_data_type differs from the reduced buffer: the collective runs on a cast copy
+// in the next wire slot (reused only after its previous reduction was consumed).
+TensorView GradSync::cast_to_wire(const TensorView& src, Slot*& ws) {
+  if (wire_.empty()) return src;
+  ws = &wire_[wire_next_];
+  wire_next_ = (wire_next_ + 1) % static_cast<int>(wire_.size());
+  cx_.compute.wait(*ws->free);
+  const TensorView on_wire = ws->buf.view({0, src.numel()});
+  ops::cast(cx_.compute, on_wire, src);
+  return on_wire;
+}
+
+// Issues the collective and lands the result where the optimizer reads it (plan.flow.grads
+// layout): in place, cast back from the wire slot, or accumulated into the shard accumulator.
+Event* GradSync::issue(int b, const TensorView& src, const TensorView& on_wire, bool first_micro) {
+  const ZeroPlan& plan = cx_.plan;
+  const std::string label = "b" + std::to_string(b);
+  TensorView reduced = on_wire;
+  if (plan.flow.all_reduce_grads) {
+    all_reduce_view(cx_.comm, on_wire, label);
+  } else {
+    reduced = rank_slice(on_wire, cx_.rank, cx_.world);
+    reduce_scatter_view(cx_.comm, on_wire, reduced, label);
+  }
+  const TensorView dest = plan.flow.all_reduce_grads ? src : st_.grads.view(plan.slice(b, cx_.rank, plan.flow.grads));
+  if (plan.flow.reduce_every_micro_step)
+    zero_ops::accumulate(cx_.comm.stream(), dest, reduced, 1.0f, first_micro);  // overwrite on the first micro-step
+  else if (reduced.data != dest.data)
+    ops::cast(cx_.comm.stream(), dest, reduced);
+  return plan.flow.grads == Layout::Full ? reduce_done_[b].get() : ring_[slot_of_[b]].free.get();
+}
+
+// start_grad_sync: bucket b's gradients are complete on the compute stream.
+void GradSync::start(int b, bool first_micro, bool boundary) {
+  const TensorView src = gather_into_reduced(b, boundary);
+  if (!src.data) return;
+  const double pre = cx_.opt.prescale_gradients ? 1.0 / cx_.world : 1.0 / cx_.opt.gradient_predivide_factor;
+  if (pre != 1.0) ops::scale(cx_.compute, src, static_cast<float>(pre));
+  Slot* ws = nullptr;
+  const TensorView on_wire = cast_to_wire(src, ws);
+  cx_.comm_waits_for_compute();
+  Event* done = issue(b, src, on_wire, first_micro);
+  if (ws) ws->free->record(cx_.comm.stream());
+  done->record(cx_.comm.stream());
+  if (slot_of_[b] >= 0) {
+    ring_[slot_of_[b]].bucket = -1;
+    slot_of_[b] = -1;
+  }
+  last_ = done;
+  cx_.compute_waits_unless_overlap(*done);
+}
+
+// finish_grad_sync: the comm stream completes in issue order, so the last event covers all.
+void GradSync::finish() {
+  if (last_) cx_.compute.wait(*last_);
+}
+
+void GradSync::reset_after_step() {
+  if (cx_.plan.flow.grads == Layout::Full) zero_view(cx_.dev, st_.grads.view(), cx_.compute);
+  last_ = nullptr;
+}
+
+}  // namespace zt

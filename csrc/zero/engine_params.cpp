@@ -1,0 +1,82 @@
+// engine_params.cpp — parameters in and out of the engine: initialisation and loading fill
+// only the ranges this rank's optimizer owns; saving all-gathers the master weights to one rank.
+#include <algorithm>
+
+#include "engine_impl.h"
+#include "zerotrain/kernels/ops.h"
+
+namespace zt {
+
+// src(param, begin, count, out) writes count fp32 values of parameter `param` from element
+// `begin`. Each bucket's updated range (whole bucket at stage 0, the owned slice otherwise)
+// is read in the flat layout and stored at its place in the master buffer's layout.
+void ZeroEngine::Impl::fill_master(const ZeroEngine::ParamSliceSource& src) {
+  const ZeroPlan& plan = cx.plan;
+  const Layout opt_layout = plan.flow.optimizer;
+  std::vector<float> host(static_cast<size_t>(states.master.numel()), 0.0f);
+  for (const PlanBucket& b : plan.buckets) {
+    const ElemRange region = plan.updated(b.id, cx.rank, Layout::Full);
+    const int64_t master_at = plan.updated(b.id, cx.rank, opt_layout).begin;
+    for (int p : b.params) {
+      const ElemRange pr = plan.param_range(p);
+      const int64_t lo = std::max(pr.begin, region.begin), hi = std::min(pr.end(), region.end());
+      if (hi > lo) src(p, lo - pr.begin, hi - lo, host.data() + master_at + (lo - region.begin));
+    }
+  }
+  FlatBuffer staging(cx.dev, DType::F32, states.master.numel(), MemCategory::Workspace, false);
+  cx.dev.memcpy_async(staging.view().data, host.data(), staging.bytes(), CopyKind::HostToDevice, cx.compute);
+  if (staging.numel() > 0) ops::cast(cx.compute, states.master.view(), staging.view());
+  cx.compute.synchronize();  // `host` and `staging` die here
+  write_params_from_master();
+}
+
+void ZeroEngine::Impl::write_params_from_master() {
+  const ZeroPlan& plan = cx.plan;
+  for (const PlanBucket& b : plan.buckets) {
+    const ElemRange m = plan.updated(b.id, cx.rank, plan.flow.optimizer);
+    if (m.count == 0) continue;
+    ops::cast(cx.compute, states.params.view(plan.updated(b.id, cx.rank, plan.flow.params)), states.master.view(m));
+  }
+  param_sync->start();
+}
+
+void ZeroEngine::init_parameters(uint64_t seed) {
+  const auto& specs = impl_->cx.model.params();
+  impl_->fill_master([&](int p, int64_t begin, int64_t count, float* out) {
+    init_param_slice(seed, specs[static_cast<size_t>(p)], begin, count, out);
+  });
+}
+
+void ZeroEngine::load_parameters(const ParamSliceSource& src) { impl_->fill_master(src); }
+
+std::vector<std::vector<float>> ZeroEngine::gather_parameters(int root) {
+  EngineContext& cx = impl_->cx;
+  const FlatBuffer& master = impl_->states.master;
+  FlatBuffer full(cx.dev, master.dtype(), plan_.padded_numel, MemCategory::Workspace);
+  if (plan_.flow.optimizer == Layout::Full) {
+    if (full.numel() > 0) ops::cast(cx.compute, full.view(), master.view());
+  } else {
+    cx.comm_waits_for_compute();  // the optimizer's writes to master are done
+    for (const PlanBucket& b : plan_.buckets)
+      all_gather_view(cx.comm, master.view(plan_.slice(b.id, cx.rank, Layout::Shard)), full.view(plan_.bucket_range(b.id)),
+                      "save b" + std::to_string(b.id), nullptr);
+    cx.comm.synchronize();
+  }
+  std::vector<std::vector<float>> out;
+  if (cx.rank != root) {
+    cx.compute.synchronize();
+    return out;
+  }
+  FlatBuffer f32(cx.dev, DType::F32, plan_.padded_numel, MemCategory::Workspace, false);
+  std::vector<float> host(static_cast<size_t>(plan_.padded_numel));
+  if (f32.numel() > 0) {
+    ops::cast(cx.compute, f32.view(), full.view());
+    cx.dev.memcpy_async(host.data(), f32.view().data, f32.bytes(), CopyKind::DeviceToHost, cx.compute);
+  }
+  cx.compute.synchronize();
+  for (const PlanParam& p : plan_.params)
+    out.emplace_back(host.begin() + p.flat_begin, host.begin() + p.flat_begin + p.numel);
+  return out;
+}
+
+}  // namespace zt

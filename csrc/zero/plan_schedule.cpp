@@ -1,0 +1,191 @@
+// plan_schedule.cpp — the static schedule on top of the bucket layout: which backward opens
+// and closes each bucket, ring and wire slot sizing, post-step all-gather groups, and the
+// stage-3 gather / prefetch / release lists. Everything here is a pure function of the layout
+// and the options, so every rank derives the same schedule (and the same hash).
+#include <algorithm>
+
+#include "zerotrain/core/check.h"
+#include "zerotrain/zero/plan.h"
+
+namespace zt {
+
+StageFlow stage_flow(int stage) {
+  ZT_CHECK(stage >= 0 && stage <= 3, "ZeRO stage " + std::to_string(stage));
+  StageFlow f;
+  f.stage = stage;
+  f.optimizer = stage >= 1 ? Layout::Shard : Layout::Full;
+  f.grads = stage >= 2 ? Layout::Shard : Layout::Full;
+  f.params = stage == 3 ? Layout::Shard : Layout::Full;
+  f.reduce_every_micro_step = stage >= 2;
+  f.all_reduce_grads = stage == 0;
+  f.gather_after_step = stage == 1 || stage == 2;
+  f.gather_before_use = stage == 3;
+  return f;
+}
+
+namespace {
+
+int64_t max_padded(const ZeroPlan& plan) {
+  int64_t m = 0;
+  for (const PlanBucket& b : plan.buckets) m = std::max(m, b.padded);
+  return m;
+}
+
+// A bucket opens at the backward of the highest unit that writes its gradients and is complete
+// after the backward of the lowest one (units run backward from U-1 to 0).
+void backward_spans(ZeroPlan& plan) {
+  const int U = plan.num_units();
+  for (int u = 0; u < U; ++u) {
+    for (int p : plan.unit_params[static_cast<size_t>(u)]) {
+      PlanBucket& b = plan.buckets[static_cast<size_t>(plan.param(p).bucket)];
+      b.opens_at = std::max(b.opens_at, u);
+      b.closes_at = b.closes_at < 0 ? u : std::min(b.closes_at, u);
+    }
+  }
+  plan.opens_at.assign(static_cast<size_t>(U), {});
+  plan.closes_at.assign(static_cast<size_t>(U), {});
+  for (const PlanBucket& b : plan.buckets) {
+    ZT_CHECK(b.opens_at >= 0, "bucket " + std::to_string(b.id) + " is read by no unit");
+    plan.opens_at[static_cast<size_t>(b.opens_at)].push_back(b.id);
+    plan.closes_at[static_cast<size_t>(b.closes_at)].push_back(b.id);
+  }
+}
+
+// Stages 2-3: as many ring slots as buckets open at once during backward, plus one so a new
+// bucket never waits on the reduction of the one just closed. Each slot holds the largest bucket.
+void size_ring(ZeroPlan& plan) {
+  if (plan.flow.grads != Layout::Shard) return;
+  int open = 0, max_open = 0;
+  for (int u = plan.num_units() - 1; u >= 0; --u) {
+    open += static_cast<int>(plan.opens_at[static_cast<size_t>(u)].size());
+    max_open = std::max(max_open, open);
+    open -= static_cast<int>(plan.closes_at[static_cast<size_t>(u)].size());
+  }
+  plan.ring_slots = max_open + 1;
+  plan.ring_slot_elems = max_padded(plan);
+}
+
+// Stages 1-2: consecutive buckets grouped up to allgather_bucket_elems.
+void group_all_gathers(ZeroPlan& plan, int64_t group_elems) {
+  if (!plan.flow.gather_after_step) return;
+  int64_t in_group = 0;
+  for (PlanBucket& b : plan.buckets) {
+    if (plan.ag_groups.empty() || (in_group > 0 && in_group + b.padded > group_elems)) {
+      plan.ag_groups.push_back({b.id, 0});
+      in_group = 0;
+    }
+    in_group += b.padded;
+    plan.ag_groups.back().count += 1;
+    b.ag_group = static_cast<int>(plan.ag_groups.size()) - 1;
+  }
+}
+
+bool contains(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+// Stage 3: replays one micro-step of gathering. At its start every non-persistent bucket is
+// released (the previous micro-step released them all) and persistent ones are live.
+class GatherSimulation {
+ public:
+  GatherSimulation(ZeroPlan& plan, const PlanOptions& o) : plan_(plan), o_(o), live_(plan.buckets.size(), false) {
+    for (const PlanBucket& b : plan.buckets) live_[static_cast<size_t>(b.id)] = b.persistent;
+  }
+  void run() {
+    const int positions = 2 * plan_.num_units();
+    plan_.gather_steps.resize(static_cast<size_t>(positions));
+    for (int pos = 0; pos < positions; ++pos) plan_.gather_steps[static_cast<size_t>(pos)].need = needs(pos);
+    for (int pos = 0; pos < positions; ++pos) {
+      GatherStep& g = plan_.gather_steps[static_cast<size_t>(pos)];
+      for (int b : g.need)
+        if (!live_[static_cast<size_t>(b)]) g.gather.push_back(gather(b));
+      for (int b : g.need) g.current += plan_.bucket(b).persistent ? 0 : plan_.bucket(b).padded;
+      prefetch(pos, g);
+      g.live = live_elems_;
+      plan_.peak_live_elems = std::max(plan_.peak_live_elems, g.live);
+      plan_.peak_live_beyond_current = std::max(plan_.peak_live_beyond_current, g.live - g.current);
+      for (int b : g.need)
+        if (!plan_.bucket(b).persistent && !reused_soon(b, pos)) g.release.push_back(release(b));
+    }
+  }
+
+ private:
+  int unit_of(int pos) const { return pos < plan_.num_units() ? pos : 2 * plan_.num_units() - 1 - pos; }
+  std::vector<int> needs(int pos) const {
+    std::vector<int> n;
+    for (int p : plan_.unit_params[static_cast<size_t>(unit_of(pos))]) n.push_back(plan_.param(p).bucket);
+    std::sort(n.begin(), n.end());
+    n.erase(std::unique(n.begin(), n.end()), n.end());
+    return n;
+  }
+  int gather(int b) {
+    if (!plan_.bucket(b).persistent) live_elems_ += plan_.bucket(b).padded;
+    live_[static_cast<size_t>(b)] = true;
+    return b;
+  }
+  int release(int b) {
+    live_[static_cast<size_t>(b)] = false;
+    live_elems_ -= plan_.bucket(b).padded;
+    return b;
+  }
+  // Upcoming buckets in schedule order until stage3_prefetch_bucket_size or
+  // stage3_max_live_parameters (not counting this position's own buckets) would be exceeded.
+  void prefetch(int pos, GatherStep& g) {
+    int64_t taken = 0;
+    for (int j = pos + 1; j < static_cast<int>(plan_.gather_steps.size()); ++j) {
+      for (int b : plan_.gather_steps[static_cast<size_t>(j)].need) {
+        const PlanBucket& k = plan_.bucket(b);
+        if (k.persistent || live_[static_cast<size_t>(b)]) continue;
+        if (taken + k.padded > o_.prefetch_elems || live_elems_ - g.current + k.padded > o_.max_live_elems) return;
+        g.prefetch.push_back(gather(b));
+        taken += k.padded;
+      }
+    }
+  }
+  // Needed again later in this micro-step, with fewer than stage3_max_reuse_distance elements
+  // of other needs in between.
+  bool reused_soon(int b, int pos) const {
+    int64_t distance = 0;
+    for (int j = pos + 1; j < static_cast<int>(plan_.gather_steps.size()); ++j) {
+      const std::vector<int>& n = plan_.gather_steps[static_cast<size_t>(j)].need;
+      if (contains(n, b)) return distance < o_.max_reuse_distance;
+      for (int x : n) distance += plan_.bucket(x).padded;
+    }
+    return false;
+  }
+
+  ZeroPlan& plan_;
+  const PlanOptions& o_;
+  std::vector<bool> live_;  // per bucket
+  int64_t live_elems_ = 0;  // Σ padded of live non-persistent buckets
+};
+
+}  // namespace
+
+ZeroPlan make_engine_plan(const std::vector<ParamSpec>& params, const std::vector<std::vector<int>>& unit_params,
+                          const PlanOptions& o) {
+  const StageFlow flow = stage_flow(o.stage);
+  ZeroPlan plan = make_zero_plan(params, static_cast<int>(unit_params.size()), o.world,
+                                 std::max<int64_t>(o.bucket_elems, 1),
+                                 flow.gather_before_use ? o.persistence_threshold : -1);
+  plan.flow = flow;
+  plan.unit_params = unit_params;
+  plan.compute = o.compute;
+  plan.grad_dtype = o.grad_accum;
+  plan.wire = o.wire;
+  // Backward writes compute-dtype grads; they are staged per parameter when they cannot go
+  // straight into the buffer that is reduced (contiguous_gradients off, or stages 0-1
+  // accumulating in another dtype).
+  plan.staged_grads = !o.contiguous_gradients || (flow.grads == Layout::Full && o.grad_accum != o.compute);
+  backward_spans(plan);
+  size_ring(plan);
+  // The reduced buffer: the full gradient buffer (stages 0-1) or a ring slot (compute dtype).
+  const DType reduced = flow.grads == Layout::Full ? plan.grad_dtype : plan.compute;
+  if (o.wire != reduced) {
+    plan.wire_slots = 2;  // double buffered
+    plan.wire_slot_elems = max_padded(plan);
+  }
+  group_all_gathers(plan, o.allgather_bucket_elems);
+  if (flow.gather_before_use) GatherSimulation(plan, o).run();
+  return plan;
+}
+
+}  // namespace zt
