@@ -13,7 +13,7 @@ namespace zt {
 void ZeroEngine::Impl::fill_master(const ZeroEngine::ParamSliceSource& src) {
   const ZeroPlan& plan = cx.plan;
   const Layout opt_layout = plan.flow.optimizer;
-  std::vector<float> host(static_cast<size_t>(states.master.numel()), 0.0f);
+  std::vector<float> host(states.master.numel(), 0.0f);
   for (const PlanBucket& b : plan.buckets) {
     const ElemRange region = plan.updated(b.id, cx.rank, Layout::Full);
     const int64_t master_at = plan.updated(b.id, cx.rank, opt_layout).begin;
@@ -43,7 +43,7 @@ void ZeroEngine::Impl::write_params_from_master() {
 void ZeroEngine::init_parameters(uint64_t seed) {
   const auto& specs = impl_->cx.model.params();
   impl_->fill_master([&](int p, int64_t begin, int64_t count, float* out) {
-    init_param_slice(seed, specs[static_cast<size_t>(p)], begin, count, out);
+    init_param_slice(seed, specs[p], begin, count, out);
   });
 }
 
@@ -68,7 +68,7 @@ std::vector<std::vector<float>> ZeroEngine::gather_parameters(int root) {
     return out;
   }
   FlatBuffer f32(cx.dev, DType::F32, plan_.padded_numel, MemCategory::Workspace, false);
-  std::vector<float> host(static_cast<size_t>(plan_.padded_numel));
+  std::vector<float> host(plan_.padded_numel);
   if (f32.numel() > 0) {
     ops::cast(cx.compute, f32.view(), full.view());
     cx.dev.memcpy_async(host.data(), f32.view().data, f32.bytes(), CopyKind::DeviceToHost, cx.compute);

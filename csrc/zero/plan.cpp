@@ -15,7 +15,7 @@ namespace {
 void unit_members(const std::vector<ParamSpec>& params, int u, int64_t persistence_threshold,
                   std::vector<int>& regular, std::vector<int>& persistent) {
   for (int i = 0; i < static_cast<int>(params.size()); ++i) {
-    const ParamSpec& p = params[static_cast<size_t>(i)];
+    const ParamSpec& p = params[i];
     if (p.unit != u) continue;
     const bool small = persistence_threshold >= 0 && p.numel <= persistence_threshold;
     (small ? persistent : regular).push_back(i);
@@ -28,13 +28,13 @@ int open_bucket(ZeroPlan& plan, int unit, bool persistent) {
   b.unit = unit;
   b.persistent = persistent;
   plan.buckets.push_back(b);
-  plan.unit_buckets[static_cast<size_t>(unit)].push_back(b.id);
+  plan.unit_buckets[unit].push_back(b.id);
   return b.id;
 }
 
 void add_to_bucket(ZeroPlan& plan, int b, int param, int64_t numel) {
-  plan.buckets[static_cast<size_t>(b)].params.push_back(param);
-  plan.buckets[static_cast<size_t>(b)].numel += numel;
+  plan.buckets[b].params.push_back(param);
+  plan.buckets[b].numel += numel;
 }
 
 // Pads every bucket to a multiple of the world size and assigns flat / shard offsets.
@@ -47,8 +47,8 @@ void place_buckets(ZeroPlan& plan, const std::vector<ParamSpec>& params) {
     b.shard_begin = shard;
     int64_t offset = flat;
     for (int i : b.params) {
-      PlanParam& p = plan.params[static_cast<size_t>(i)];
-      p = {i, b.id, offset, params[static_cast<size_t>(i)].numel};
+      PlanParam& p = plan.params[i];
+      p = {i, b.id, offset, params[i].numel};
       offset += p.numel;
     }
     flat += b.padded;
@@ -83,20 +83,20 @@ ZeroPlan make_zero_plan(const std::vector<ParamSpec>& params, int num_units, int
   plan.bucket_elems = bucket_elems;
   plan.persistence_threshold = persistence_threshold;
   plan.params.resize(params.size());
-  plan.unit_buckets.assign(static_cast<size_t>(num_units), {});
+  plan.unit_buckets.assign(num_units, {});
   for (int u = 0; u < num_units; ++u) {
     std::vector<int> regular, persistent;
     unit_members(params, u, persistence_threshold, regular, persistent);
     int current = -1;
     for (int i : regular) {
-      const int64_t n = params[static_cast<size_t>(i)].numel;
+      const int64_t n = params[i].numel;
       const PlanBucket* cur = current < 0 ? nullptr : &plan.bucket(current);
       if (!cur || (cur->numel > 0 && cur->numel + n > bucket_elems)) current = open_bucket(plan, u, false);
       add_to_bucket(plan, current, i, n);
     }
     if (persistent.empty()) continue;
     const int b = open_bucket(plan, u, true);
-    for (int i : persistent) add_to_bucket(plan, b, i, params[static_cast<size_t>(i)].numel);
+    for (int i : persistent) add_to_bucket(plan, b, i, params[i].numel);
   }
   place_buckets(plan, params);
   return plan;

@@ -36,18 +36,18 @@ int64_t max_padded(const ZeroPlan& plan) {
 void backward_spans(ZeroPlan& plan) {
   const int U = plan.num_units();
   for (int u = 0; u < U; ++u) {
-    for (int p : plan.unit_params[static_cast<size_t>(u)]) {
-      PlanBucket& b = plan.buckets[static_cast<size_t>(plan.param(p).bucket)];
+    for (int p : plan.unit_params[u]) {
+      PlanBucket& b = plan.buckets[plan.param(p).bucket];
       b.opens_at = std::max(b.opens_at, u);
       b.closes_at = b.closes_at < 0 ? u : std::min(b.closes_at, u);
     }
   }
-  plan.opens_at.assign(static_cast<size_t>(U), {});
-  plan.closes_at.assign(static_cast<size_t>(U), {});
+  plan.opens_at.assign(U, {});
+  plan.closes_at.assign(U, {});
   for (const PlanBucket& b : plan.buckets) {
     ZT_CHECK(b.opens_at >= 0, "bucket " + std::to_string(b.id) + " is read by no unit");
-    plan.opens_at[static_cast<size_t>(b.opens_at)].push_back(b.id);
-    plan.closes_at[static_cast<size_t>(b.closes_at)].push_back(b.id);
+    plan.opens_at[b.opens_at].push_back(b.id);
+    plan.closes_at[b.closes_at].push_back(b.id);
   }
 }
 
@@ -57,9 +57,9 @@ void size_ring(ZeroPlan& plan) {
   if (plan.flow.grads != Layout::Shard) return;
   int open = 0, max_open = 0;
   for (int u = plan.num_units() - 1; u >= 0; --u) {
-    open += static_cast<int>(plan.opens_at[static_cast<size_t>(u)].size());
+    open += static_cast<int>(plan.opens_at[u].size());
     max_open = std::max(max_open, open);
-    open -= static_cast<int>(plan.closes_at[static_cast<size_t>(u)].size());
+    open -= static_cast<int>(plan.closes_at[u].size());
   }
   plan.ring_slots = max_open + 1;
   plan.ring_slot_elems = max_padded(plan);
@@ -87,16 +87,16 @@ bool contains(const std::vector<int>& v, int x) { return std::find(v.begin(), v.
 class GatherSimulation {
  public:
   GatherSimulation(ZeroPlan& plan, const PlanOptions& o) : plan_(plan), o_(o), live_(plan.buckets.size(), false) {
-    for (const PlanBucket& b : plan.buckets) live_[static_cast<size_t>(b.id)] = b.persistent;
+    for (const PlanBucket& b : plan.buckets) live_[b.id] = b.persistent;
   }
   void run() {
     const int positions = 2 * plan_.num_units();
-    plan_.gather_steps.resize(static_cast<size_t>(positions));
-    for (int pos = 0; pos < positions; ++pos) plan_.gather_steps[static_cast<size_t>(pos)].need = needs(pos);
+    plan_.gather_steps.resize(positions);
+    for (int pos = 0; pos < positions; ++pos) plan_.gather_steps[pos].need = needs(pos);
     for (int pos = 0; pos < positions; ++pos) {
-      GatherStep& g = plan_.gather_steps[static_cast<size_t>(pos)];
+      GatherStep& g = plan_.gather_steps[pos];
       for (int b : g.need)
-        if (!live_[static_cast<size_t>(b)]) g.gather.push_back(gather(b));
+        if (!live_[b]) g.gather.push_back(gather(b));
       for (int b : g.need) g.current += plan_.bucket(b).persistent ? 0 : plan_.bucket(b).padded;
       prefetch(pos, g);
       g.live = live_elems_;
@@ -111,18 +111,18 @@ class GatherSimulation {
   int unit_of(int pos) const { return pos < plan_.num_units() ? pos : 2 * plan_.num_units() - 1 - pos; }
   std::vector<int> needs(int pos) const {
     std::vector<int> n;
-    for (int p : plan_.unit_params[static_cast<size_t>(unit_of(pos))]) n.push_back(plan_.param(p).bucket);
+    for (int p : plan_.unit_params[unit_of(pos)]) n.push_back(plan_.param(p).bucket);
     std::sort(n.begin(), n.end());
     n.erase(std::unique(n.begin(), n.end()), n.end());
     return n;
   }
   int gather(int b) {
     if (!plan_.bucket(b).persistent) live_elems_ += plan_.bucket(b).padded;
-    live_[static_cast<size_t>(b)] = true;
+    live_[b] = true;
     return b;
   }
   int release(int b) {
-    live_[static_cast<size_t>(b)] = false;
+    live_[b] = false;
     live_elems_ -= plan_.bucket(b).padded;
     return b;
   }
@@ -131,9 +131,9 @@ class GatherSimulation {
   void prefetch(int pos, GatherStep& g) {
     int64_t taken = 0;
     for (int j = pos + 1; j < static_cast<int>(plan_.gather_steps.size()); ++j) {
-      for (int b : plan_.gather_steps[static_cast<size_t>(j)].need) {
+      for (int b : plan_.gather_steps[j].need) {
         const PlanBucket& k = plan_.bucket(b);
-        if (k.persistent || live_[static_cast<size_t>(b)]) continue;
+        if (k.persistent || live_[b]) continue;
         if (taken + k.padded > o_.prefetch_elems || live_elems_ - g.current + k.padded > o_.max_live_elems) return;
         g.prefetch.push_back(gather(b));
         taken += k.padded;
@@ -145,7 +145,7 @@ class GatherSimulation {
   bool reused_soon(int b, int pos) const {
     int64_t distance = 0;
     for (int j = pos + 1; j < static_cast<int>(plan_.gather_steps.size()); ++j) {
-      const std::vector<int>& n = plan_.gather_steps[static_cast<size_t>(j)].need;
+      const std::vector<int>& n = plan_.gather_steps[j].need;
       if (contains(n, b)) return distance < o_.max_reuse_distance;
       for (int x : n) distance += plan_.bucket(x).padded;
     }

@@ -79,3 +79,85 @@ TEST(ZeroPlan, HashDependsOnLayoutAndWorld) {
   EXPECT_NE(a, make_zero_plan(ps, 2, 2, 5, -1).hash());
   EXPECT_FALSE(make_zero_plan(ps, 2, 2, 100, -1).describe().empty());
 }
+
+namespace {
+PlanOptions engine_opts(int stage, int world, int64_t bucket) {
+  PlanOptions o;
+  o.stage = stage;
+  o.world = world;
+  o.bucket_elems = bucket;
+  o.allgather_bucket_elems = 1000;
+  o.persistence_threshold = 4;
+  o.prefetch_elems = 30;
+  o.max_live_elems = 1000;
+  o.max_reuse_distance = 0;
+  return o;
+}
+}  // namespace
+
+// Unit 0 and unit 2 share a (tied) parameter: its bucket opens at unit 2's backward and closes
+// at unit 0's; the ring holds every bucket open at once plus one.
+TEST(EnginePlan, BackwardSpansAndRingFollowTiedParameters) {
+  auto ps = specs({{10, 0}, {20, 1}, {30, 2}});
+  std::vector<std::vector<int>> units = {{0}, {1}, {2, 0}};
+  ZeroPlan plan = make_engine_plan(ps, units, engine_opts(2, 2, 100));
+  ASSERT_EQ(plan.buckets.size(), 3u);
+  EXPECT_EQ(plan.bucket(0).opens_at, 2);
+  EXPECT_EQ(plan.bucket(0).closes_at, 0);
+  EXPECT_EQ(plan.opens_at[2], (std::vector<int>{0, 2}));
+  EXPECT_EQ(plan.closes_at[0], (std::vector<int>{0}));
+  EXPECT_EQ(plan.ring_slots, 3);  // b0 and b2 open together at u2; then b1 while b0 is open: max 2, +1
+  EXPECT_EQ(plan.ring_slot_elems, 30);
+  EXPECT_EQ(plan.wire_slots, 0);
+  EXPECT_TRUE(plan.ag_groups.size() == 1 && plan.ag_groups[0].count == 3);
+  EXPECT_NE(plan.describe_timeline().find("bwd u2: open b0 b2; backward; close b2 -> reduce-scatter b2"),
+            std::string::npos)
+      << plan.describe_timeline();
+}
+
+TEST(EnginePlan, StageFlowLayouts) {
+  for (int s = 0; s <= 3; ++s) {
+    StageFlow f = stage_flow(s);
+    EXPECT_EQ(f.optimizer == Layout::Shard, s >= 1);
+    EXPECT_EQ(f.grads == Layout::Shard, s >= 2);
+    EXPECT_EQ(f.params == Layout::Shard, s == 3);
+    EXPECT_EQ(f.all_reduce_grads, s == 0);
+  }
+  auto ps = specs({{10, 0}, {7, 0}});
+  ZeroPlan plan = make_engine_plan(ps, {{0, 1}}, engine_opts(1, 3, 100));  // one bucket: 17 -> padded 18
+  EXPECT_EQ(plan.updated(0, 2, Layout::Full).begin, 12);
+  EXPECT_EQ(plan.updated(0, 2, Layout::Shard).begin, 0);
+  EXPECT_EQ(plan.real_slice(0, 2, Layout::Full).count, 5);
+  ZeroPlan s0 = make_engine_plan(ps, {{0, 1}}, engine_opts(0, 3, 100));
+  EXPECT_EQ(s0.updated(0, 2, Layout::Full).count, 18);  // stage 0 updates the whole bucket
+}
+
+// Stage 3: needs per position, prefetch within the budget, release unless reused within the
+// distance, persistent buckets never listed; every micro-step ends with nothing gathered.
+TEST(EnginePlan, Stage3GatherSchedule) {
+  auto ps = specs({{20, 0}, {2, 0}, {20, 1}, {20, 2}});
+  std::vector<std::vector<int>> units = {{0, 1}, {2}, {3}};
+  ZeroPlan plan = make_engine_plan(ps, units, engine_opts(3, 2, 100));
+  // buckets: b0 = p0 (unit 0), b1 = p1 persistent (unit 0), b2 = p2, b3 = p3
+  ASSERT_EQ(plan.buckets.size(), 4u);
+  EXPECT_TRUE(plan.bucket(1).persistent);
+  ASSERT_EQ(plan.gather_steps.size(), 6u);
+  EXPECT_EQ(plan.gather_steps[0].gather, (std::vector<int>{0}));
+  EXPECT_EQ(plan.gather_steps[0].need, (std::vector<int>{0, 1}));
+  EXPECT_EQ(plan.gather_steps[0].prefetch, (std::vector<int>{2}));  // 20 <= 30; b3 would exceed it
+  EXPECT_EQ(plan.gather_steps[1].gather, (std::vector<int>{}));
+  EXPECT_EQ(plan.gather_steps[1].prefetch, (std::vector<int>{3}));
+  // fwd u2 then bwd u2: reused at distance 0, which is not < stage3_max_reuse_distance 0
+  EXPECT_EQ(plan.gather_steps[2].release, (std::vector<int>{3}));
+  PlanOptions keep = engine_opts(3, 2, 100);
+  keep.max_reuse_distance = 1;
+  EXPECT_EQ(make_engine_plan(ps, units, keep).gather_steps[2].release, (std::vector<int>{}));
+  EXPECT_EQ(plan.gather_steps[2].current, 20);
+  int64_t gathered = 0, released = 0;
+  for (const GatherStep& g : plan.gather_steps) {
+    gathered += static_cast<int64_t>(g.gather.size() + g.prefetch.size());
+    released += static_cast<int64_t>(g.release.size());
+  }
+  EXPECT_EQ(gathered, released);
+  EXPECT_NE(plan.hash(), make_engine_plan(ps, units, engine_opts(2, 2, 100)).hash());
+}
