@@ -199,7 +199,7 @@ int run(const Args& a) {
   std::printf("%-10s %7d %10.2f %10.2f %10.2f %9.2f %9.2f %9.2f %12.0f %9.2f %10.2f %14.0f\n", a.label.c_str(),
               a.threads, med, mean, mn, fwd, bwd, opt, tok_s, gflop_step / (med / 1e3), cpu, tokens / (cpu / 1e3));
   std::printf("  (step_ms = median wall time of one step; tokens_per_s = B*T / step_ms; GFLOP/s uses the PaLM\n"
-              "   convention 6N + 12 L C T FLOPs/token, docs/anchors.md A.0; cpu_ms = median process CPU time of one\n"
+              "   convention 6N + 12 L C T FLOPs/token (PaLM convention); cpu_ms = median process CPU time of one\n"
               "   step, all threads; tokens_per_cpu_s = B*T / cpu_ms, robust to other load on the machine)\n");
 
   if (!a.csv.empty()) {

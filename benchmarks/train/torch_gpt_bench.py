@@ -119,7 +119,7 @@ def main():
     fwd, bwd, optm, cpu = (statistics.median(r[i] for r in rows) for i in (0, 1, 2, 4))
     tokens = a.batch * a.seq
     tok_s = tokens / (med / 1e3)
-    # PaLM convention (docs/anchors.md A.0): T * (6N + 12 L C T) per sequence, N counts wte once.
+    # PaLM convention: T * (6N + 12 L C T) per sequence, N counts wte once.
     gflop = a.batch * a.seq * (6 * nparams + 12 * a.n_layer * a.n_embd * a.seq) / 1e9
     impl = "pytorch-" + torch.__version__.split("+")[0] + ("-foreach" if a.foreach else "")
     print("PyTorch %s single-process GPT training throughput (CPU, fp32, AdamW%s)" %

@@ -292,7 +292,7 @@ TEST(GptModel, Gpt2SmallSizesAndFlops) {
   EXPECT_EQ(gpt_num_params(c), 124439808);  // Hugging Face gpt2
   const double n = 124439808.0;
   EXPECT_DOUBLE_EQ(gpt_flops_per_sequence(c, 1024), 1024.0 * (6 * n + 12.0 * 12 * 768 * 1024));
-  EXPECT_NEAR(gpt_flops_per_sequence(c, 1024) / 1024, 860e6, 0.5e6);  // anchors.md A.0
+  EXPECT_NEAR(gpt_flops_per_sequence(c, 1024) / 1024, 860e6, 0.5e6);  // PaLM convention: 6N + 12·L·C·T FLOPs per token
 }
 
 TEST(GptModel, BadBatchIsInputError) {

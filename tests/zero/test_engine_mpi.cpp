@@ -29,7 +29,7 @@ double rel_diff(const std::vector<float>& a, const std::vector<float>& ref) {
 }
 
 // Every parameter within `tol` relative of the reference. The key part of each c_attn bias
-// has an exactly zero true gradient (design.md §7): Adam turns its round-off into steps of up
+// has an exactly zero true gradient (docs/design.md §7): Adam turns its round-off into steps of up
 // to lr, so it is bounded by lr * steps instead.
 void expect_params_close(const RunResult& got, const RunResult& ref, double tol, double lr, int steps,
                          const std::string& what) {

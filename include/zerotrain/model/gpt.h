@@ -18,7 +18,7 @@ namespace zt {
 
 std::unique_ptr<Model> make_gpt(const GptConfig& cfg, const ModelOptions& opt);
 
-// Forward+backward FLOPs of one sequence of T tokens (PaLM convention, docs/anchors.md A.0):
+// Forward+backward FLOPs of one sequence of T tokens (PaLM convention):
 // T · (6·N + 12·L·C·T), N = all parameters (wte counted once: it is the tied head's matmul).
 // GPT-2 124M at T=1024: 860 M FLOPs/token. flops_per_sample() is this at T = n_ctx.
 double gpt_flops_per_sequence(const GptConfig& cfg, int64_t T);

@@ -1,4 +1,4 @@
-// init_rng.h — counter-based parameter initialisation (design.md §4, "shard-local init").
+// init_rng.h — counter-based parameter initialisation (docs/design.md, "shard-local initialisation").
 //
 // Element i of a parameter named `name` under `seed` is a pure function of (seed, name, i):
 //   key   = splitmix64(seed ^ splitmix64(fnv1a64(name)))
