@@ -1,8 +1,9 @@
-// zero_ops.cu — CUDA side of zero_ops.h: grid-stride element-wise kernels.
+// zero_ops.cu — CUDA launchers of the engine ops (ZT_ENGINE_OP in op_list.h, entry points in
+// zero/zero_ops.h): grid-stride element-wise kernels.
 #include "zerotrain/core/check_cuda.h"
-#include "zerotrain/zero/zero_ops.h"
+#include "zerotrain/kernels/cuda_ops.h"
 
-namespace zt::cuda_zero_ops {
+namespace zt::cuda_ops {
 
 namespace {
 __device__ __forceinline__ float load(const void* p, DType t, int64_t i) {
@@ -62,4 +63,4 @@ void sgd_step(Stream& s, const TensorView& p, const TensorView& momentum_buf, co
   ZT_CUDA_CHECK(cudaGetLastError());
 }
 
-}  // namespace zt::cuda_zero_ops
+}  // namespace zt::cuda_ops

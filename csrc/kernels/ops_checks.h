@@ -1,19 +1,12 @@
-// ops_checks.h — argument checks and backend dispatch shared by the zt::ops entry points
-// (ops*.cpp; private to csrc/kernels). A failed check is a programming error: ZT_CHECK.
+// ops_checks.h — argument checks shared by the zt::ops entry points (ops*.cpp; private to
+// csrc/kernels), which then call dispatch::name. A failed check is a programming error: ZT_CHECK.
 #pragma once
 #include <string>
 #include <tuple>
 #include <utility>
 
-#include "cpu_kernels.h"
-#include "zerotrain/core/cpu_stream.h"
+#include "zerotrain/kernels/dispatch.h"
 #include "zerotrain/kernels/ops.h"
-#if defined(ZT_WITH_CUDA)
-#include "zerotrain/kernels/cuda_ops.h"
-#define ZT_ON_CUDA(...) __VA_ARGS__
-#else
-#define ZT_ON_CUDA(...) ZT_CHECK(false, "a CUDA stream was passed to a kernel, but the CUDA backend is not built")
-#endif
 
 namespace zt::ops::detail {
 
@@ -45,6 +38,19 @@ inline void check_rows(const TensorView& t, int64_t cols, const char* op, const 
 }
 inline void check_ptr(const void* p, int64_t n, const char* op, const char* name) {
   ZT_CHECK(n == 0 || p != nullptr, where(op, name) + " is null");
+}
+// t: on the stream's device, n elements, the dtype of ref.
+inline void check_like(const Stream& s, const TensorView& t, int64_t n, const TensorView& ref, const char* op,
+                       const char* name) {
+  check_tensor(s, t, op, name);
+  check_numel(t, n, op, name);
+  check_same(t, ref, op, name);
+}
+// t: on the stream's device, n elements, F32 (saved statistics, probabilities, losses).
+inline void check_f32(const Stream& s, const TensorView& t, int64_t n, const char* op, const char* name) {
+  check_tensor(s, t, op, name);
+  check_numel(t, n, op, name);
+  check_dtype(t, DType::F32, op, name);
 }
 // a and b: same device as the stream, same dtype, same element count.
 inline void check_pair(const Stream& s, const char* op, const TensorView& a, const char* an, const TensorView& b,

@@ -21,17 +21,9 @@ void attention_forward(Stream& s, const TensorView& out, const TensorView& att, 
   check_attention_dims(B, T, C, H, op);
   check_tensor(s, qkv, op, "qkv");
   check_numel(qkv, B * T * 3 * C, op, "qkv");
-  check_tensor(s, out, op, "out");
-  check_numel(out, B * T * C, op, "out");
-  check_same(out, qkv, op, "out");
-  check_tensor(s, att, op, "att");
-  check_numel(att, B * H * T * T, op, "att");
-  check_dtype(att, DType::F32, op, "att");
-  if (s.kind() == DeviceKind::CPU) {
-    cpu_enqueue(s, [=] { cpu_ops::attention_forward(out, att, qkv, B, T, C, H); });
-  } else {
-    ZT_ON_CUDA(cuda_ops::attention_forward(s, out, att, qkv, B, T, C, H));
-  }
+  check_like(s, out, B * T * C, qkv, op, "out");
+  check_f32(s, att, B * H * T * T, op, "att");
+  dispatch::attention_forward(s, out, att, qkv, B, T, C, H);
 }
 
 void attention_backward(Stream& s, const TensorView& dqkv, const TensorView& datt_scratch, const TensorView& dout,
@@ -41,19 +33,10 @@ void attention_backward(Stream& s, const TensorView& dqkv, const TensorView& dat
   check_tensor(s, qkv, op, "qkv");
   check_numel(qkv, B * T * 3 * C, op, "qkv");
   check_pair(s, op, qkv, "qkv", dqkv, "dqkv");
-  check_tensor(s, dout, op, "dout");
-  check_numel(dout, B * T * C, op, "dout");
-  check_same(dout, qkv, op, "dout");
-  for (auto [t, name] : {std::pair{&att, "att"}, std::pair{&datt_scratch, "datt_scratch"}}) {
-    check_tensor(s, *t, op, name);
-    check_numel(*t, B * H * T * T, op, name);
-    check_dtype(*t, DType::F32, op, name);
-  }
-  if (s.kind() == DeviceKind::CPU) {
-    cpu_enqueue(s, [=] { cpu_ops::attention_backward(dqkv, datt_scratch, dout, qkv, att, B, T, C, H); });
-  } else {
-    ZT_ON_CUDA(cuda_ops::attention_backward(s, dqkv, datt_scratch, dout, qkv, att, B, T, C, H));
-  }
+  check_like(s, dout, B * T * C, qkv, op, "dout");
+  check_f32(s, att, B * H * T * T, op, "att");
+  check_f32(s, datt_scratch, B * H * T * T, op, "datt_scratch");
+  dispatch::attention_backward(s, dqkv, datt_scratch, dout, qkv, att, B, T, C, H);
 }
 
 namespace {
@@ -80,21 +63,13 @@ void check_embedding(const Stream& s, const char* op, const TensorView& x, const
 void embedding_forward(Stream& s, const TensorView& out, const int32_t* tokens, const TensorView& wte,
                        const TensorView& wpe, int64_t B, int64_t T, int64_t C) {
   check_embedding(s, "embedding_forward", out, "out", wte, "wte", wpe, "wpe", tokens, B, T, C);
-  if (s.kind() == DeviceKind::CPU) {
-    cpu_enqueue(s, [=] { cpu_ops::embedding_forward(out, tokens, wte, wpe, B, T, C); });
-  } else {
-    ZT_ON_CUDA(cuda_ops::embedding_forward(s, out, tokens, wte, wpe, B, T, C));
-  }
+  dispatch::embedding_forward(s, out, tokens, wte, wpe, B, T, C);
 }
 
 void embedding_backward(Stream& s, const TensorView& dwte, const TensorView& dwpe, const TensorView& dout,
                         const int32_t* tokens, int64_t B, int64_t T, int64_t C) {
   check_embedding(s, "embedding_backward", dout, "dout", dwte, "dwte", dwpe, "dwpe", tokens, B, T, C);
-  if (s.kind() == DeviceKind::CPU) {
-    cpu_enqueue(s, [=] { cpu_ops::embedding_backward(dwte, dwpe, dout, tokens, B, T, C); });
-  } else {
-    ZT_ON_CUDA(cuda_ops::embedding_backward(s, dwte, dwpe, dout, tokens, B, T, C));
-  }
+  dispatch::embedding_backward(s, dwte, dwpe, dout, tokens, B, T, C);
 }
 
 void softmax_cross_entropy(Stream& s, const TensorView& losses, const TensorView& dlogits, const TensorView& logits,
@@ -109,11 +84,7 @@ void softmax_cross_entropy(Stream& s, const TensorView& losses, const TensorView
                " non-empty rows");
   check_pair(s, op, logits, "logits", dlogits, "dlogits");
   check_ptr(targets, N, op, "targets");
-  if (s.kind() == DeviceKind::CPU) {
-    cpu_enqueue(s, [=] { cpu_ops::softmax_cross_entropy(losses, dlogits, logits, targets, dloss); });
-  } else {
-    ZT_ON_CUDA(cuda_ops::softmax_cross_entropy(s, losses, dlogits, logits, targets, dloss));
-  }
+  dispatch::softmax_cross_entropy(s, losses, dlogits, logits, targets, dloss);
 }
 
 void mse_loss(Stream& s, const TensorView& losses, const TensorView& dpred, const TensorView& pred,
@@ -127,11 +98,7 @@ void mse_loss(Stream& s, const TensorView& losses, const TensorView& dpred, cons
            where(op, "pred") + " has shape " + pred.shape_string() + ", not " + std::to_string(N) + " rows");
   check_pair(s, op, pred, "pred", target, "target");
   check_pair(s, op, pred, "pred", dpred, "dpred");
-  if (s.kind() == DeviceKind::CPU) {
-    cpu_enqueue(s, [=] { cpu_ops::mse_loss(losses, dpred, pred, target, dloss); });
-  } else {
-    ZT_ON_CUDA(cuda_ops::mse_loss(s, losses, dpred, pred, target, dloss));
-  }
+  dispatch::mse_loss(s, losses, dpred, pred, target, dloss);
 }
 
 }  // namespace zt::ops

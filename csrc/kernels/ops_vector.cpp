@@ -8,20 +8,12 @@ using namespace detail;
 void residual_add(Stream& s, const TensorView& out, const TensorView& a, const TensorView& b) {
   check_pair(s, "residual_add", out, "out", a, "a");
   check_pair(s, "residual_add", out, "out", b, "b");
-  if (s.kind() == DeviceKind::CPU) {
-    cpu_enqueue(s, [=] { cpu_ops::residual_add(out, a, b); });
-  } else {
-    ZT_ON_CUDA(cuda_ops::residual_add(s, out, a, b));
-  }
+  dispatch::residual_add(s, out, a, b);
 }
 
 void scale(Stream& s, const TensorView& x, float alpha) {
   check_tensor(s, x, "scale", "x");
-  if (s.kind() == DeviceKind::CPU) {
-    cpu_enqueue(s, [=] { cpu_ops::scale(x, alpha); });
-  } else {
-    ZT_ON_CUDA(cuda_ops::scale(s, x, alpha));
-  }
+  dispatch::scale(s, x, alpha);
 }
 
 void cast(Stream& s, const TensorView& dst, const TensorView& src) {
@@ -33,21 +25,13 @@ void cast(Stream& s, const TensorView& dst, const TensorView& src) {
     const char* s0 = static_cast<const char*>(src.data);
     ZT_CHECK(d0 + dst.nbytes() <= s0 || s0 + src.nbytes() <= d0, "ops::cast: dst overlaps src with a different dtype");
   }
-  if (s.kind() == DeviceKind::CPU) {
-    cpu_enqueue(s, [=] { cpu_ops::cast(dst, src); });
-  } else {
-    ZT_ON_CUDA(cuda_ops::cast(s, dst, src));
-  }
+  dispatch::cast(s, dst, src);
 }
 
 void squared_norm(Stream& s, double* out, const TensorView& src) {
   check_tensor(s, src, "squared_norm", "src");
   check_ptr(out, 1, "squared_norm", "out");
-  if (s.kind() == DeviceKind::CPU) {
-    cpu_enqueue(s, [=] { cpu_ops::squared_norm(out, src); });
-  } else {
-    ZT_ON_CUDA(cuda_ops::squared_norm(s, out, src));
-  }
+  dispatch::squared_norm(s, out, src);
 }
 
 void adam_step(Stream& s, const TensorView& p, const TensorView& m, const TensorView& v, const TensorView& g,
@@ -65,11 +49,7 @@ void adam_step(Stream& s, const TensorView& p, const TensorView& m, const Tensor
     check_numel(param_out, p.numel(), op, "param_out");
   }
   ZT_CHECK(a.bias_correction1 > 0.0f && a.bias_correction2 > 0.0f, "ops::adam_step: bias corrections must be > 0");
-  if (s.kind() == DeviceKind::CPU) {
-    cpu_enqueue(s, [=] { cpu_ops::adam_step(p, m, v, g, grad_scale, a, param_out); });
-  } else {
-    ZT_ON_CUDA(cuda_ops::adam_step(s, p, m, v, g, grad_scale, a, param_out));
-  }
+  dispatch::adam_step(s, p, m, v, g, grad_scale, a, param_out);
 }
 
 }  // namespace zt::ops

@@ -1,8 +1,10 @@
+// zero_ops.cpp — the engine ops (ZT_ENGINE_OP in kernels/op_list.h): CPU kernels, then the
+// validated entry points, which call dispatch::name like every zt::ops entry point.
 #include "zerotrain/zero/zero_ops.h"
 
-#include "zerotrain/core/cpu_stream.h"
+#include "zerotrain/kernels/dispatch.h"
 
-namespace zt::zero_ops {
+namespace zt::cpu_ops {
 
 namespace {
 template <typename D, typename S>
@@ -38,52 +40,45 @@ void store(const TensorView& t, int64_t i, float v) {
 }
 }  // namespace
 
+void accumulate(const TensorView& dst, const TensorView& src, float alpha, bool overwrite) {
+  const int64_t n = dst.numel();
+  switch (dst.dtype) {
+    case DType::F32: accumulate_from(static_cast<float*>(dst.data), src, n, alpha, overwrite); break;
+    case DType::BF16: accumulate_from(static_cast<bf16*>(dst.data), src, n, alpha, overwrite); break;
+    case DType::F16: accumulate_from(static_cast<fp16*>(dst.data), src, n, alpha, overwrite); break;
+  }
+}
+
+void sgd_step(const TensorView& p, const TensorView& momentum_buf, const TensorView& g, float grad_scale,
+              const optim::SgdParams& a, bool first_step, const TensorView& param_out) {
+  for (int64_t i = 0, n = p.numel(); i < n; ++i) {
+    float pv = load(p, i);
+    float buf = a.momentum != 0.0f ? load(momentum_buf, i) : 0.0f;
+    optim::sgd_update(pv, buf, grad_scale * load(g, i), a, first_step);
+    store(p, i, pv);
+    if (a.momentum != 0.0f) store(momentum_buf, i, buf);
+    if (param_out.data) store(param_out, i, pv);
+  }
+}
+
+}  // namespace zt::cpu_ops
+
+namespace zt::zero_ops {
+
 void accumulate(Stream& s, const TensorView& dst, const TensorView& src, float alpha, bool overwrite) {
   ZT_CHECK(dst.numel() == src.numel(), "accumulate: dst " + dst.shape_string() + " vs src " + src.shape_string());
   if (dst.numel() == 0) return;
-  if (s.kind() == DeviceKind::CUDA) {
-#if defined(ZT_WITH_CUDA)
-    cuda_zero_ops::accumulate(s, dst, src, alpha, overwrite);
-    return;
-#else
-    ZT_CHECK(false, "CUDA stream without the CUDA backend");
-#endif
-  }
-  cpu_enqueue(s, [dst, src, alpha, overwrite] {
-    int64_t n = dst.numel();
-    switch (dst.dtype) {
-      case DType::F32: accumulate_from(static_cast<float*>(dst.data), src, n, alpha, overwrite); break;
-      case DType::BF16: accumulate_from(static_cast<bf16*>(dst.data), src, n, alpha, overwrite); break;
-      case DType::F16: accumulate_from(static_cast<fp16*>(dst.data), src, n, alpha, overwrite); break;
-    }
-  });
+  dispatch::accumulate(s, dst, src, alpha, overwrite);
 }
 
 void sgd_step(Stream& s, const TensorView& p, const TensorView& momentum_buf, const TensorView& g, float grad_scale,
               const optim::SgdParams& a, bool first_step, const TensorView& param_out) {
-  int64_t n = p.numel();
+  const int64_t n = p.numel();
   ZT_CHECK(g.numel() == n && (a.momentum == 0.0f || momentum_buf.numel() == n) &&
                (param_out.data == nullptr || param_out.numel() == n),
            "sgd_step: shapes differ");
   if (n == 0) return;
-  if (s.kind() == DeviceKind::CUDA) {
-#if defined(ZT_WITH_CUDA)
-    cuda_zero_ops::sgd_step(s, p, momentum_buf, g, grad_scale, a, first_step, param_out);
-    return;
-#else
-    ZT_CHECK(false, "CUDA stream without the CUDA backend");
-#endif
-  }
-  cpu_enqueue(s, [=] {
-    for (int64_t i = 0; i < n; ++i) {
-      float pv = load(p, i);
-      float buf = a.momentum != 0.0f ? load(momentum_buf, i) : 0.0f;
-      optim::sgd_update(pv, buf, grad_scale * load(g, i), a, first_step);
-      store(p, i, pv);
-      if (a.momentum != 0.0f) store(momentum_buf, i, buf);
-      if (param_out.data) store(param_out, i, pv);
-    }
-  });
+  dispatch::sgd_step(s, p, momentum_buf, g, grad_scale, a, first_step, param_out);
 }
 
 }  // namespace zt::zero_ops

@@ -1,0 +1,133 @@
+// op_list.h — every op, declared once. An X-macro list with no include guard: a header defines
+// ZT_OP and/or ZT_ENGINE_OP, includes this file, and gets one expansion per entry (both macros
+// are #undef'd at the end; an undefined one expands to nothing). Expansions:
+//   ops.h       zt::ops::name(Stream& s, params)        validated entry points (ZT_OP only)
+//   zero_ops.h  zt::zero_ops::name(Stream& s, params)   validated entry points (ZT_ENGINE_OP only)
+//   cpu_ops.h   zt::cpu_ops::name params                CPU kernels, run on the stream's worker
+//   cuda_ops.h  zt::cuda_ops::name(Stream& s, params)   CUDA launchers, enqueue on s
+//   dispatch.h  zt::dispatch::name(Stream& s, params)   the backend switch the entry points call
+//
+// Entry: ZT_OP(name, (parameters after the stream), (the same parameters' names, in order)).
+// Adding an op: an entry here, its CPU kernel (csrc/kernels/cpu_*.cpp), its CUDA launcher
+// (kernels/*.cu), and its entry point (csrc/kernels/ops*.cpp): argument checks, then
+// dispatch::name(s, args). Conventions shared by every op are in ops.h.
+
+// Defined once per translation unit: prepend the stream to a parameter / argument list.
+#ifndef ZT_STREAM_PARAMS
+#define ZT_STREAM_PARAMS(...) (Stream& s, __VA_ARGS__)
+#define ZT_STREAM_ARGS(...) (s, __VA_ARGS__)
+#endif
+
+#ifndef ZT_OP
+#define ZT_OP(name, params, args)
+#endif
+#ifndef ZT_ENGINE_OP
+#define ZT_ENGINE_OP(name, params, args)
+#endif
+
+// ---- Kernel ops: zt::ops (ops.h), entry points in csrc/kernels/ops*.cpp ----
+
+// C[M,N] = alpha * op(A) · op(B) + beta * C. op(A) is [M,K] (A stored [K,M] when trans_a),
+// op(B) is [K,N] (B stored [N,K] when trans_b). A, B, C same dtype; fp32 accumulation.
+ZT_OP(gemm,
+      (bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const TensorView& A,
+       const TensorView& B, float beta, const TensorView& C),
+      (trans_a, trans_b, M, N, K, alpha, A, B, beta, C))
+
+// out[N,C] += bias[C] (broadcast over rows).
+ZT_OP(bias_add, (const TensorView& out, const TensorView& bias), (out, bias))
+// dbias[C] += sum over rows of dout[N,C].
+ZT_OP(bias_grad, (const TensorView& dbias, const TensorView& dout), (dbias, dout))
+
+// LayerNorm over the last dim. out[N,C]; mean[N], rstd[N] are fp32 (saved for backward).
+ZT_OP(layernorm_forward,
+      (const TensorView& out, const TensorView& mean, const TensorView& rstd, const TensorView& inp,
+       const TensorView& weight, const TensorView& bias, float eps),
+      (out, mean, rstd, inp, weight, bias, eps))
+// dinp[N,C] +=, dweight[C] +=, dbias[C] +=.
+ZT_OP(layernorm_backward,
+      (const TensorView& dinp, const TensorView& dweight, const TensorView& dbias, const TensorView& dout,
+       const TensorView& inp, const TensorView& weight, const TensorView& mean, const TensorView& rstd),
+      (dinp, dweight, dbias, dout, inp, weight, mean, rstd))
+
+// Elementwise activations over n = numel elements. Forward overwrites out; backward: dinp += dout·f'(inp).
+ZT_OP(gelu_forward, (const TensorView& out, const TensorView& inp), (out, inp))
+ZT_OP(gelu_backward, (const TensorView& dinp, const TensorView& inp, const TensorView& dout), (dinp, inp, dout))
+ZT_OP(relu_forward, (const TensorView& out, const TensorView& inp), (out, inp))
+ZT_OP(relu_backward, (const TensorView& dinp, const TensorView& inp, const TensorView& dout), (dinp, inp, dout))
+
+// Causal self-attention (GPT-2). qkv[B,T,3C] holds q|k|v, heads of size C/H.
+// out[B,T,C] overwrites; att[B,H,T,T] (fp32) saves the softmax probabilities for backward.
+ZT_OP(attention_forward,
+      (const TensorView& out, const TensorView& att, const TensorView& qkv, int64_t B, int64_t T, int64_t C,
+       int64_t H),
+      (out, att, qkv, B, T, C, H))
+// dqkv[B,T,3C] +=. datt_scratch[B,H,T,T] (fp32) is workspace.
+ZT_OP(attention_backward,
+      (const TensorView& dqkv, const TensorView& datt_scratch, const TensorView& dout, const TensorView& qkv,
+       const TensorView& att, int64_t B, int64_t T, int64_t C, int64_t H),
+      (dqkv, datt_scratch, dout, qkv, att, B, T, C, H))
+
+// Token + position embedding: out[B,T,C] = wte[tokens[b,t]] + wpe[t] (overwrites).
+// tokens[B,T] are int32 on the op's device.
+ZT_OP(embedding_forward,
+      (const TensorView& out, const int32_t* tokens, const TensorView& wte, const TensorView& wpe, int64_t B,
+       int64_t T, int64_t C),
+      (out, tokens, wte, wpe, B, T, C))
+// dwte[V,C] +=, dwpe[T',C] += (rows 0..T-1). Deterministic (no atomics).
+ZT_OP(embedding_backward,
+      (const TensorView& dwte, const TensorView& dwpe, const TensorView& dout, const int32_t* tokens, int64_t B,
+       int64_t T, int64_t C),
+      (dwte, dwpe, dout, tokens, B, T, C))
+
+// Fused softmax + cross-entropy over logits[N,V]: losses[N] (fp32) = -log softmax(logits)[target];
+// dlogits[N,V] (overwrites, may alias logits) = dloss · (softmax − onehot(target)).
+// targets[N] int32 on the op's device; a target < 0 is ignored (loss 0, zero grad).
+ZT_OP(softmax_cross_entropy,
+      (const TensorView& losses, const TensorView& dlogits, const TensorView& logits, const int32_t* targets,
+       float dloss),
+      (losses, dlogits, logits, targets, dloss))
+// Mean squared error over pred[N,K] vs target[N,K] (target same dtype): losses[N] (fp32) = mean_k (p−t)²
+// per row; dpred[N,K] (overwrites) = dloss · 2 (p − t) / K.
+ZT_OP(mse_loss,
+      (const TensorView& losses, const TensorView& dpred, const TensorView& pred, const TensorView& target,
+       float dloss),
+      (losses, dpred, pred, target, dloss))
+
+// out = a + b (elementwise, overwrites; out may alias a or b).
+ZT_OP(residual_add, (const TensorView& out, const TensorView& a, const TensorView& b), (out, a, b))
+// x *= alpha.
+ZT_OP(scale, (const TensorView& x, float alpha), (x, alpha))
+// dst = src converted (RNE), any dtype pair, same numel.
+ZT_OP(cast, (const TensorView& dst, const TensorView& src), (dst, src))
+// *out = sum of src² accumulated in double, in a fixed order (deterministic). `out` points to one
+// double on the op's device (overwrites). Non-finite input gives inf/nan.
+ZT_OP(squared_norm, (double* out, const TensorView& src), (out, src))
+
+// Adam/AdamW step over n elements of master weights p (F32, or BF16 with
+// bf16_master_weights_and_grads), moments m and v (F32, or BF16 when the optimizer states are
+// bf16), and gradient g (fp32 or compute dtype), with g multiplied by grad_scale first (folds
+// unscaling and clipping). If param_out is non-empty, it receives the updated p cast to its dtype
+// (the compute-dtype copy). See math::adam_update.
+ZT_OP(adam_step,
+      (const TensorView& p, const TensorView& m, const TensorView& v, const TensorView& g, float grad_scale,
+       const math::AdamParams& a, const TensorView& param_out),
+      (p, m, v, g, grad_scale, a, param_out))
+
+// ---- Engine ops: zt::zero_ops (zero/zero_ops.h), entry points and CPU kernels in
+// csrc/zero/zero_ops.cpp, CUDA launchers in kernels/zero_ops.cu ----
+
+// dst = (overwrite ? 0 : dst) + alpha · src, element-wise, any dtype pair, same numel. fp32 math.
+ZT_ENGINE_OP(accumulate, (const TensorView& dst, const TensorView& src, float alpha, bool overwrite),
+             (dst, src, alpha, overwrite))
+
+// SGD with momentum over p (master, F32/BF16), momentum_buf (same numel; unused when momentum
+// is 0) and g (any dtype), with g multiplied by grad_scale first; optim::sgd_update per element
+// (torch.optim.SGD semantics). param_out (optional) receives cast(p).
+ZT_ENGINE_OP(sgd_step,
+             (const TensorView& p, const TensorView& momentum_buf, const TensorView& g, float grad_scale,
+              const optim::SgdParams& a, bool first_step, const TensorView& param_out),
+             (p, momentum_buf, g, grad_scale, a, first_step, param_out))
+
+#undef ZT_OP
+#undef ZT_ENGINE_OP
