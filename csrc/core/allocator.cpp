@@ -1,6 +1,7 @@
 #include "zerotrain/core/allocator.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "zerotrain/core/device.h"
@@ -18,7 +19,8 @@ std::string TensorView::shape_string() const {
 const char* mem_category_name(MemCategory c) {
   static const char* kNames[kNumMemCategories] = {"params", "grads", "master", "optimizer_moments",
                                                    "buckets", "gather", "activations", "workspace",
-                                                   "pinned_host", "communicator"};
+                                                   "pinned_host", "communicator",
+                                                   "host_master", "host_moments", "host_params", "host_staging"};
   int i = static_cast<int>(c);
   return i >= 0 && i < kNumMemCategories ? kNames[i] : "?";
 }
@@ -66,7 +68,7 @@ std::string MemoryTracker::report(const char* title) const {
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
   if (this != &o) {
     reset();
-    dev_ = o.dev_; ptr_ = o.ptr_; bytes_ = o.bytes_; cat_ = o.cat_; pinned_ = o.pinned_;
+    dev_ = o.dev_; ptr_ = o.ptr_; bytes_ = o.bytes_; cat_ = o.cat_; where_ = o.where_;
     o.dev_ = nullptr; o.ptr_ = nullptr; o.bytes_ = 0;
   }
   return *this;
@@ -74,14 +76,18 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
 
 void DeviceBuffer::reset() {
   if (ptr_ && dev_) {
-    if (pinned_) dev_->raw_free_pinned(ptr_); else dev_->raw_free(ptr_);
+    switch (where_) {
+      case Where::Device: dev_->raw_free(ptr_); break;
+      case Where::PinnedHost: dev_->raw_free_pinned(ptr_); break;
+      case Where::PageableHost: std::free(ptr_); break;
+    }
     dev_->tracker().on_free(cat_, bytes_);
   }
   ptr_ = nullptr; bytes_ = 0; dev_ = nullptr;
 }
 
 TensorView DeviceBuffer::view(DType t, std::initializer_list<int64_t> dims) const {
-  TensorView v(ptr_, t, dims, pinned_ || !dev_ ? DeviceKind::CPU : dev_->kind());
+  TensorView v(ptr_, t, dims, on_host() || !dev_ ? DeviceKind::CPU : dev_->kind());
   ZT_CHECK(v.nbytes() <= bytes_, "view " + v.shape_string() + " is larger than its buffer (" +
                                      std::to_string(bytes_) + " B)");
   return v;
@@ -100,6 +106,17 @@ DeviceBuffer Device::alloc_pinned_host(size_t bytes) {
   void* p = raw_alloc_pinned(bytes);
   tracker_.on_alloc(MemCategory::PinnedHost, bytes);
   return DeviceBuffer(this, p, bytes, MemCategory::PinnedHost, true);
+}
+
+DeviceBuffer Device::alloc_host(size_t bytes, MemCategory c, bool pinned, bool zero) {
+  const DeviceBuffer::Where where = pinned ? DeviceBuffer::Where::PinnedHost : DeviceBuffer::Where::PageableHost;
+  if (bytes == 0) return DeviceBuffer(this, nullptr, 0, c, where);
+  void* p = pinned ? raw_alloc_pinned(bytes) : std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  ZT_CHECK(p != nullptr, std::string(pinned ? "pinned" : "pageable") + " host allocation of " + std::to_string(bytes) +
+                             " bytes (" + mem_category_name(c) + ")");
+  if (zero) std::memset(p, 0, bytes);
+  tracker_.on_alloc(c, bytes);
+  return DeviceBuffer(this, p, bytes, c, where);
 }
 
 }  // namespace zt

@@ -24,6 +24,10 @@ enum class MemCategory : uint8_t {
   Workspace,
   PinnedHost,     // page-locked host staging
   Communicator,   // communicator-internal buffers
+  HostMaster,     // offloaded master weights (host memory, pinned or pageable)
+  HostMoments,    // offloaded optimizer moments (host)
+  HostParams,     // offloaded stage-3 parameter shard (host)
+  HostStaging,    // host staging for offload copies
   kCount
 };
 constexpr int kNumMemCategories = static_cast<int>(MemCategory::kCount);
@@ -55,8 +59,11 @@ class Device;
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
+  enum class Where : uint8_t { Device, PinnedHost, PageableHost };
   DeviceBuffer(Device* dev, void* p, size_t bytes, MemCategory c, bool pinned_host)
-      : dev_(dev), ptr_(p), bytes_(bytes), cat_(c), pinned_(pinned_host) {}
+      : DeviceBuffer(dev, p, bytes, c, pinned_host ? Where::PinnedHost : Where::Device) {}
+  DeviceBuffer(Device* dev, void* p, size_t bytes, MemCategory c, Where where)
+      : dev_(dev), ptr_(p), bytes_(bytes), cat_(c), where_(where) {}
   ~DeviceBuffer() { reset(); }
   DeviceBuffer(DeviceBuffer&& o) noexcept { *this = std::move(o); }
   DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
@@ -68,7 +75,8 @@ class DeviceBuffer {
   template <typename T> T* as() const { return static_cast<T*>(ptr_); }
   size_t bytes() const { return bytes_; }
   MemCategory category() const { return cat_; }
-  bool pinned_host() const { return pinned_; }
+  bool pinned_host() const { return where_ == Where::PinnedHost; }
+  bool on_host() const { return where_ != Where::Device; }
   explicit operator bool() const { return ptr_ != nullptr; }
   TensorView view(DType t, std::initializer_list<int64_t> dims) const;
 
@@ -77,7 +85,7 @@ class DeviceBuffer {
   void* ptr_ = nullptr;
   size_t bytes_ = 0;
   MemCategory cat_ = MemCategory::Workspace;
-  bool pinned_ = false;
+  Where where_ = Where::Device;
 };
 
 }  // namespace zt

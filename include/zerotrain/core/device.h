@@ -57,6 +57,9 @@ class Device {
   // Tracked allocations. Device memory (zero-filled on request) and page-locked host memory.
   DeviceBuffer alloc(size_t bytes, MemCategory c, bool zero = false);
   DeviceBuffer alloc_pinned_host(size_t bytes);
+  // Host memory in category c: page-locked (cudaHostAlloc on CUDA) or pageable (aligned_alloc).
+  // On the CPU backend both are plain host memory, tracked apart from "device" categories.
+  DeviceBuffer alloc_host(size_t bytes, MemCategory c, bool pinned, bool zero = true);
   MemoryTracker& tracker() { return tracker_; }
 
   virtual std::unique_ptr<Stream> create_stream(const std::string& name) = 0;
