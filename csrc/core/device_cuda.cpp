@@ -15,6 +15,25 @@ namespace {
 
 std::atomic<CudaStreamReleaseHook> g_stream_release_hook{nullptr};
 
+// Makes `ordinal` the calling thread's current device for a scope (allocation may run on any
+// thread, and cudaMalloc / cudaMemsetAsync act on the current device).
+class CurrentDevice {
+ public:
+  explicit CurrentDevice(int ordinal) {
+    ZT_CUDA_CHECK(cudaGetDevice(&previous_));
+    if (previous_ != ordinal) ZT_CUDA_CHECK(cudaSetDevice(ordinal));
+    else previous_ = -1;
+  }
+  ~CurrentDevice() {
+    if (previous_ >= 0) cudaSetDevice(previous_);
+  }
+  CurrentDevice(const CurrentDevice&) = delete;
+  CurrentDevice& operator=(const CurrentDevice&) = delete;
+
+ private:
+  int previous_ = -1;  // -1: nothing to restore
+};
+
 class CudaStream final : public Stream {
  public:
   CudaStream(int ordinal, std::string name) : name_(std::move(name)), ordinal_(ordinal) {
@@ -98,7 +117,14 @@ class CudaDevice final : public Device {
   explicit CudaDevice(int ordinal) : ordinal_(ordinal) {
     ZT_CUDA_CHECK(cudaSetDevice(ordinal_));
     ZT_CUDA_CHECK(cudaGetDeviceProperties(&props_, ordinal_));
+    ZT_CUDA_CHECK(cudaStreamCreateWithFlags(&zero_stream_, cudaStreamNonBlocking));
   }
+  ~CudaDevice() override {
+    cudaStreamSynchronize(zero_stream_);
+    cudaStreamDestroy(zero_stream_);
+  }
+  CudaDevice(const CudaDevice&) = delete;
+  CudaDevice& operator=(const CudaDevice&) = delete;
   DeviceKind kind() const override { return DeviceKind::CUDA; }
   int ordinal() const override { return ordinal_; }
   std::string description() const override {
@@ -123,6 +149,7 @@ class CudaDevice final : public Device {
 
  protected:
   void* raw_alloc(size_t bytes) override {
+    CurrentDevice on(ordinal_);
     void* p = nullptr;
     ZT_CUDA_CHECK(cudaMalloc(&p, bytes));
     return p;
@@ -134,11 +161,20 @@ class CudaDevice final : public Device {
     return p;
   }
   void raw_free_pinned(void* p) override { cudaFreeHost(p); }
-  void raw_memset_sync(void* p, int v, size_t bytes) override { ZT_CUDA_CHECK(cudaMemset(p, v, bytes)); }
+  // Zero-fill at allocation. Plain cudaMemset would run on the legacy default stream and return
+  // before it completes, and nothing orders the legacy stream before zerotrain's streams (all
+  // non-blocking): work issued next on another stream could read the old contents, or have its
+  // writes wiped. So: the device's own stream, then wait for it (set-up time, never a hot path).
+  void raw_memset_sync(void* p, int v, size_t bytes) override {
+    CurrentDevice on(ordinal_);
+    ZT_CUDA_CHECK(cudaMemsetAsync(p, v, bytes, zero_stream_));
+    ZT_CUDA_CHECK(cudaStreamSynchronize(zero_stream_));
+  }
 
  private:
   int ordinal_;
   cudaDeviceProp props_{};
+  cudaStream_t zero_stream_ = nullptr;  // non-blocking; zero-fills of new allocations only
 };
 
 }  // namespace
