@@ -71,3 +71,18 @@ TEST(GpuAlloc, ZeroedAllocationIsOrderedBeforeWorkOnOtherStreams) {
   RecordProperty("rounds_on_reused_memory", reused);
   std::printf("zeroed-allocation ordering: %d rounds, %d of them on reused 0xAB memory\n", kRounds, reused);
 }
+
+// An allocation the GPU cannot hold ends the process with one line naming the request, its
+// category and the device's free/total memory.
+TEST(GpuAllocDeathTest, OutOfMemoryNamesBytesCategoryAndFreeTotal) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA GPU visible (zt::cuda_device_count() == 0)";
+  GTEST_FLAG_SET(death_test_style, "threadsafe");  // the child re-executes: a fresh CUDA context
+  EXPECT_EXIT(
+      {
+        auto dev = make_cuda_device(0);
+        DeviceBuffer b = dev->alloc(size_t(64) << 40, MemCategory::Activations);  // 64 TiB
+      },
+      ::testing::ExitedWithCode(1),
+      "out of device memory on cuda:0.*requested 65536.00 GiB \\(70368744177664 B\\) for activations; device has .* "
+      "free of .*GiB");
+}
