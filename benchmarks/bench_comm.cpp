@@ -198,8 +198,7 @@ int run(MpiEnvironment& env, int argc, char** argv) {
   std::unique_ptr<Device> dev;
   std::unique_ptr<DirectLib> direct;
   if (a.device == "cuda") {
-    NodeLocal nl = node_local(MPI_COMM_WORLD);
-    int ord = cuda_ordinal_for_local_rank(nl.local_rank, nl.local_size, cuda_device_count());
+    const int ord = select_local_cuda_device(MPI_COMM_WORLD);  // also refuses two ranks on one GPU
     dev = make_cuda_device(ord);
     direct = make_direct_nccl(ord, MPI_COMM_WORLD);
   } else {

@@ -95,7 +95,7 @@ TensorView DeviceBuffer::view(DType t, std::initializer_list<int64_t> dims) cons
 
 DeviceBuffer Device::alloc(size_t bytes, MemCategory c, bool zero) {
   if (bytes == 0) return DeviceBuffer(this, nullptr, 0, c, false);
-  void* p = raw_alloc(bytes);
+  void* p = raw_alloc(bytes, c);
   if (zero) raw_memset_sync(p, 0, bytes);
   tracker_.on_alloc(c, bytes);
   return DeviceBuffer(this, p, bytes, c, false);

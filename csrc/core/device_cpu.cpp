@@ -153,14 +153,14 @@ class CpuDevice final : public Device {
   void synchronize() override {}  // streams are synchronised individually on the CPU backend
 
  protected:
-  void* raw_alloc(size_t bytes) override {
+  void* raw_alloc(size_t bytes, MemCategory c) override {
     size_t rounded = (bytes + 63) / 64 * 64;
     void* p = std::aligned_alloc(64, rounded);
-    ZT_CHECK(p != nullptr, "host allocation of " + std::to_string(bytes) + " bytes");
+    ZT_CHECK(p != nullptr, "host allocation of " + std::to_string(bytes) + " bytes for " + mem_category_name(c));
     return p;
   }
   void raw_free(void* p) override { std::free(p); }
-  void* raw_alloc_pinned(size_t bytes) override { return raw_alloc(bytes); }
+  void* raw_alloc_pinned(size_t bytes) override { return raw_alloc(bytes, MemCategory::PinnedHost); }
   void raw_free_pinned(void* p) override { std::free(p); }
   void raw_memset_sync(void* p, int v, size_t bytes) override { std::memset(p, v, bytes); }
 };

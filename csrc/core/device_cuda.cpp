@@ -11,9 +11,45 @@ namespace zt {
 
 const char* cublas_status_text(cublasStatus_t s) { return cublasGetStatusString(s); }
 
+std::string bytes_text(size_t bytes) {
+  char buf[64];
+  if (bytes >= (size_t(1) << 30)) std::snprintf(buf, sizeof(buf), "%.2f GiB (%zu B)", bytes / 1073741824.0, bytes);
+  else std::snprintf(buf, sizeof(buf), "%.2f MiB (%zu B)", bytes / 1048576.0, bytes);
+  return buf;
+}
+
+std::string cuda_oom_message(size_t requested, MemCategory c, size_t free_bytes, size_t total_bytes,
+                             size_t tracked_bytes, const std::string& device) {
+  std::string msg = "out of device memory on " + device + ": requested " + bytes_text(requested) + " for " +
+                    mem_category_name(c) + "; ";
+  if (total_bytes > 0) msg += "device has " + bytes_text(free_bytes) + " free of " + bytes_text(total_bytes);
+  else msg += "free/total device memory unknown (cudaMemGetInfo failed)";
+  return msg + "; zerotrain holds " + bytes_text(tracked_bytes) +
+         " in tracked device buffers (a higher ZeRO stage or a smaller micro-batch needs less)";
+}
+
 namespace {
 
 std::atomic<CudaStreamReleaseHook> g_stream_release_hook{nullptr};
+
+// Makes `ordinal` the calling thread's current device for a scope (allocation may run on any
+// thread, and cudaMalloc / cudaMemsetAsync act on the current device).
+class CurrentDevice {
+ public:
+  explicit CurrentDevice(int ordinal) {
+    ZT_CUDA_CHECK(cudaGetDevice(&previous_));
+    if (previous_ != ordinal) ZT_CUDA_CHECK(cudaSetDevice(ordinal));
+    else previous_ = -1;
+  }
+  ~CurrentDevice() {
+    if (previous_ >= 0) cudaSetDevice(previous_);
+  }
+  CurrentDevice(const CurrentDevice&) = delete;
+  CurrentDevice& operator=(const CurrentDevice&) = delete;
+
+ private:
+  int previous_ = -1;  // -1: nothing to restore
+};
 
 class CudaStream final : public Stream {
  public:
@@ -98,7 +134,14 @@ class CudaDevice final : public Device {
   explicit CudaDevice(int ordinal) : ordinal_(ordinal) {
     ZT_CUDA_CHECK(cudaSetDevice(ordinal_));
     ZT_CUDA_CHECK(cudaGetDeviceProperties(&props_, ordinal_));
+    ZT_CUDA_CHECK(cudaStreamCreateWithFlags(&zero_stream_, cudaStreamNonBlocking));
   }
+  ~CudaDevice() override {
+    cudaStreamSynchronize(zero_stream_);
+    cudaStreamDestroy(zero_stream_);
+  }
+  CudaDevice(const CudaDevice&) = delete;
+  CudaDevice& operator=(const CudaDevice&) = delete;
   DeviceKind kind() const override { return DeviceKind::CUDA; }
   int ordinal() const override { return ordinal_; }
   std::string description() const override {
@@ -122,23 +165,49 @@ class CudaDevice final : public Device {
   void synchronize() override { ZT_CUDA_CHECK(cudaDeviceSynchronize()); }
 
  protected:
-  void* raw_alloc(size_t bytes) override {
+  void* raw_alloc(size_t bytes, MemCategory c) override {
+    CurrentDevice on(ordinal_);
     void* p = nullptr;
-    ZT_CUDA_CHECK(cudaMalloc(&p, bytes));
+    const cudaError_t rc = cudaMalloc(&p, bytes);
+    if (rc == cudaErrorMemoryAllocation) {
+      cudaGetLastError();  // not sticky; cleared so cudaMemGetInfo reports cleanly
+      size_t free_b = 0, total_b = 0;
+      if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) free_b = total_b = 0;
+      ::zt::fatal(__FILE__, __LINE__, "cudaMalloc(&p, bytes)",
+                  cuda_oom_message(bytes, c, free_b, total_b, tracker_.current_total(), description()));
+    }
+    ZT_CUDA_CHECK(rc);
     return p;
   }
   void raw_free(void* p) override { cudaFree(p); }
   void* raw_alloc_pinned(size_t bytes) override {
     void* p = nullptr;
-    ZT_CUDA_CHECK(cudaHostAlloc(&p, bytes, cudaHostAllocDefault));
+    const cudaError_t rc = cudaHostAlloc(&p, bytes, cudaHostAllocDefault);
+    if (rc == cudaErrorMemoryAllocation) {
+      cudaGetLastError();
+      ::zt::fatal(__FILE__, __LINE__, "cudaHostAlloc(&p, bytes, cudaHostAllocDefault)",
+                  "out of page-locked host memory: requested " + bytes_text(bytes) + " for " +
+                      mem_category_name(MemCategory::PinnedHost) + "; zerotrain holds " +
+                      bytes_text(tracker_.current(MemCategory::PinnedHost)) + " pinned already");
+    }
+    ZT_CUDA_CHECK(rc);
     return p;
   }
   void raw_free_pinned(void* p) override { cudaFreeHost(p); }
-  void raw_memset_sync(void* p, int v, size_t bytes) override { ZT_CUDA_CHECK(cudaMemset(p, v, bytes)); }
+  // Zero-fill at allocation. Plain cudaMemset would run on the legacy default stream and return
+  // before it completes, and nothing orders the legacy stream before zerotrain's streams (all
+  // non-blocking): work issued next on another stream could read the old contents, or have its
+  // writes wiped. So: the device's own stream, then wait for it (set-up time, never a hot path).
+  void raw_memset_sync(void* p, int v, size_t bytes) override {
+    CurrentDevice on(ordinal_);
+    ZT_CUDA_CHECK(cudaMemsetAsync(p, v, bytes, zero_stream_));
+    ZT_CUDA_CHECK(cudaStreamSynchronize(zero_stream_));
+  }
 
  private:
   int ordinal_;
   cudaDeviceProp props_{};
+  cudaStream_t zero_stream_ = nullptr;  // non-blocking; zero-fills of new allocations only
 };
 
 }  // namespace

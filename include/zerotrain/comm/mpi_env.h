@@ -10,6 +10,7 @@
 #include <mpi.h>
 
 #include <string>
+#include <vector>
 
 namespace zt {
 
@@ -49,9 +50,45 @@ struct DupComm {
 };
 DupComm duplicate_comm(MPI_Comm parent);
 
-// The CUDA device ordinal (within CUDA_VISIBLE_DEVICES) for this local rank: local_rank itself.
-// Throws InputError when this node runs more ranks than it has visible GPUs (NCCL cannot run
-// two ranks on one GPU).
+// ---- Which GPU each rank drives -----------------------------------------------------------
+// The CUDA device ordinal (within this rank's visible devices) for a node-local rank:
+//  * exactly one visible device (Slurm --gpus-per-task=1, or CUDA_VISIBLE_DEVICES set per rank by
+//    a wrapper): ordinal 0, whatever local_size is — check_distinct_local_devices then catches the
+//    case where every rank sees the same single GPU;
+//  * several visible devices: local_rank; InputError when the node runs more ranks than that
+//    (NCCL cannot run two ranks on one GPU);
+//  * none: InputError.
+// Pure (no MPI, no CUDA calls).
 int cuda_ordinal_for_local_rank(int local_rank, int local_size, int visible_devices);
+
+// One node-local rank's GPU, by PCI bus id ("0000:1b:00.0").
+struct RankBusId {
+  int rank = 0;          // rank in the communicator the check ran over
+  std::string bus_id;
+};
+// A GPU that two or more ranks ended up on, ranks ascending.
+struct SharedDevice {
+  std::string bus_id;
+  std::vector<int> ranks;
+};
+// Every bus id held by more than one rank, in order of first appearance. Pure.
+std::vector<SharedDevice> find_shared_devices(const std::vector<RankBusId>& ranks);
+// "host H: ranks 0 and 2 share GPU 0000:1b:00.0; ranks 1, 3 and 5 share GPU ...", plus how to
+// launch instead; "" when `shared` is empty. Pure.
+std::string shared_devices_message(const std::vector<SharedDevice>& shared, const std::string& host);
+
+// Collective over comm: gathers each node-local rank's PCI bus id over the node-local
+// communicator and throws InputError (on every rank of comm) when two ranks on one node drive
+// the same GPU, naming ranks, host and bus id. `bus_id` is this rank's (cuda_pci_bus_id).
+void check_distinct_local_devices(MPI_Comm comm, const std::string& bus_id);
+
+// PCI bus id of CUDA device `ordinal` (cudaDeviceGetPCIBusId). Fails when the CUDA backend is
+// not built.
+std::string cuda_pci_bus_id(int ordinal);
+
+// Start-up helper, collective over comm: picks this rank's device (cuda_ordinal_for_local_rank
+// over the node-local ranks of comm and cuda_device_count()), then check_distinct_local_devices.
+// Returns the ordinal to pass to make_cuda_device.
+int select_local_cuda_device(MPI_Comm comm);
 
 }  // namespace zt

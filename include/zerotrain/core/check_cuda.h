@@ -7,8 +7,20 @@
 
 #include "zerotrain/core/check.h"
 
+#include <cstddef>
+#include <string>
+
+#include "zerotrain/core/allocator.h"
+
 namespace zt {
 const char* cublas_status_text(cublasStatus_t s);
+
+// "1.50 GiB (1610612736 B)" / "12.00 MiB (12582912 B)".
+std::string bytes_text(size_t bytes);
+// The out-of-memory line of the CUDA allocator: requested bytes, memory category, free/total
+// device memory (cudaMemGetInfo; total 0 = unknown) and what zerotrain's tracker holds.
+std::string cuda_oom_message(size_t requested, MemCategory c, size_t free_bytes, size_t total_bytes,
+                             size_t tracked_bytes, const std::string& device);
 }
 
 #define ZT_CUDA_CHECK(call)                                                                  \

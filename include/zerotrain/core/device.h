@@ -72,7 +72,7 @@ class Device {
 
  protected:
   friend class DeviceBuffer;
-  virtual void* raw_alloc(size_t bytes) = 0;
+  virtual void* raw_alloc(size_t bytes, MemCategory c) = 0;  // c: for the out-of-memory message
   virtual void raw_free(void* p) = 0;
   virtual void* raw_alloc_pinned(size_t bytes) = 0;
   virtual void raw_free_pinned(void* p) = 0;
