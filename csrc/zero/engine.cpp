@@ -41,11 +41,15 @@ ModelStates::ModelStates(const EngineContext& cx) {
   if (plan.staged_grads)
     for (const ParamSpec& p : cx.model.params()) staged.emplace_back(cx.dev, plan.compute, p.numel, MemCategory::Grads);
   const int64_t n = plan.numel_in(plan.flow.optimizer);
-  master = FlatBuffer(cx.dev, o.master_dtype, n, MemCategory::Master);
+  const bool host = o.offload.optimizer;
+  auto optimizer_state = [&](DType t, MemCategory device_cat, MemCategory host_cat) {
+    return host ? FlatBuffer::host(cx.dev, t, n, host_cat, o.offload.pin_memory) : FlatBuffer(cx.dev, t, n, device_cat);
+  };
+  master = optimizer_state(o.master_dtype, MemCategory::Master, MemCategory::HostMaster);
   const bool adam = o.optimizer.kind == OptimizerKind::Adam;
   const bool momentum = o.optimizer.kind == OptimizerKind::SGD && o.optimizer.momentum != 0.0;
-  if (adam || momentum) exp_avg = FlatBuffer(cx.dev, o.moments_dtype, n, MemCategory::OptimMoments);
-  if (adam) exp_avg_sq = FlatBuffer(cx.dev, o.moments_dtype, n, MemCategory::OptimMoments);
+  if (adam || momentum) exp_avg = optimizer_state(o.moments_dtype, MemCategory::OptimMoments, MemCategory::HostMoments);
+  if (adam) exp_avg_sq = optimizer_state(o.moments_dtype, MemCategory::OptimMoments, MemCategory::HostMoments);
 }
 
 ZeroEngine::Impl::Impl(ZeroEngine& o, Model& m, Device& d, Stream& c, Communicator& k, std::unique_ptr<LrSchedule> s)
@@ -53,6 +57,7 @@ ZeroEngine::Impl::Impl(ZeroEngine& o, Model& m, Device& d, Stream& c, Communicat
       states(cx),
       grad_sync(cx, states),
       param_sync(make_param_sync(cx, states)),
+      host_optimizer(o.opt_.offload.optimizer ? std::make_unique<HostOptimizer>(cx, states) : nullptr),
       exchange(cx),
       sched(std::move(s)),
       scaler(o.opt_.loss_scaler) {}
@@ -61,6 +66,7 @@ ZeroEngine::ZeroEngine(Model& model, Device& dev, Stream& compute, Communicator&
                        std::unique_ptr<LrSchedule> schedule)
     : opt_(opt) {
   ZT_CHECK(opt_.gradient_accumulation_steps >= 1, "gradient_accumulation_steps >= 1");
+  ZT_CHECK(!opt_.offload.optimizer || opt_.stage >= 1, "offload_optimizer needs ZeRO stage 1, 2 or 3");
   plan_ = make_engine_plan(model.params(), units_of(model), plan_options(opt_, comm.world_size()));
   // One static schedule: every rank must hold the same plan, units and settings.
   comm.verify_same_across_ranks(plan_.hash(), "ZeRO bucket plan and unit order");
@@ -75,6 +81,11 @@ ZeroEngine::~ZeroEngine() {
 }
 
 const GatherStats& ZeroEngine::gather_stats() const { return impl_->param_sync->stats(); }
+
+const OffloadStats& ZeroEngine::offload_stats() const {
+  static const OffloadStats kNone;
+  return impl_->host_optimizer ? impl_->host_optimizer->stats() : kNone;
+}
 
 double ZeroEngine::current_lr() const { return impl_->sched->current().lr; }
 

@@ -106,6 +106,50 @@ class StepExchange {
   std::unique_ptr<Event> ready_, host_ready_;
 };
 
+// One optimizer call: sub_group_size elements of a bucket's updated range, in each buffer's layout.
+struct OptimizerChunk {
+  ElemRange master, grads, params;
+};
+std::vector<OptimizerChunk> optimizer_chunks(const ZeroPlan& plan, int rank, int64_t sub_group_size);
+
+// One step's optimizer arguments, the same for every chunk.
+struct OptimizerStep {
+  bool adam = true;
+  math::AdamParams adam_params{};
+  optim::SgdParams sgd_params{};
+  bool first_step = false;   // SGD: momentum buffer starts from the gradient
+  float grad_scale = 1;      // post-reduction average × clip coefficient × 1/loss scale
+};
+
+// ZeRO-Offload's update_owned_shard (engine_offload.cpp): master + moments in host memory,
+// grads down and params up per chunk on a copy stream, the CPU optimizer in between.
+class HostOptimizer {
+ public:
+  HostOptimizer(EngineContext& cx, ModelStates& st);
+  ~HostOptimizer();
+  void update(const OptimizerStep& step);
+  void upload_params_from_master();
+  const OffloadStats& stats() const { return stats_; }
+
+ private:
+  struct Slot {
+    FlatBuffer grads, params;          // host staging (HostStaging), one chunk each
+    std::unique_ptr<Event> d2h, h2d;   // copy stream: grads arrived / params uploaded
+  };
+  void download_grads(int i);
+  void upload_params(int i);
+  void update_on_host(const OptimizerStep& step, const OptimizerChunk& c, const TensorView& grads,
+                      const TensorView& params_out);
+
+  EngineContext& cx_;
+  ModelStates& st_;
+  std::vector<OptimizerChunk> chunks_;
+  std::vector<Slot> slots_;
+  std::unique_ptr<Stream> copy_;
+  std::unique_ptr<Event> grads_final_, uploads_done_;
+  OffloadStats stats_;
+};
+
 // The boundary's verdict, identical on every rank.
 struct StepVerdict {
   StepStats stats;
@@ -119,6 +163,7 @@ struct ZeroEngine::Impl {
   ModelStates states;
   GradSync grad_sync;
   std::unique_ptr<ParamSync> param_sync;
+  std::unique_ptr<HostOptimizer> host_optimizer;  // offload_optimizer only
   StepExchange exchange;
   std::unique_ptr<LrSchedule> sched;
   LossScaler scaler;
@@ -131,6 +176,7 @@ struct ZeroEngine::Impl {
   void backward(int u, bool boundary, float dloss);
   StepVerdict agree_on_step();        // norm, loss, clip and overflow: the same on every rank
   void update_owned_shard(float grad_scale);
+  OptimizerStep optimizer_step(float grad_scale);
   void write_params_from_master();    // params' owned ranges = cast(master), then param sync
   void fill_master(const ZeroEngine::ParamSliceSource& src);
   std::vector<TensorView> owned_real_grads() const;

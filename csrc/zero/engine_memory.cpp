@@ -9,6 +9,13 @@ namespace zt {
 
 namespace {
 int64_t bytes_of(int64_t numel, DType t) { return numel * static_cast<int64_t>(dtype_size(t)); }
+
+// buffer_count slots (at least 2), each one widest chunk of grads and of compute-dtype params.
+int64_t host_staging_bytes(const ZeroPlan& plan, int rank, const EngineOptions& o) {
+  int64_t widest = 0;
+  for (const OptimizerChunk& c : optimizer_chunks(plan, rank, o.sub_group_size)) widest = std::max(widest, c.master.count);
+  return std::max(2, o.offload.buffer_count) * (bytes_of(widest, plan.grad_dtype) + bytes_of(widest, plan.compute));
+}
 }  // namespace
 
 // Predicted bytes per category, from the plan alone (the measured side is the tracker's).
@@ -23,8 +30,15 @@ std::vector<MemoryLine> ZeroEngine::memory_lines() const {
   at(MemCategory::Params) = bytes_of(plan.numel_in(plan.flow.params), plan.compute);
   at(MemCategory::Grads) = bytes_of(plan.numel_in(plan.flow.grads), plan.grad_dtype) +
                            (plan.staged_grads ? bytes_of(plan.numel, plan.compute) : 0);
-  at(MemCategory::Master) = bytes_of(opt_numel, opt_.master_dtype);
-  at(MemCategory::OptimMoments) = bytes_of(opt_numel, opt_.moments_dtype) * (adam ? 2 : sgd_mom ? 1 : 0);
+  const int64_t master = bytes_of(opt_numel, opt_.master_dtype);
+  const int64_t moments = bytes_of(opt_numel, opt_.moments_dtype) * (adam ? 2 : sgd_mom ? 1 : 0);
+  const bool host = opt_.offload.optimizer;
+  at(MemCategory::Master) = host ? 0 : master;
+  at(MemCategory::OptimMoments) = host ? 0 : moments;
+  at(MemCategory::HostMaster) = host ? master : 0;
+  at(MemCategory::HostMoments) = host ? moments : 0;
+  at(MemCategory::HostParams) = 0;
+  at(MemCategory::HostStaging) = host ? host_staging_bytes(plan, e.cx.rank, opt_) : 0;
   at(MemCategory::Buckets) = plan.ring_slots * bytes_of(plan.ring_slot_elems, plan.compute) +
                              plan.wire_slots * bytes_of(plan.wire_slot_elems, plan.wire);
   int64_t persistent = 0;

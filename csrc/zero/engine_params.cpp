@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "engine_impl.h"
+#include "zerotrain/kernels/cpu_ops.h"
 #include "zerotrain/kernels/ops.h"
 
 namespace zt {
@@ -23,15 +24,24 @@ void ZeroEngine::Impl::fill_master(const ZeroEngine::ParamSliceSource& src) {
       if (hi > lo) src(p, lo - pr.begin, hi - lo, host.data() + master_at + (lo - region.begin));
     }
   }
-  FlatBuffer staging(cx.dev, DType::F32, states.master.numel(), MemCategory::Workspace, false);
-  cx.dev.memcpy_async(staging.view().data, host.data(), staging.bytes(), CopyKind::HostToDevice, cx.compute);
-  if (staging.numel() > 0) ops::cast(cx.compute, states.master.view(), staging.view());
-  cx.compute.synchronize();  // `host` and `staging` die here
+  const TensorView from_host(host.data(), DType::F32, {states.master.numel()}, DeviceKind::CPU);
+  if (host_optimizer) {
+    if (from_host.numel() > 0) cpu_ops::cast(states.master.view(), from_host);  // master lives on the host
+  } else {
+    FlatBuffer staging(cx.dev, DType::F32, states.master.numel(), MemCategory::Workspace, false);
+    copy_view(cx.dev, staging.view(), from_host, cx.compute, CopyKind::HostToDevice);
+    if (staging.numel() > 0) ops::cast(cx.compute, states.master.view(), staging.view());
+    cx.compute.synchronize();  // `host` and `staging` die here
+  }
   write_params_from_master();
 }
 
 void ZeroEngine::Impl::write_params_from_master() {
   const ZeroPlan& plan = cx.plan;
+  if (host_optimizer) {
+    host_optimizer->upload_params_from_master();
+    return param_sync->start();
+  }
   for (const PlanBucket& b : plan.buckets) {
     const ElemRange m = plan.updated(b.id, cx.rank, plan.flow.optimizer);
     if (m.count == 0) continue;
@@ -51,7 +61,12 @@ void ZeroEngine::load_parameters(const ParamSliceSource& src) { impl_->fill_mast
 
 std::vector<std::vector<float>> ZeroEngine::gather_parameters(int root) {
   EngineContext& cx = impl_->cx;
-  const FlatBuffer& master = impl_->states.master;
+  FlatBuffer on_device;  // offloaded master: its shard copied to the device for the all-gather
+  if (impl_->host_optimizer) {
+    on_device = FlatBuffer(cx.dev, impl_->states.master.dtype(), impl_->states.master.numel(), MemCategory::Workspace);
+    copy_view(cx.dev, on_device.view(), impl_->states.master.view(), cx.compute, CopyKind::HostToDevice);
+  }
+  const FlatBuffer& master = impl_->host_optimizer ? on_device : impl_->states.master;
   FlatBuffer full(cx.dev, master.dtype(), plan_.padded_numel, MemCategory::Workspace);
   if (plan_.flow.optimizer == Layout::Full) {
     if (full.numel() > 0) ops::cast(cx.compute, full.view(), master.view());

@@ -59,32 +59,47 @@ StepVerdict ZeroEngine::Impl::agree_on_step() {
   return v;
 }
 
+std::vector<OptimizerChunk> optimizer_chunks(const ZeroPlan& plan, int rank, int64_t sub_group_size) {
+  const int64_t chunk = std::max<int64_t>(1, sub_group_size);
+  std::vector<OptimizerChunk> out;
+  for (const PlanBucket& b : plan.buckets) {
+    const ElemRange m = plan.updated(b.id, rank, plan.flow.optimizer);
+    const ElemRange g = plan.updated(b.id, rank, plan.flow.grads);
+    const ElemRange p = plan.updated(b.id, rank, plan.flow.params);
+    for (int64_t c = 0; c < m.count; c += chunk) {
+      const int64_t n = std::min(chunk, m.count - c);
+      out.push_back({m.sub(c, n), g.sub(c, n), p.sub(c, n)});
+    }
+  }
+  return out;
+}
+
+OptimizerStep ZeroEngine::Impl::optimizer_step(float grad_scale) {
+  const OptimizerHparams& h = cx.opt.optimizer;
+  ++successful_steps;
+  OptimizerStep s;
+  s.adam = h.kind == OptimizerKind::Adam;
+  if (s.adam) s.adam_params = adam_params_for_step(h, successful_steps, sched->current());
+  else s.sgd_params = sgd_params_for_step(h, sched->current());
+  s.first_step = successful_steps == 1;
+  s.grad_scale = grad_scale;
+  return s;
+}
+
 // AdamW (or SGD) over this rank's updated ranges, sub_group_size elements per kernel call; the
 // updated values are also written, cast, into the compute-dtype parameters.
 void ZeroEngine::Impl::update_owned_shard(float grad_scale) {
-  const ZeroPlan& plan = cx.plan;
-  const EngineOptions& o = cx.opt;
-  ++successful_steps;
-  const LrValues& lrv = sched->current();
-  const bool adam = o.optimizer.kind == OptimizerKind::Adam;
-  const math::AdamParams ap = adam ? adam_params_for_step(o.optimizer, successful_steps, lrv) : math::AdamParams{};
-  const optim::SgdParams sp = adam ? optim::SgdParams{} : sgd_params_for_step(o.optimizer, lrv);
-  const int64_t chunk = std::max<int64_t>(1, o.sub_group_size);
-  for (const PlanBucket& b : plan.buckets) {
-    const ElemRange m = plan.updated(b.id, cx.rank, plan.flow.optimizer);
-    const ElemRange g = plan.updated(b.id, cx.rank, plan.flow.grads);
-    const ElemRange p = plan.updated(b.id, cx.rank, plan.flow.params);
-    for (int64_t c = 0; c < m.count; c += chunk) {  // sub_group_size: elements per optimizer call
-      const int64_t n = std::min(chunk, m.count - c);
-      const TensorView grad = states.grads.view(g.sub(c, n)), out = states.params.view(p.sub(c, n));
-      if (adam) {
-        ops::adam_step(cx.compute, states.master.view(m.sub(c, n)), states.exp_avg.view(m.sub(c, n)),
-                       states.exp_avg_sq.view(m.sub(c, n)), grad, grad_scale, ap, out);
-      } else {
-        const TensorView mom = states.exp_avg ? states.exp_avg.view(m.sub(c, n)) : TensorView();
-        zero_ops::sgd_step(cx.compute, states.master.view(m.sub(c, n)), mom, grad, grad_scale, sp,
-                           successful_steps == 1, out);
-      }
+  const OptimizerStep step = optimizer_step(grad_scale);
+  if (host_optimizer) return host_optimizer->update(step);
+  for (const OptimizerChunk& c : optimizer_chunks(cx.plan, cx.rank, cx.opt.sub_group_size)) {
+    const TensorView master = states.master.view(c.master), grad = states.grads.view(c.grads);
+    const TensorView out = states.params.view(c.params);
+    if (step.adam) {
+      ops::adam_step(cx.compute, master, states.exp_avg.view(c.master), states.exp_avg_sq.view(c.master), grad,
+                     step.grad_scale, step.adam_params, out);
+    } else {
+      const TensorView mom = states.exp_avg ? states.exp_avg.view(c.master) : TensorView();
+      zero_ops::sgd_step(cx.compute, master, mom, grad, step.grad_scale, step.sgd_params, step.first_step, out);
     }
   }
 }

@@ -19,6 +19,16 @@ class FlatBuffer {
       : buf_(dev.alloc(static_cast<size_t>(numel) * dtype_size(dtype), category, zero)),
         dtype_(dtype), numel_(numel), kind_(dev.kind()) {}
 
+  // Host memory (pinned or pageable), viewed as CPU tensors.
+  static FlatBuffer host(Device& dev, DType dtype, int64_t numel, MemCategory category, bool pinned) {
+    FlatBuffer f;
+    f.buf_ = dev.alloc_host(static_cast<size_t>(numel) * dtype_size(dtype), category, pinned);
+    f.dtype_ = dtype;
+    f.numel_ = numel;
+    f.kind_ = DeviceKind::CPU;
+    return f;
+  }
+
   TensorView view(ElemRange r) const {
     return TensorView(static_cast<char*>(buf_.data()) + r.begin * static_cast<int64_t>(dtype_size(dtype_)), dtype_,
                       {r.count}, kind_);
@@ -53,8 +63,9 @@ inline void all_gather_view(Communicator& c, const TensorView& mine, const Tenso
 
 // ---- fills and copies on a stream ----
 inline void zero_view(Device& dev, const TensorView& v, Stream& s) { dev.memset_async(v.data, 0, v.nbytes(), s); }
-inline void copy_view(Device& dev, const TensorView& dst, const TensorView& src, Stream& s) {
-  dev.memcpy_async(dst.data, src.data, src.nbytes(), CopyKind::DeviceToDevice, s);
+inline void copy_view(Device& dev, const TensorView& dst, const TensorView& src, Stream& s,
+                      CopyKind kind = CopyKind::DeviceToDevice) {
+  dev.memcpy_async(dst.data, src.data, src.nbytes(), kind, s);
 }
 // This rank's slice of a whole-bucket view (N equal slices).
 inline TensorView rank_slice(const TensorView& bucket, int rank, int world) {

@@ -48,6 +48,17 @@
 
 namespace zt {
 
+// ZeRO-Offload (stages 1-3): the owned master weights and optimizer moments live in host memory
+// and a CPU optimizer updates them; per step the owned gradient slices go device -> host and the
+// updated compute-dtype slices host -> device, chunk by chunk (sub_group_size) on a copy stream,
+// pipelined against the CPU update.
+struct OffloadOptions {
+  bool optimizer = false;       // offload_optimizer.device == "cpu"
+  bool pin_memory = false;      // offload_optimizer.pin_memory: page-locked host buffers
+  int buffer_count = 4;         // offload_optimizer.buffer_count: host staging slots (>= 2)
+  int host_threads = 0;         // CPU optimizer threads; 0: OMP_NUM_THREADS or the affinity mask
+};
+
 struct EngineOptions {
   int stage = ds_defaults::kStage;
   bool overlap_comm = ds_defaults::kOverlapComm;
@@ -71,6 +82,14 @@ struct EngineOptions {
   bool check_overflow = false;                 // fp16 always; bf16 check_grad_overflow
   LossScalerConfig loss_scaler;                // Static 1.0 unless fp16
   OptimizerHparams optimizer;
+  OffloadOptions offload;
+};
+
+// Offload copies and chunks so far (asserted by tests; sub_group_size changes the counts only).
+struct OffloadStats {
+  int64_t chunks = 0;                   // CPU optimizer calls
+  int64_t d2h_copies = 0, h2d_copies = 0;
+  int64_t d2h_bytes = 0, h2d_bytes = 0;
 };
 
 struct StepStats {
@@ -127,6 +146,7 @@ class ZeroEngine {
   const ZeroPlan& plan() const { return plan_; }
   const EngineOptions& options() const { return opt_; }
   const GatherStats& gather_stats() const;
+  const OffloadStats& offload_stats() const;
   double current_lr() const;
   // Predicted vs measured bytes per category for this rank.
   std::vector<MemoryLine> memory_lines() const;

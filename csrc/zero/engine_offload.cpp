@@ -1,0 +1,97 @@
+// engine_offload.cpp — update_owned_shard with ZeRO-Offload: the owned master weights and
+// moments live in host memory; per step, chunk by chunk (sub_group_size elements):
+//   copy stream: grads(i+1) device -> host staging      (overlaps the CPU update of chunk i)
+//   host:        CPU optimizer on chunk i -> compute-dtype params into host staging
+//   copy stream: params(i) host staging -> device         (overlaps the CPU update of chunk i+1)
+// Staging slots (offload_optimizer.buffer_count) are reused only after their events: a grads
+// slot after the CPU update that read it (host order), a params slot after its upload (h2d).
+// The compute stream waits for the last upload before the parameter sync reads the params.
+#include <algorithm>
+
+#include "engine_impl.h"
+#include "zerotrain/kernels/cpu_ops.h"
+
+namespace zt {
+
+HostOptimizer::HostOptimizer(EngineContext& cx, ModelStates& st)
+    : cx_(cx), st_(st), chunks_(optimizer_chunks(cx.plan, cx.rank, cx.opt.sub_group_size)) {
+  int64_t widest = 0;
+  for (const OptimizerChunk& c : chunks_) widest = std::max(widest, c.master.count);
+  const bool pinned = cx.opt.offload.pin_memory;
+  const int slots = std::max(2, cx.opt.offload.buffer_count);
+  for (int k = 0; k < slots; ++k) {
+    slots_.push_back({FlatBuffer::host(cx.dev, cx.plan.grad_dtype, widest, MemCategory::HostStaging, pinned),
+                      FlatBuffer::host(cx.dev, cx.plan.compute, widest, MemCategory::HostStaging, pinned),
+                      cx.dev.create_event(), cx.dev.create_event()});
+  }
+  copy_ = cx.dev.create_stream("offload copy");
+  grads_final_ = cx.dev.create_event();
+  uploads_done_ = cx.dev.create_event();
+}
+
+HostOptimizer::~HostOptimizer() { copy_->synchronize(); }
+
+void HostOptimizer::download_grads(int i) {
+  const OptimizerChunk& c = chunks_[i];
+  Slot& s = slots_[i % slots_.size()];
+  copy_view(cx_.dev, s.grads.view({0, c.grads.count}), st_.grads.view(c.grads), *copy_, CopyKind::DeviceToHost);
+  s.d2h->record(*copy_);
+  ++stats_.d2h_copies;
+  stats_.d2h_bytes += static_cast<int64_t>(s.grads.view({0, c.grads.count}).nbytes());
+}
+
+void HostOptimizer::upload_params(int i) {
+  const OptimizerChunk& c = chunks_[i];
+  Slot& s = slots_[i % slots_.size()];
+  copy_view(cx_.dev, st_.params.view(c.params), s.params.view({0, c.params.count}), *copy_, CopyKind::HostToDevice);
+  s.h2d->record(*copy_);
+  ++stats_.h2d_copies;
+  stats_.h2d_bytes += static_cast<int64_t>(s.params.view({0, c.params.count}).nbytes());
+}
+
+void HostOptimizer::update(const OptimizerStep& step) {
+  grads_final_->record(cx_.compute);  // after finish_grad_sync: every reduction has landed
+  copy_->wait(*grads_final_);
+  const int n = static_cast<int>(chunks_.size());
+  if (n > 0) download_grads(0);
+  for (int i = 0; i < n; ++i) {
+    if (i + 1 < n) download_grads(i + 1);  // its grads slot was read by chunk i+1-K's update, done
+    Slot& s = slots_[i % slots_.size()];
+    s.d2h->synchronize();
+    s.h2d->synchronize();  // the params slot's previous upload has finished
+    const OptimizerChunk& c = chunks_[i];
+    update_on_host(step, c, s.grads.view({0, c.grads.count}), s.params.view({0, c.params.count}));
+    ++stats_.chunks;
+    upload_params(i);
+  }
+  uploads_done_->record(*copy_);
+  cx_.compute.wait(*uploads_done_);
+}
+
+// The same per-element arithmetic as the device optimizer (math::adam_update / sgd_update).
+void HostOptimizer::update_on_host(const OptimizerStep& step, const OptimizerChunk& c, const TensorView& grads,
+                                   const TensorView& params_out) {
+  const TensorView master = st_.master.view(c.master);
+  if (step.adam) {
+    cpu_ops::adam_step(master, st_.exp_avg.view(c.master), st_.exp_avg_sq.view(c.master), grads, step.grad_scale,
+                       step.adam_params, params_out);
+  } else {
+    const TensorView mom = st_.exp_avg ? st_.exp_avg.view(c.master) : TensorView();
+    cpu_ops::sgd_step(master, mom, grads, step.grad_scale, step.sgd_params, step.first_step, params_out);
+  }
+}
+
+// Initialisation / loading: master (host) -> compute-dtype params, through the staging slots.
+void HostOptimizer::upload_params_from_master() {
+  for (int i = 0; i < static_cast<int>(chunks_.size()); ++i) {
+    Slot& s = slots_[i % slots_.size()];
+    s.h2d->synchronize();
+    const OptimizerChunk& c = chunks_[i];
+    cpu_ops::cast(s.params.view({0, c.params.count}), st_.master.view(c.master));
+    upload_params(i);
+  }
+  uploads_done_->record(*copy_);
+  cx_.compute.wait(*uploads_done_);
+}
+
+}  // namespace zt
