@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "zerotrain/config/optim_inputs.h"
 #include "zerotrain/core/check.h"
 
 namespace zt {
@@ -128,14 +129,12 @@ EngineOptions engine_options_from(const DsConfig& cfg) {
     o.loss_scaler.static_scale = 1.0;
     o.check_overflow = cfg.bf16.enabled && cfg.bf16.check_grad_overflow;
   }
-  o.optimizer = parse_optimizer(cfg.optimizer->type, nlohmann::json::parse(cfg.optimizer->params.dump()));
+  o.optimizer = optimizer_of(cfg);
   return o;
 }
 
 std::unique_ptr<LrSchedule> schedule_from(const DsConfig& cfg, const OptimizerHparams& opt) {
-  if (!cfg.scheduler) return make_lr_schedule("", nlohmann::json(), opt.lr, opt.has_betas());
-  return make_lr_schedule(cfg.scheduler->type, nlohmann::json::parse(cfg.scheduler->params.dump()), opt.lr,
-                          opt.has_betas());
+  return make_lr_schedule(lr_schedule_of(cfg), opt.lr, opt.has_betas());
 }
 
 }  // namespace zt

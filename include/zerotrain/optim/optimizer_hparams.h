@@ -1,5 +1,6 @@
-// optimizer_hparams.h — the DeepSpeed `optimizer` section turned into per-step update parameters
-// (deepspeed-config.md §4).
+// optimizer_hparams.h — the DeepSpeed `optimizer` section's hyper-parameters, typed, and the
+// per-step update parameters built from them (docs/config.md, "Optimizer"). config/optim_inputs.h
+// reads them from the config.
 //
 // Supported types: "Adam"/"AdamW" (case-insensitive, DeepSpeed FusedAdam / DeepSpeedCPUAdam
 // semantics) and "SGD" (case-sensitive, a torch.optim name; torch semantics). Every other type is
@@ -11,8 +12,6 @@
 #pragma once
 #include <cstdint>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "zerotrain/kernels/math.h"
 #include "zerotrain/optim/lr_schedule.h"
@@ -37,11 +36,6 @@ struct OptimizerHparams {
   bool has_betas() const { return kind == OptimizerKind::Adam; }  // OneCycle momentum cycling needs betas
   std::string describe() const;  // one line for the resolved-config printout
 };
-
-// type: the `optimizer.type` string; params: `optimizer.params` (null/absent => all defaults).
-// InputError for an unsupported type, an unknown or ill-typed parameter, amsgrad true,
-// or max_grad_norm (DeepSpeed: use `gradient_clipping`).
-OptimizerHparams parse_optimizer(const std::string& type, const nlohmann::json& params);
 
 // Adam parameters for successful step `step` (>= 1), with the schedule's current values
 // (lr, and beta1/beta2 when the schedule cycles momentum). Bias corrections 1 - beta^step are
