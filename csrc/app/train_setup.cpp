@@ -17,6 +17,11 @@ const char* train_usage() {
 }
 
 namespace {
+// DeepSpeed accepts 0 for bucket and sub-group sizes (elements); a bucket or a group holds at
+// least one element. The config keeps the value as written (it is shown by --explain); it is
+// clamped here, once, on its way into EngineOptions.
+int64_t at_least_one_element(int64_t elements) { return std::max<int64_t>(1, elements); }
+
 int64_t parse_int(const std::string& flag, const char* v, int64_t lo) {
   char* end = nullptr;
   long long x = std::strtoll(v, &end, 10);
@@ -88,9 +93,9 @@ EngineOptions engine_options_from(const DsConfig& cfg) {
   o.stage = z.stage;
   o.overlap_comm = z.overlap_comm;
   o.contiguous_gradients = z.contiguous_gradients;
-  o.reduce_bucket_size = std::max<int64_t>(1, z.reduce_bucket_size);
-  o.allgather_bucket_size = std::max<int64_t>(1, z.allgather_bucket_size);
-  o.sub_group_size = std::max<int64_t>(1, z.sub_group_size);
+  o.reduce_bucket_size = at_least_one_element(z.reduce_bucket_size);
+  o.allgather_bucket_size = at_least_one_element(z.allgather_bucket_size);
+  o.sub_group_size = at_least_one_element(z.sub_group_size);
   o.prefetch_bucket_size = z.stage3_prefetch_bucket_size;
   o.max_live_parameters = z.stage3_max_live_parameters;
   o.max_reuse_distance = z.stage3_max_reuse_distance;

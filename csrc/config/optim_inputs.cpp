@@ -27,7 +27,7 @@ void reject_max_grad_norm(const Json& params) {
 }
 
 void parse_adam(ParamReader& r, OptimizerHparams& h) {
-  h.lr = r.number("lr", 1e-3);
+  h.lr = r.number("lr", ds_defaults::kLr);
   if (const Json* betas = r.raw("betas")) {
     if (!betas->is_array() || betas->size() != 2 || !(*betas)[0].is_number() || !(*betas)[1].is_number() ||
         (*betas)[0].is_boolean() || (*betas)[1].is_boolean())
@@ -35,12 +35,12 @@ void parse_adam(ParamReader& r, OptimizerHparams& h) {
     h.beta1 = (*betas)[0].get<double>();
     h.beta2 = (*betas)[1].get<double>();
   }
-  h.eps = r.number("eps", 1e-8);
-  h.weight_decay = r.number("weight_decay", 0.0);
-  h.bias_correction = r.boolean("bias_correction", true);
+  h.eps = r.number("eps", ds_defaults::kAdamEps);
+  h.weight_decay = r.number("weight_decay", ds_defaults::kWeightDecay);
+  h.bias_correction = r.boolean("bias_correction", ds_defaults::kAdamBiasCorrection);
   if (r.boolean("amsgrad", false))
     throw InputError(r.where() + ".amsgrad: true is not supported (DeepSpeed's FusedAdam rejects it too)");
-  bool w_mode_param = r.boolean("adam_w_mode", true);
+  bool w_mode_param = r.boolean("adam_w_mode", ds_defaults::kAdamWMode);
   h.adam_w_mode = h.type == "adamw" || w_mode_param;
   r.boolean("torch_adam", false);  // torch.optim.Adam/AdamW: the same update arithmetic
   r.boolean("set_grad_none", true);  // memory policy only
@@ -50,10 +50,10 @@ void parse_adam(ParamReader& r, OptimizerHparams& h) {
 }
 
 void parse_sgd(ParamReader& r, OptimizerHparams& h) {
-  h.lr = r.number("lr", 1e-3);
-  h.momentum = r.number("momentum", 0.0);
-  h.dampening = r.number("dampening", 0.0);
-  h.weight_decay = r.number("weight_decay", 0.0);
+  h.lr = r.number("lr", ds_defaults::kLr);
+  h.momentum = r.number("momentum", ds_defaults::kSgdMomentum);
+  h.dampening = r.number("dampening", ds_defaults::kSgdDampening);
+  h.weight_decay = r.number("weight_decay", ds_defaults::kWeightDecay);
   h.nesterov = r.boolean("nesterov", false);
   if (r.boolean("maximize", false)) throw InputError(r.where() + ".maximize: true is not supported");
   for (const char* k : {"foreach", "differentiable", "fused"}) r.accept(k);  // torch implementation switches

@@ -14,7 +14,7 @@ namespace {
 
 // Reads warmup_num_steps: a JSON integer > 0 (v0.19.3+), then N = max(2, value).
 int64_t read_warmup_steps(ParamReader& r) {
-  int64_t n = r.integer("warmup_num_steps", 1000);
+  int64_t n = r.integer("warmup_num_steps", ds_defaults::kWarmupNumSteps);
   if (n <= 0) throw InputError(r.where() + ".warmup_num_steps: must be an integer > 0, found " + std::to_string(n));
   return std::max<int64_t>(2, n);
 }
@@ -37,9 +37,9 @@ void reject_nonstart_iteration(ParamReader& r) {
 // WarmupLR (max default: the optimizer's lr, null allowed) and WarmupDecayLR (max default 0.001).
 void read_warmup(ParamReader& r, LrScheduleSpec& s) {
   const bool decay = s.type == LrScheduleType::kWarmupDecayLR;
-  s.warmup_min_lr = r.number("warmup_min_lr", 0.0);
+  s.warmup_min_lr = r.number("warmup_min_lr", ds_defaults::kWarmupMinLr);
   if (decay) {
-    s.warmup_max_lr = r.number("warmup_max_lr", 0.001);
+    s.warmup_max_lr = r.number("warmup_max_lr", ds_defaults::kWarmupDecayMaxLr);
   } else if (r.has("warmup_max_lr")) {
     s.warmup_max_lr = r.number("warmup_max_lr", 0.0);
   } else {
@@ -57,20 +57,20 @@ void read_warmup(ParamReader& r, LrScheduleSpec& s) {
 
 void read_warmup_cosine(ParamReader& r, LrScheduleSpec& s) {
   s.total_num_steps = r.required_number("total_num_steps");
-  s.warmup_min_ratio = r.number("warmup_min_ratio", 0.0);
+  s.warmup_min_ratio = r.number("warmup_min_ratio", ds_defaults::kWarmupMinRatio);
   s.warmup_num_steps = read_warmup_steps(r);
-  s.cos_min_ratio = r.number("cos_min_ratio", 0.0001);
+  s.cos_min_ratio = r.number("cos_min_ratio", ds_defaults::kCosMinRatio);
   s.warmup_log = read_warmup_is_log(r, s.warnings);
   reject_nonstart_iteration(r);
 }
 
 void read_range_test(ParamReader& r, LrScheduleSpec& s) {
-  s.range_min_lr = r.number("lr_range_test_min_lr", 1e-3);
-  int64_t size = r.integer("lr_range_test_step_size", 2000);
+  s.range_min_lr = r.number("lr_range_test_min_lr", ds_defaults::kLrRangeTestMinLr);
+  int64_t size = r.integer("lr_range_test_step_size", ds_defaults::kLrRangeTestStepSize);
   if (size <= 0)
     throw InputError(r.where() + ".lr_range_test_step_size: must be an integer > 0, found " + std::to_string(size));
   s.range_step_size = static_cast<double>(size);
-  s.range_step_rate = r.number("lr_range_test_step_rate", 1.0);
+  s.range_step_rate = r.number("lr_range_test_step_rate", ds_defaults::kLrRangeTestStepRate);
   s.range_staircase = r.boolean("lr_range_test_staircase", false);
   reject_nonstart_iteration(r);
 }
@@ -79,7 +79,7 @@ void read_one_cycle(ParamReader& r, LrScheduleSpec& s) {
   s.cycle_min_lr = r.required_number("cycle_min_lr");
   s.cycle_max_lr = r.required_number("cycle_max_lr");
   s.decay_lr_rate = r.number("decay_lr_rate", 0.0);
-  s.cycle_first_step_size = r.number("cycle_first_step_size", 2000);
+  s.cycle_first_step_size = r.number("cycle_first_step_size", ds_defaults::kCycleFirstStepSize);
   s.cycle_second_step_size =
       r.has("cycle_second_step_size") ? r.number("cycle_second_step_size", 0) : s.cycle_first_step_size;
   r.accept("cycle_second_step_size");
@@ -96,8 +96,8 @@ void read_one_cycle(ParamReader& r, LrScheduleSpec& s) {
     throw InputError(r.where() + ": stair counts must be >= 0");
   s.decay_step_size = r.number("decay_step_size", 0.0);
   s.cycle_momentum = r.boolean("cycle_momentum", true);
-  s.cycle_min_mom = r.number("cycle_min_mom", 0.8);
-  s.cycle_max_mom = r.number("cycle_max_mom", 0.9);
+  s.cycle_min_mom = r.number("cycle_min_mom", ds_defaults::kCycleMinMom);
+  s.cycle_max_mom = r.number("cycle_max_mom", ds_defaults::kCycleMaxMom);
   s.decay_mom_rate = r.number("decay_mom_rate", 0.0);
   reject_nonstart_iteration(r);
 }

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <string>
 
+#include "zerotrain/config/ds_defaults.h"
 #include "zerotrain/kernels/math.h"
 #include "zerotrain/optim/lr_schedule.h"
 #include "zerotrain/optim/sgd_math.h"
@@ -24,13 +25,14 @@ enum class OptimizerKind { Adam, SGD };
 struct OptimizerHparams {
   OptimizerKind kind = OptimizerKind::Adam;
   std::string type;        // resolved name: "adam", "adamw" or "SGD"
-  double lr = 1e-3;        // base lr (before the schedule)
+  double lr = ds_defaults::kLr;  // base lr (before the schedule)
   // Adam / AdamW (defaults: FusedAdam's)
-  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
-  bool bias_correction = true;
-  bool adam_w_mode = true;  // effective (see above)
+  double beta1 = ds_defaults::kAdamBeta1, beta2 = ds_defaults::kAdamBeta2, eps = ds_defaults::kAdamEps;
+  double weight_decay = ds_defaults::kWeightDecay;
+  bool bias_correction = ds_defaults::kAdamBiasCorrection;
+  bool adam_w_mode = ds_defaults::kAdamWMode;  // effective (see above)
   // SGD (defaults: torch's)
-  double momentum = 0.0, dampening = 0.0;
+  double momentum = ds_defaults::kSgdMomentum, dampening = ds_defaults::kSgdDampening;
   bool nesterov = false;
 
   bool has_betas() const { return kind == OptimizerKind::Adam; }  // OneCycle momentum cycling needs betas
