@@ -1,6 +1,7 @@
 // cmd_train.cpp — `zerotrain train`: one process per rank (mpirun/srun), the ZeRO engine over a
 // built-in workload, DeepSpeed config, progress lines, metrics JSONL, memory report.
 // run_train: set up (set_up) -> optimizer steps (train_loop) -> outputs (write_outputs).
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>

@@ -1,4 +1,4 @@
-// cfg_batch.cpp — top-level scalar keys (deepspeed-config.md §3) and the batch triad (§2).
+// cfg_batch.cpp — top-level scalar keys (docs/config.md §3) and the batch triad (§2).
 #include <cctype>
 #include <algorithm>
 #include <cmath>
@@ -47,7 +47,8 @@ std::optional<int64_t> batch_key(Ctx& c, Section& top, const std::string& key, S
 
 void read_top_level_scalars(Ctx& c, Section& top) {
   DsConfig& g = c.cfg;
-  g.managed_gradient_accumulation = top.get_bool("managed_gradient_accumulation", ds_defaults::kManagedGradientAccumulation);
+  g.managed_gradient_accumulation =
+      top.get_bool("managed_gradient_accumulation", ds_defaults::kManagedGradientAccumulation);
   {
     Section::Lookup l = top.take("steps_per_print");
     if (!l.present() || l.value->is_null()) {

@@ -1,4 +1,4 @@
-// cfg_optim.cpp — the "optimizer" section (deepspeed-config.md §4): type normalisation,
+// cfg_optim.cpp — the "optimizer" section (docs/config.md §4): type normalisation,
 // params with DeepSpeed's defaults, the max_grad_norm rule (§4, §17.4), "auto" params.
 #include <algorithm>
 #include <cmath>

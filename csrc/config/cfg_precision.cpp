@@ -1,4 +1,4 @@
-// cfg_precision.cpp — fp16 (§6), bf16 / bfloat16 (§7), data_types and torch_autocast (§9).
+// cfg_precision.cpp — fp16 (docs/config.md §6), bf16 / bfloat16 (§7), data_types and torch_autocast (§9).
 #include <cmath>
 
 #include "config_reader.h"

@@ -1,4 +1,4 @@
-// cfg_sched.cpp — the "scheduler" section (deepspeed-config.md §5): the five DeepSpeed
+// cfg_sched.cpp — the "scheduler" section (docs/config.md §5): the five DeepSpeed
 // schedules, their params with defaults, and the construction-time checks done at config time.
 #include <algorithm>
 #include <cmath>

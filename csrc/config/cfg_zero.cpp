@@ -1,4 +1,4 @@
-// cfg_zero.cpp — zero_optimization with offload_param / offload_optimizer (deepspeed-config.md
+// cfg_zero.cpp — zero_optimization with offload_param / offload_optimizer (docs/config.md
 // §8), its aliases, deprecated keys, the legacy boolean form, and the "auto" bucket rules.
 #include <algorithm>
 

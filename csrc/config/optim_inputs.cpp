@@ -1,5 +1,5 @@
 // optim_inputs.cpp — the `optimizer` section's params as OptimizerHparams (type resolution,
-// FusedAdam / torch SGD defaults and checks; docs/config.md, "Optimizer").
+// FusedAdam / torch SGD defaults and checks; docs/config.md §4).
 #include "zerotrain/config/optim_inputs.h"
 
 #include <algorithm>

@@ -1,5 +1,5 @@
 // sched_inputs.cpp — the `scheduler` section's params as an LrScheduleSpec: DeepSpeed's five
-// schedules, their defaults and construction-time checks (docs/config.md, "Learning-rate schedules").
+// schedules, their defaults and construction-time checks (docs/config.md §5).
 #include <algorithm>
 
 #include "param_reader.h"

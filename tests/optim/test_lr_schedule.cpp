@@ -1,4 +1,4 @@
-// LR schedules against every [run] trace of deepspeed-config.md §5 and §13.1 items 31-44.
+// LR schedules against every [run] trace of docs/config.md §5 and §13.1 items 31-44.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -1,14 +1,14 @@
 // ds_config.h — DeepSpeed-compatible training config: load, validate, resolve.
 //
 // load_ds_config() reads a DeepSpeed JSON/HJSON config file and returns every setting zerotrain
-// uses, typed, with DeepSpeed 0.19.5's defaults filled in (deepspeed-config.md Part B, with the
-// file-specific rules of §17), plus zerotrain's policy (Part A):
+// uses, typed, with DeepSpeed 0.19.5's defaults filled in (docs/config.md, with the
+// file-specific rules of §17), plus zerotrain's policy (docs/config.md, the seven rules):
 //   * every rejection is a zt::InputError "config FILE: <json.path>: found <value>; expected <what>"
 //     (+ "did you mean `x`?" for an unknown key), raised before any training starts;
 //   * unknown keys: error in DeepSpeed's strict sections (zero_optimization, offload_*, fp16,
 //     bf16, optimizer/scheduler params); a warning at the top level and in the loose sections
 //     (an error with ConfigOptions::strict);
-//   * "auto" is resolved (Part A §4) and every value carries its provenance;
+//   * "auto" is resolved (docs/config.md §10) and every value carries its provenance;
 //   * features DeepSpeed knows but zerotrain does not implement are accepted while disabled and
 //     rejected ("not supported by zerotrain") when a config turns them on.
 //
@@ -35,7 +35,7 @@ namespace zt {
 enum class ConfigSource {
   kFile,         // written in the config file
   kDefault,      // DeepSpeed's default (key absent)
-  kAuto,         // the file said "auto"; zerotrain's auto rule (Part A §4) produced the value
+  kAuto,         // the file said "auto"; zerotrain's auto rule (docs/config.md §10) produced the value
   kCommandLine,  // the file said "auto"; ConfigOptions::command_line supplied the value
   kDerived,      // computed from other keys (batch triad, legacy / deprecated key mapping)
 };

@@ -3,7 +3,7 @@
 // optimizer / schedule inputs (optim/) and EngineOptions start from here, so a default is
 // written once. Units as in DeepSpeed: bucket/group sizes and thresholds count elements
 // (parameters), steps count optimizer steps. Where DeepSpeed changed a default, the value is
-// the 0.19.5 one (docs/config.md lists the drifts).
+// the 0.19.5 one (docs/config.md §16 lists the drifts).
 #pragma once
 #include <cstdint>
 

@@ -1,7 +1,6 @@
 // lr_schedule.h — DeepSpeed's five LR schedules (WarmupLR, WarmupDecayLR, WarmupCosineLR,
-// OneCycle, LRRangeTest) with DeepSpeed's stepping semantics (docs/config.md, "Learning-rate
-// schedules"). The schedule's parameters arrive typed (LrScheduleSpec); config/ reads them from the
-// DeepSpeed `scheduler` section.
+// OneCycle, LRRangeTest) with DeepSpeed's stepping semantics (docs/config.md §5). The
+// parameters arrive typed (LrScheduleSpec); config/ reads them from the `scheduler` section.
 //
 // Stepping contract (t = last_batch_iteration):
 //   construction: t = -1 and the optimizer's values become the construction values

@@ -1,5 +1,5 @@
 // optimizer_hparams.h — the DeepSpeed `optimizer` section's hyper-parameters, typed, and the
-// per-step update parameters built from them (docs/config.md, "Optimizer"). config/optim_inputs.h
+// per-step update parameters built from them (docs/config.md §4). config/optim_inputs.h
 // reads them from the config.
 //
 // Supported types: "Adam"/"AdamW" (case-insensitive, DeepSpeed FusedAdam / DeepSpeedCPUAdam
