@@ -1,14 +1,16 @@
 // cmd_train.cpp — `zerotrain train`: one process per rank (mpirun/srun), the ZeRO engine over a
 // built-in workload, DeepSpeed config, progress lines, metrics JSONL, memory report.
+// run_train: set up (set_up) -> optimizer steps (train_loop) -> outputs (write_outputs).
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <memory>
-
-#include <nlohmann/json.hpp>
+#include <optional>
 
 #include "zerotrain/app/commands.h"
+#include "zerotrain/app/metrics_writer.h"
+#include "zerotrain/app/mfu.h"
 #include "zerotrain/app/train_setup.h"
 #include "zerotrain/comm/communicator.h"
 #include "zerotrain/comm/mpi_env.h"
@@ -28,6 +30,21 @@ struct Rank0Log {
   }
 };
 
+// Everything a run holds. Members are destroyed in reverse order: the engine (which refers to
+// the model, device, streams, communicator and options) goes first.
+struct TrainRun {
+  NodeLocal local;
+  std::unique_ptr<Device> dev;
+  std::unique_ptr<Communicator> comm;
+  ModelConfig model_cfg;
+  DsConfig cfg;
+  EngineOptions engine_opt;
+  std::unique_ptr<Stream> compute;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Dataset> data;
+  std::unique_ptr<ZeroEngine> engine;
+};
+
 std::unique_ptr<Device> pick_device(const std::string& want, const NodeLocal& local) {
   const int gpus = cuda_device_count();
   if (want == "cpu" || (want == "auto" && gpus == 0)) return make_cpu_device();
@@ -36,202 +53,177 @@ std::unique_ptr<Device> pick_device(const std::string& want, const NodeLocal& lo
 }
 
 // Every rank's line "rank R host H local L device D", printed by rank 0 in rank order.
-void print_rank_map(const Communicator& comm, const NodeLocal& local, const Device& dev) {
+void print_rank_map(Communicator& comm, const NodeLocal& local, const Device& dev) {
   char line[256];
   std::snprintf(line, sizeof(line), "  rank %d  host %s  local_rank %d/%d  device %s", comm.rank(),
                 process_info().host.c_str(), local.local_rank, local.local_size, dev.description().c_str());
-  std::vector<char> all(sizeof(line) * static_cast<size_t>(comm.world_size()));
-  ZT_MPI_CHECK(MPI_Gather(line, sizeof(line), MPI_CHAR, all.data(), sizeof(line), MPI_CHAR, 0, MPI_COMM_WORLD));
-  if (comm.rank() == 0) {
-    std::printf("rank map:\n");
-    for (int r = 0; r < comm.world_size(); ++r) std::printf("%s\n", all.data() + r * sizeof(line));
+  std::vector<std::string> all = comm.gather_strings(line, 0);
+  if (comm.rank() != 0) return;
+  std::printf("rank map:\n");
+  for (const std::string& l : all) std::printf("%s\n", l.c_str());
+}
+
+DatasetShape dataset_shape(const ModelConfig& m, const DsConfig& cfg, uint64_t seed) {
+  DatasetShape shape;
+  if (m.type == ModelConfig::Type::GPT) {
+    shape.vocab_size = m.gpt.vocab_size;
+    shape.n_ctx = m.gpt.n_ctx;
+  } else {
+    shape.mlp_dims = m.mlp.dims;
+    shape.mlp_relu = m.mlp.activation == Activation::ReLU;
+    shape.mlp_classification = m.mlp.task == MlpTask::Classification;
   }
+  shape.global_batch = cfg.train_batch_size;
+  shape.seed = seed;
+  return shape;
 }
 
-// Dense peak FLOP/s of the device for MFU (0 = unknown): NVIDIA datasheet numbers, tensor cores
-// for bf16/fp16, plain fp32 otherwise (cuBLAS does not use TF32 unless asked).
-double peak_flops(const Device& dev, DType compute) {
-  if (dev.kind() != DeviceKind::CUDA) return 0;
-  const std::string d = dev.description();
-  const bool half = compute != DType::F32;
-  if (d.find("H100") != std::string::npos || d.find("H200") != std::string::npos) return half ? 989e12 : 67e12;
-  if (d.find("A100") != std::string::npos) return half ? 312e12 : 19.5e12;
-  return 0;
-}
-
-nlohmann::json memory_json(const ZeroEngine& engine, int rank) {
-  nlohmann::json cats = nlohmann::json::object();
-  for (const MemoryLine& l : engine.memory_lines()) {
-    nlohmann::json c;
-    c["predicted_bytes"] = l.predicted < 0 ? nlohmann::json() : nlohmann::json(l.predicted);
-    c["measured_bytes"] = l.measured;
-    c["peak_bytes"] = l.peak;
-    cats[mem_category_name(l.category)] = c;
-  }
-  return {{"rank", rank}, {"categories", cats}, {"zero_paper_model_state_bytes", engine.zero_paper_model_state_bytes()}};
-}
-
-// Collects every rank's JSON on rank 0 (variable length strings over MPI).
-std::vector<nlohmann::json> gather_json(const nlohmann::json& mine, const Communicator& comm) {
-  std::string s = mine.dump();
-  int n = static_cast<int>(s.size());
-  std::vector<int> sizes(static_cast<size_t>(comm.world_size())), offs(sizes.size());
-  ZT_MPI_CHECK(MPI_Gather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, MPI_COMM_WORLD));
-  int total = 0;
-  for (size_t i = 0; i < sizes.size(); ++i) { offs[i] = total; total += sizes[i]; }
-  std::vector<char> buf(static_cast<size_t>(total) + 1);
-  ZT_MPI_CHECK(MPI_Gatherv(s.data(), n, MPI_CHAR, buf.data(), sizes.data(), offs.data(), MPI_CHAR, 0, MPI_COMM_WORLD));
-  std::vector<nlohmann::json> out;
-  if (comm.rank() == 0)
-    for (size_t i = 0; i < sizes.size(); ++i) out.push_back(nlohmann::json::parse(std::string(buf.data() + offs[i], sizes[i])));
-  return out;
-}
-
-int run_train(const TrainArgs& args, Rank0Log& log) {
-  NodeLocal local = node_local(MPI_COMM_WORLD);
-  std::unique_ptr<Device> dev = pick_device(args.device, local);
-  std::unique_ptr<Communicator> comm = make_communicator(*dev);
-  log.rank = comm->rank();
-  const int world = comm->world_size();
-
-  ModelConfig mcfg = parse_model_config_file(args.model);
+DsConfig load_config(const TrainArgs& args, const ModelConfig& model_cfg, int world) {
   ConfigOptions copt;
   copt.world_size = world;
   copt.world_size_origin = "MPI";
   copt.strict = args.strict;
-  copt.hidden_size = model_hidden_size(mcfg);
-  DsConfig cfg = load_ds_config(args.config, copt);
-  for (const std::string& w : cfg.warnings)
-    if (comm->rank() == 0) std::fprintf(stderr, "warning: %s\n", w.c_str());
-  EngineOptions eopt = engine_options_from(cfg);
+  copt.hidden_size = model_hidden_size(model_cfg);
+  return load_ds_config(args.config, copt);
+}
 
-  auto compute = dev->create_stream("compute");
+void warn_rank0(const Communicator& comm, const char* prefix, const std::vector<std::string>& warnings) {
+  if (comm.rank() != 0) return;
+  for (const std::string& w : warnings) std::fprintf(stderr, "warning: %s%s\n", prefix, w.c_str());
+}
+
+// Device, communicator, config, model, data, schedule and engine; prints the set-up lines.
+void set_up(TrainRun& run, const TrainArgs& args, Rank0Log& log) {
+  run.local = node_local(MPI_COMM_WORLD);
+  run.dev = pick_device(args.device, run.local);
+  run.comm = make_communicator(*run.dev);
+  log.rank = run.comm->rank();
+  const int world = run.comm->world_size();
+  run.model_cfg = parse_model_config_file(args.model);
+  run.cfg = load_config(args, run.model_cfg, world);
+  warn_rank0(*run.comm, "", run.cfg.warnings);
+  run.engine_opt = engine_options_from(run.cfg);
+  const EngineOptions& eopt = run.engine_opt;
+
+  run.compute = run.dev->create_stream("compute");
   ModelOptions mopt;
   mopt.compute_dtype = eopt.compute_dtype;
-  mopt.micro_batch = cfg.train_micro_batch_size_per_gpu;
-  mopt.device = dev.get();
-  mopt.stream = compute.get();
-  std::unique_ptr<Model> model = load_model(args.model, mopt);
+  mopt.micro_batch = run.cfg.train_micro_batch_size_per_gpu;
+  mopt.device = run.dev.get();
+  mopt.stream = run.compute.get();
+  run.model = load_model(args.model, mopt);
+  run.data = make_dataset(args.data, dataset_shape(run.model_cfg, run.cfg, args.seed));
 
-  DatasetShape shape;
-  if (mcfg.type == ModelConfig::Type::GPT) {
-    shape.vocab_size = mcfg.gpt.vocab_size;
-    shape.n_ctx = mcfg.gpt.n_ctx;
-  } else {
-    shape.mlp_dims = mcfg.mlp.dims;
-    shape.mlp_relu = mcfg.mlp.activation == Activation::ReLU;
-    shape.mlp_classification = mcfg.mlp.task == MlpTask::Classification;
-  }
-  shape.global_batch = cfg.train_batch_size;
-  shape.seed = args.seed;
-  std::unique_ptr<Dataset> data = make_dataset(args.data, shape);
-
-  std::unique_ptr<LrSchedule> sched = schedule_from(cfg, eopt.optimizer);
-  for (const std::string& w : sched->warnings())
-    if (comm->rank() == 0) std::fprintf(stderr, "warning: scheduler: %s\n", w.c_str());
-  print_rank_map(*comm, local, *dev);
-  ZeroEngine engine(*model, *dev, *compute, *comm, eopt, std::move(sched));
-  log("model: %s\n", model->describe().c_str());
-  log("data: %s\n", data->describe().c_str());
+  std::unique_ptr<LrSchedule> sched = schedule_from(run.cfg, eopt.optimizer);
+  warn_rank0(*run.comm, "scheduler: ", sched->warnings());
+  print_rank_map(*run.comm, run.local, *run.dev);
+  run.engine = std::make_unique<ZeroEngine>(*run.model, *run.dev, *run.compute, *run.comm, eopt, std::move(sched));
+  log("model: %s\n", run.model->describe().c_str());
+  log("data: %s\n", run.data->describe().c_str());
   log("ZeRO stage %d, world %d, batch %lld = micro %lld x accumulation %lld x ranks %d, %s compute, overlap_comm %s\n",
-      eopt.stage, world, static_cast<long long>(cfg.train_batch_size),
-      static_cast<long long>(cfg.train_micro_batch_size_per_gpu), static_cast<long long>(cfg.gradient_accumulation_steps),
-      world, dtype_name(eopt.compute_dtype), eopt.overlap_comm ? "on" : "off");
-  log("%s", engine.plan().describe().c_str());
+      eopt.stage, world, static_cast<long long>(run.cfg.train_batch_size),
+      static_cast<long long>(run.cfg.train_micro_batch_size_per_gpu),
+      static_cast<long long>(run.cfg.gradient_accumulation_steps), world, dtype_name(eopt.compute_dtype),
+      eopt.overlap_comm ? "on" : "off");
+  log("%s", run.engine->plan().describe().c_str());
+}
 
-  if (!args.init_from.empty()) {
-    ModelWeightsReader reader(args.init_from, model->params());
-    engine.load_parameters([&](int p, int64_t begin, int64_t count, float* out) {
-      reader.read_param_slice(p, begin, count, out);
-    });
-    log("initialised from %s\n", args.init_from.c_str());
-  } else {
-    engine.init_parameters(args.seed);
+void init_weights(TrainRun& run, const TrainArgs& args, Rank0Log& log) {
+  if (args.init_from.empty()) {
+    run.engine->init_parameters(args.seed);
+    return;
   }
-  if (cfg.memory_breakdown) log("%s", engine.memory_report().c_str());
+  ModelWeightsReader reader(args.init_from, run.model->params());
+  run.engine->load_parameters([&](int p, int64_t begin, int64_t count, float* out) {
+    reader.read_param_slice(p, begin, count, out);
+  });
+  log("initialised from %s\n", args.init_from.c_str());
+}
 
-  std::unique_ptr<std::ofstream> metrics;
-  if (!args.metrics.empty() && comm->rank() == 0) {
-    metrics = std::make_unique<std::ofstream>(args.metrics);
-    if (!*metrics) throw InputError("train: --metrics " + args.metrics + ": cannot open for writing");
+// Steps between progress lines: --log-every, else steps_per_print, else ~10 lines.
+int64_t progress_interval(const TrainArgs& args, const DsConfig& cfg) {
+  if (args.log_every != 0) return args.log_every;
+  if (cfg.steps_per_print && *cfg.steps_per_print > 0) return *cfg.steps_per_print;
+  return std::max<int64_t>(1, args.steps / 10);
+}
+
+void print_step_line(Rank0Log& log, const StepStats& st, const StepThroughput& tp, size_t peak_mem_bytes) {
+  char mfu[48] = "";
+  if (tp.has_mfu()) std::snprintf(mfu, sizeof(mfu), " | MFU %.1f%%", 100.0 * tp.tflops * 1e12 / tp.peak_flops);
+  log("step %5lld | loss %.6f | lr %.3e | grad norm %.4f (clip x%.3f) | loss scale %g%s | %.1f ms | %.0f tok/s | "
+      "%.3f TFLOP/s%s | peak mem %.1f MiB\n",
+      static_cast<long long>(st.step), st.loss, st.lr, st.grad_norm, st.clip_coefficient, st.loss_scale,
+      st.skipped ? " | SKIPPED (overflow)" : "", tp.step_s * 1e3, tp.tokens_per_s, tp.tflops, mfu,
+      peak_mem_bytes / 1048576.0);
+}
+
+// One optimizer step: gradient_accumulation_steps micro-steps, then the update.
+StepStats optimizer_step(TrainRun& run, int64_t k, Batch& batch) {
+  const int gas = static_cast<int>(run.cfg.gradient_accumulation_steps);
+  const int64_t mbs = run.cfg.train_micro_batch_size_per_gpu;
+  for (int j = 0; j < gas; ++j) {
+    run.data->fill(k, sample_range(run.comm->rank(), run.comm->world_size(), j, gas, mbs), mbs, batch);
+    run.engine->micro_step(batch);
   }
-  int64_t every = args.log_every;
-  if (every == 0) every = cfg.steps_per_print && *cfg.steps_per_print > 0 ? *cfg.steps_per_print
-                                                                          : std::max<int64_t>(1, args.steps / 10);
-  const int gas = static_cast<int>(cfg.gradient_accumulation_steps);
-  const int64_t mbs = cfg.train_micro_batch_size_per_gpu;
+  try {
+    return run.engine->step();
+  } catch (const LossScaleAtMinimum& e) {
+    throw InputError(std::string("step ") + std::to_string(k + 1) + ": fp16 loss scale: " + e.what() +
+                     " (gradients overflow even at fp16.min_loss_scale; lower the learning rate or use bf16)");
+  }
+}
+
+void train_loop(TrainRun& run, const TrainArgs& args, Rank0Log& log) {
+  std::optional<MetricsWriter> metrics;
+  if (!args.metrics.empty() && run.comm->rank() == 0) metrics.emplace(args.metrics);
+  const int64_t every = progress_interval(args, run.cfg);
+  const int64_t tbs = run.cfg.train_batch_size;
+  const ModelConfig& mcfg = run.model_cfg;
   const double tokens_per_sample = mcfg.type == ModelConfig::Type::GPT ? static_cast<double>(mcfg.gpt.n_ctx) : 1.0;
-  const double peak = peak_flops(*dev, eopt.compute_dtype) * world;
+  const DType compute = run.engine_opt.compute_dtype;
+  const double peak = device_peak_flops(*run.dev, compute) * run.comm->world_size();
   if (peak > 0)
     log("MFU: model FLOPs per sample %.4g (PaLM: 6N + 12*L*C*T per token) / peak %.4g FLOP/s (%d x %s dense %s)\n",
-        model->flops_per_sample(), peak, world, dev->description().c_str(), dtype_name(eopt.compute_dtype));
+        run.model->flops_per_sample(), peak, run.comm->world_size(), run.dev->description().c_str(),
+        dtype_name(compute));
   int64_t samples_done = 0;
   Batch batch;
   for (int64_t k = 0; k < args.steps; ++k) {
     auto t0 = std::chrono::steady_clock::now();
-    for (int j = 0; j < gas; ++j) {
-      data->fill(k, sample_range(comm->rank(), world, j, gas, mbs), mbs, batch);
-      engine.micro_step(batch);
-    }
-    StepStats st;
-    try {
-      st = engine.step();
-    } catch (const LossScaleAtMinimum& e) {
-      throw InputError(std::string("step ") + std::to_string(k + 1) + ": fp16 loss scale: " + e.what() +
-                       " (gradients overflow even at fp16.min_loss_scale; lower the learning rate or use bf16)");
-    }
+    StepStats st = optimizer_step(run, k, batch);
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    double samples_s = cfg.train_batch_size / secs;
-    double tflops = model->flops_per_sample() * cfg.train_batch_size / secs / 1e12;
-    samples_done += cfg.train_batch_size;
-    if (metrics) {
-      nlohmann::json mem = nlohmann::json::object();
-      for (int c = 0; c < kNumMemCategories; ++c)
-        mem[mem_category_name(static_cast<MemCategory>(c))] = {
-            {"current_bytes", dev->tracker().current(static_cast<MemCategory>(c))},
-            {"peak_bytes", dev->tracker().peak(static_cast<MemCategory>(c))}};
-      nlohmann::json m = {{"step", st.step}, {"loss", st.loss}, {"lr", st.lr}, {"grad_norm", st.grad_norm},
-                          {"clip_coef", st.clip_coefficient}, {"loss_scale", st.loss_scale},
-                          {"skipped", st.skipped}, {"samples", samples_done},
-                          {"tokens", static_cast<int64_t>(samples_done * tokens_per_sample)},
-                          {"step_ms", secs * 1e3}, {"tokens_per_s", samples_s * tokens_per_sample},
-                          {"samples_per_s", samples_s}, {"tflops", tflops},
-                          {"mfu", peak > 0 ? nlohmann::json(tflops * 1e12 / peak) : nlohmann::json()},
-                          {"mem_peak_bytes", dev->tracker().peak_total()}, {"memory", mem}};
-      *metrics << m.dump() << "\n";
-      metrics->flush();
-    }
-    if ((k + 1) % every == 0 || k == 0 || k + 1 == args.steps) {
-      char mfu[48] = "";
-      if (peak > 0) std::snprintf(mfu, sizeof(mfu), " | MFU %.1f%%", 100.0 * tflops * 1e12 / peak);
-      log("step %5lld | loss %.6f | lr %.3e | grad norm %.4f (clip x%.3f) | loss scale %g%s | %.1f ms | %.0f tok/s | "
-          "%.3f TFLOP/s%s | peak mem %.1f MiB\n",
-          static_cast<long long>(st.step), st.loss, st.lr, st.grad_norm, st.clip_coefficient, st.loss_scale,
-          st.skipped ? " | SKIPPED (overflow)" : "", secs * 1e3, samples_s * tokens_per_sample, tflops, mfu,
-          dev->tracker().peak_total() / 1048576.0);
-    }
-    if (k + 1 == args.steps && !std::isnan(data->best_loss()))
-      log("best achievable loss of this data: %.6f (final loss %.6f, gap %.6f)\n", data->best_loss(), st.loss,
-          st.loss - data->best_loss());
+    StepThroughput tp = step_throughput(secs, tbs, tokens_per_sample, run.model->flops_per_sample(), peak);
+    samples_done += tbs;
+    if (metrics) metrics->write_step(st, tp, samples_done, tokens_per_sample, run.dev->tracker());
+    if ((k + 1) % every == 0 || k == 0 || k + 1 == args.steps) print_step_line(log, st, tp, run.dev->tracker().peak_total());
+    if (k + 1 == args.steps && !std::isnan(run.data->best_loss()))
+      log("best achievable loss of this data: %.6f (final loss %.6f, gap %.6f)\n", run.data->best_loss(), st.loss,
+          st.loss - run.data->best_loss());
   }
-  if (cfg.memory_breakdown) log("%s", engine.memory_report().c_str());
-  if (!args.memory_report.empty()) {
-    std::vector<nlohmann::json> all = gather_json(memory_json(engine, comm->rank()), *comm);
-    if (comm->rank() == 0) {
-      std::ofstream f(args.memory_report);
-      if (!f) throw InputError("train: --memory-report " + args.memory_report + ": cannot open for writing");
-      f << nlohmann::json({{"stage", eopt.stage}, {"world_size", world}, {"ranks", all}}).dump(2) << "\n";
-    }
-  }
-  if (!args.save_weights.empty()) {
-    std::vector<std::vector<float>> full = engine.gather_parameters(0);
-    if (comm->rank() == 0) {
-      save_model_weights(args.save_weights, model->params(), DType::F32,
-                         [&](int i, float* out) { std::copy(full[static_cast<size_t>(i)].begin(),
-                                                            full[static_cast<size_t>(i)].end(), out); });
-      log("saved weights to %s\n", args.save_weights.c_str());
-    }
-  }
+}
+
+void save_weights(TrainRun& run, const std::string& path, Rank0Log& log) {
+  std::vector<std::vector<float>> full = run.engine->gather_parameters(0);
+  if (run.comm->rank() != 0) return;
+  save_model_weights(path, run.model->params(), DType::F32, [&](int i, float* out) {
+    std::copy(full[static_cast<size_t>(i)].begin(), full[static_cast<size_t>(i)].end(), out);
+  });
+  log("saved weights to %s\n", path.c_str());
+}
+
+void write_outputs(TrainRun& run, const TrainArgs& args, Rank0Log& log) {
+  if (run.cfg.memory_breakdown) log("%s", run.engine->memory_report().c_str());
+  if (!args.memory_report.empty()) write_memory_report(args.memory_report, *run.engine, *run.comm, run.engine_opt.stage);
+  if (!args.save_weights.empty()) save_weights(run, args.save_weights, log);
+}
+
+int run_train(const TrainArgs& args, Rank0Log& log) {
+  TrainRun run;
+  set_up(run, args, log);
+  init_weights(run, args, log);
+  if (run.cfg.memory_breakdown) log("%s", run.engine->memory_report().c_str());
+  train_loop(run, args, log);
+  write_outputs(run, args, log);
   return 0;
 }
 

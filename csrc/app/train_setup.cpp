@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "zerotrain/config/optim_inputs.h"
 #include "zerotrain/core/check.h"
 
 namespace zt {
@@ -16,6 +17,11 @@ const char* train_usage() {
 }
 
 namespace {
+// DeepSpeed accepts 0 for bucket and sub-group sizes (elements); a bucket or a group holds at
+// least one element. The config keeps the value as written (it is shown by --explain); it is
+// clamped here, once, on its way into EngineOptions.
+int64_t at_least_one_element(int64_t elements) { return std::max<int64_t>(1, elements); }
+
 int64_t parse_int(const std::string& flag, const char* v, int64_t lo) {
   char* end = nullptr;
   long long x = std::strtoll(v, &end, 10);
@@ -87,9 +93,9 @@ EngineOptions engine_options_from(const DsConfig& cfg) {
   o.stage = z.stage;
   o.overlap_comm = z.overlap_comm;
   o.contiguous_gradients = z.contiguous_gradients;
-  o.reduce_bucket_size = std::max<int64_t>(1, z.reduce_bucket_size);
-  o.allgather_bucket_size = std::max<int64_t>(1, z.allgather_bucket_size);
-  o.sub_group_size = std::max<int64_t>(1, z.sub_group_size);
+  o.reduce_bucket_size = at_least_one_element(z.reduce_bucket_size);
+  o.allgather_bucket_size = at_least_one_element(z.allgather_bucket_size);
+  o.sub_group_size = at_least_one_element(z.sub_group_size);
   o.prefetch_bucket_size = z.stage3_prefetch_bucket_size;
   o.max_live_parameters = z.stage3_max_live_parameters;
   o.max_reuse_distance = z.stage3_max_reuse_distance;
@@ -128,14 +134,12 @@ EngineOptions engine_options_from(const DsConfig& cfg) {
     o.loss_scaler.static_scale = 1.0;
     o.check_overflow = cfg.bf16.enabled && cfg.bf16.check_grad_overflow;
   }
-  o.optimizer = parse_optimizer(cfg.optimizer->type, nlohmann::json::parse(cfg.optimizer->params.dump()));
+  o.optimizer = optimizer_of(cfg);
   return o;
 }
 
 std::unique_ptr<LrSchedule> schedule_from(const DsConfig& cfg, const OptimizerHparams& opt) {
-  if (!cfg.scheduler) return make_lr_schedule("", nlohmann::json(), opt.lr, opt.has_betas());
-  return make_lr_schedule(cfg.scheduler->type, nlohmann::json::parse(cfg.scheduler->params.dump()), opt.lr,
-                          opt.has_betas());
+  return make_lr_schedule(lr_schedule_of(cfg), opt.lr, opt.has_betas());
 }
 
 }  // namespace zt

@@ -2,6 +2,7 @@
 // rules, sequence numbers and the log, the schedule-hash check, and the factory.
 #include "zerotrain/comm/communicator.h"
 
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -154,6 +155,39 @@ void Communicator::verify_same_across_ranks(uint64_t hash, const std::string& wh
   msg += " Ranks differing from rank 0: ";
   for (size_t i = 0; i < differ.size(); ++i) msg += (i ? "," : "") + std::to_string(differ[i]);
   throw CommMismatchError(msg);
+}
+
+namespace {
+
+// MPI_Gather of the lengths, then MPI_Gatherv of the bytes; the result is filled on `root` only.
+std::vector<std::string> gather_strings_over(MPI_Comm comm, const std::string& mine, int root, int rank, int n) {
+  ZT_CHECK(mine.size() <= static_cast<size_t>(INT_MAX), "gather_strings: a string exceeds INT_MAX bytes");
+  const int len = static_cast<int>(mine.size());
+  std::vector<int> lengths(static_cast<size_t>(n)), offsets(static_cast<size_t>(n));
+  ZT_MPI_CHECK(MPI_Gather(&len, 1, MPI_INT, lengths.data(), 1, MPI_INT, root, comm));
+  size_t total = 0;
+  for (int r = 0; r < n; ++r) {
+    offsets[r] = static_cast<int>(total);
+    total += static_cast<size_t>(lengths[r]);
+  }
+  ZT_CHECK(rank != root || total <= static_cast<size_t>(INT_MAX), "gather_strings: the strings exceed INT_MAX bytes");
+  std::vector<char> bytes(total + 1);
+  ZT_MPI_CHECK(MPI_Gatherv(mine.data(), len, MPI_CHAR, bytes.data(), lengths.data(), offsets.data(), MPI_CHAR, root,
+                           comm));
+  std::vector<std::string> all;
+  if (rank != root) return all;
+  for (int r = 0; r < n; ++r) all.emplace_back(bytes.data() + offsets[r], static_cast<size_t>(lengths[r]));
+  return all;
+}
+
+}  // namespace
+
+std::vector<std::string> Communicator::gather_strings(const std::string& mine, int root) {
+  ZT_CHECK(root >= 0 && root < world_size_, "gather_strings: root " + std::to_string(root) +
+                                                " is not a rank of a world of " + std::to_string(world_size_));
+  std::vector<std::string> all;
+  run_host_exchange([&](MPI_Comm comm) { all = gather_strings_over(comm, mine, root, rank_, world_size_); });
+  return all;
 }
 
 std::unique_ptr<Communicator> make_communicator(Device& dev, MPI_Comm parent, const CommOptions& opts) {

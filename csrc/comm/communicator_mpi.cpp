@@ -124,6 +124,11 @@ class MpiCommunicator final : public Communicator {
     });
     stream_->synchronize();
   }
+  // On the comm thread: MPI calls on comm_ stay serialised (MPI_THREAD_SERIALIZED suffices).
+  void run_host_exchange(const std::function<void(MPI_Comm)>& exchange) override {
+    stream_->enqueue([this, &exchange] { exchange(comm_); });
+    stream_->synchronize();
+  }
 
  private:
   // ---- everything below runs on the comm thread ----

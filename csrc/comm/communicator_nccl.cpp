@@ -153,6 +153,14 @@ class NcclCommunicator final : public Communicator {
     ZT_MPI_CHECK(MPI_Allgather(&value, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, comm_));
     log_.mark_completed(seq);
   }
+  // On the calling thread, over the bootstrap MPI communicator, after the comm stream drained.
+  void run_host_exchange(const std::function<void(MPI_Comm)>& exchange) override {
+    ZT_CHECK(group_depth_ == 0, "gather_strings inside a group");
+    ZT_CUDA_CHECK(cudaSetDevice(ordinal_));
+    ZT_CUDA_CHECK(cudaStreamSynchronize(cuda_stream_));
+    poll();  // marks every earlier collective complete
+    exchange(comm_);
+  }
 
  private:
   struct Pending {

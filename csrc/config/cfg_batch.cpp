@@ -1,4 +1,4 @@
-// cfg_batch.cpp — top-level scalar keys (deepspeed-config.md §3) and the batch triad (§2).
+// cfg_batch.cpp — top-level scalar keys (docs/config.md §3) and the batch triad (§2).
 #include <cctype>
 #include <algorithm>
 #include <cmath>
@@ -47,7 +47,8 @@ std::optional<int64_t> batch_key(Ctx& c, Section& top, const std::string& key, S
 
 void read_top_level_scalars(Ctx& c, Section& top) {
   DsConfig& g = c.cfg;
-  g.managed_gradient_accumulation = top.get_bool("managed_gradient_accumulation", true);
+  g.managed_gradient_accumulation =
+      top.get_bool("managed_gradient_accumulation", ds_defaults::kManagedGradientAccumulation);
   {
     Section::Lookup l = top.take("steps_per_print");
     if (!l.present() || l.value->is_null()) {
@@ -64,10 +65,10 @@ void read_top_level_scalars(Ctx& c, Section& top) {
   g.disable_allgather = top.get_bool("disable_allgather", false);
   g.communication_data_type = read_dtype_choice(c, top, "communication_data_type", nullptr);
   read_dtype_choice(c, top, "seq_parallel_communication_data_type", "fp32");
-  g.prescale_gradients = top.get_bool("prescale_gradients", false);
+  g.prescale_gradients = top.get_bool("prescale_gradients", ds_defaults::kPrescaleGradients);
   {
     Section::Lookup l = top.take("gradient_predivide_factor");
-    double f = 1.0;
+    double f = ds_defaults::kGradientPredivideFactor;
     if (l.present()) {
       std::string p = top.key_path(l.key);
       f = to_float(c, p, *l.value, false, false);
@@ -78,7 +79,7 @@ void read_top_level_scalars(Ctx& c, Section& top) {
   }
   {
     Section::Lookup l = top.take("gradient_allreduce_op");
-    std::string op = "mean";
+    std::string op = ds_defaults::kGradientAllreduceOp;
     if (l.present()) {
       std::string p = top.key_path(l.key);
       if (!l.value->is_string()) c.fail(p, *l.value, "\"mean\" or \"sum\"");
@@ -95,10 +96,10 @@ void read_top_level_scalars(Ctx& c, Section& top) {
     c.error("sparse_gradients", "true is not supported by zerotrain (sparse CSR embedding gradients); remove it or set false");
   }
   {
-    // Part A §4: "auto" -> 1.0 (DeepSpeed's default), unless the command line gives a value.
-    top.auto_rule("gradient_clipping", 1.0, "\"auto\" -> 1.0");
+    // "auto" -> DeepSpeed's default (1.0), unless the command line gives a value.
+    top.auto_rule("gradient_clipping", ds_defaults::kGradientClipping, "\"auto\" -> 1.0");
     Section::Lookup l = top.take("gradient_clipping");
-    double v = 1.0;
+    double v = ds_defaults::kGradientClipping;
     if (l.present()) {
       std::string p = top.key_path(l.key);
       if (!l.value->is_number()) c.fail(p, *l.value, "a number (> 0 clips to that global L2 norm; 0 disables clipping)");
@@ -190,13 +191,13 @@ void resolve_batch(Ctx& c, Section& top) {
     tbs = mul(mul(*mbs, *gas), W);
     nt = "= train_micro_batch_size_per_gpu * gradient_accumulation_steps * " + ws;
   } else if (tbs) {
-    gas = 1;
+    gas = ds_defaults::kGradientAccumulationSteps;
     mbs = *tbs / W;
     ng = "= 1 (only train_batch_size given)";
     nm = "= train_batch_size / " + ws;
   } else if (mbs) {
     tbs = mul(*mbs, W);
-    gas = 1;
+    gas = ds_defaults::kGradientAccumulationSteps;
     nt = "= train_micro_batch_size_per_gpu * " + ws;
     ng = "= 1 (only train_micro_batch_size_per_gpu given)";
   } else {

@@ -1,7 +1,7 @@
-// cfg_features.cpp — the remaining DeepSpeed sections (deepspeed-config.md §9): those zerotrain
+// cfg_features.cpp — the remaining DeepSpeed sections (docs/config.md §9): those zerotrain
 // reads (activation_checkpointing, checkpoint), those it knows but does not implement (accepted
-// while disabled, rejected when enabled: Part A §5), cross-section rules, and the key tables
-// behind "did you mean" hints.
+// while disabled, rejected when enabled: docs/config.md rule 5), cross-section rules, and the key
+// tables behind "did you mean" hints.
 #include <algorithm>
 #include <vector>
 

@@ -1,4 +1,4 @@
-// cfg_optim.cpp — the "optimizer" section (deepspeed-config.md §4): type normalisation,
+// cfg_optim.cpp — the "optimizer" section (docs/config.md §4): type normalisation,
 // params with DeepSpeed's defaults, the max_grad_norm rule (§4, §17.4), "auto" params.
 #include <algorithm>
 #include <cmath>
@@ -39,7 +39,7 @@ bool read_flag(Ctx& c, Section& s, const std::string& key, bool def) {
 }
 
 void read_adam_params(Ctx& c, Section& s, OptimizerConfig& o) {
-  o.lr = read_number(c, s, "lr", 1e-3, 0.0);
+  o.lr = read_number(c, s, "lr", ds_defaults::kLr, 0.0);
   {
     Section::Lookup l = s.take("betas");
     if (l.present()) {
@@ -55,10 +55,10 @@ void read_adam_params(Ctx& c, Section& s, OptimizerConfig& o) {
     }
     s.put_lookup("betas", Json::array({o.beta1, o.beta2}), l);
   }
-  o.eps = read_number(c, s, "eps", 1e-8, 0.0);
-  o.weight_decay = read_number(c, s, "weight_decay", 0.0, 0.0);
-  o.bias_correction = read_flag(c, s, "bias_correction", true);
-  o.adam_w_mode = read_flag(c, s, "adam_w_mode", true);
+  o.eps = read_number(c, s, "eps", ds_defaults::kAdamEps, 0.0);
+  o.weight_decay = read_number(c, s, "weight_decay", ds_defaults::kWeightDecay, 0.0);
+  o.bias_correction = read_flag(c, s, "bias_correction", ds_defaults::kAdamBiasCorrection);
+  o.adam_w_mode = read_flag(c, s, "adam_w_mode", ds_defaults::kAdamWMode);
   if (read_flag(c, s, "amsgrad", false)) {
     c.error(s.key_path("amsgrad"), "true is not supported (DeepSpeed's FusedAdam rejects it too)");
   }
@@ -72,10 +72,10 @@ void read_adam_params(Ctx& c, Section& s, OptimizerConfig& o) {
 
 void read_sgd_params(Ctx& c, Section& s, OptimizerConfig& o) {
   o.kind = ConfigOptimizerKind::kSGD;
-  o.lr = read_number(c, s, "lr", 1e-3, 0.0);
-  o.momentum = read_number(c, s, "momentum", 0.0, 0.0);
-  o.dampening = read_number(c, s, "dampening", 0.0, -INFINITY);
-  o.weight_decay = read_number(c, s, "weight_decay", 0.0, 0.0);
+  o.lr = read_number(c, s, "lr", ds_defaults::kLr, 0.0);
+  o.momentum = read_number(c, s, "momentum", ds_defaults::kSgdMomentum, 0.0);
+  o.dampening = read_number(c, s, "dampening", ds_defaults::kSgdDampening, -INFINITY);
+  o.weight_decay = read_number(c, s, "weight_decay", ds_defaults::kWeightDecay, 0.0);
   o.nesterov = read_flag(c, s, "nesterov", false);
   if (read_flag(c, s, "maximize", false)) c.error(s.key_path("maximize"), "true is not supported by zerotrain");
   for (const char* k : {"foreach", "fused"}) {

@@ -1,4 +1,4 @@
-// cfg_precision.cpp — fp16 (§6), bf16 / bfloat16 (§7), data_types and torch_autocast (§9).
+// cfg_precision.cpp — fp16 (docs/config.md §6), bf16 / bfloat16 (§7), data_types and torch_autocast (§9).
 #include <cmath>
 
 #include "config_reader.h"
@@ -39,7 +39,7 @@ void read_fp16(Ctx& c, Section& top) {
   f.auto_cast = s.get_bool("auto_cast", false);
   {
     Section::Lookup ls = s.take("loss_scale");
-    double v = 0.0;
+    double v = ds_defaults::kFp16LossScale;
     if (ls.present()) {
       std::string p = s.key_path(ls.key);
       const Json& x = *ls.value;
@@ -51,11 +51,11 @@ void read_fp16(Ctx& c, Section& top) {
     f.loss_scale = v;
     s.put_lookup("loss_scale", v, ls);
   }
-  f.initial_scale_power = s.get_int("initial_scale_power", 16);
-  f.loss_scale_window = read_dynamic_int(c, s, "loss_scale_window", 1000);
-  f.hysteresis = s.get_int("hysteresis", 2);
+  f.initial_scale_power = s.get_int("initial_scale_power", ds_defaults::kFp16InitialScalePower);
+  f.loss_scale_window = read_dynamic_int(c, s, "loss_scale_window", ds_defaults::kFp16LossScaleWindow);
+  f.hysteresis = s.get_int("hysteresis", ds_defaults::kFp16Hysteresis);
   f.consecutive_hysteresis = s.get_bool("consecutive_hysteresis", false);
-  f.min_loss_scale = read_dynamic_int(c, s, "min_loss_scale", 1);
+  f.min_loss_scale = read_dynamic_int(c, s, "min_loss_scale", ds_defaults::kFp16MinLossScale);
   f.fp16_master_weights_and_grads = s.get_bool("fp16_master_weights_and_grads", false);
   s.finish();
   if (f.enabled && f.dynamic()) {
@@ -90,7 +90,7 @@ void read_bf16(Ctx& c, Section& top) {
   Section s(c, section_object(c, l, name), name, Section::Kind::kStrict);
   b.enabled = s.get_bool("enabled", false);
   b.immediate_grad_update = s.get_bool("immediate_grad_update", false);
-  b.check_grad_overflow = s.get_bool("check_grad_overflow", true);
+  b.check_grad_overflow = s.get_bool("check_grad_overflow", ds_defaults::kBf16CheckGradOverflow);
   b.bf16_master_weights_and_grads = s.get_bool("bf16_master_weights_and_grads", false);
   b.bf16_optimizer_states = s.get_bool("bf16_optimizer_states", false);
   s.finish();

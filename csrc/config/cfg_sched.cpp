@@ -1,4 +1,4 @@
-// cfg_sched.cpp — the "scheduler" section (deepspeed-config.md §5): the five DeepSpeed
+// cfg_sched.cpp — the "scheduler" section (docs/config.md §5): the five DeepSpeed
 // schedules, their params with defaults, and the construction-time checks done at config time.
 #include <algorithm>
 #include <cmath>
@@ -98,7 +98,7 @@ std::string read_warmup_type(Ctx& c, Section& s) {
 }
 
 void read_warmup_family(Ctx& c, Section& s, SchedulerConfig& r) {
-  const std::vector<double> zero{0.0};
+  const std::vector<double> zero{ds_defaults::kWarmupMinLr};
   if (r.type != "WarmupCosineLR") {
     r.warmup_min_lr = read_group_values(c, s, "warmup_min_lr", &zero);
     if (r.type == "WarmupLR") {
@@ -116,14 +116,14 @@ void read_warmup_family(Ctx& c, Section& s, SchedulerConfig& r) {
                  c.cfg.optimizer ? "default: the optimizer's lr" : "default: each param group's lr");
       }
     } else {
-      const std::vector<double> def{0.001};
+      const std::vector<double> def{ds_defaults::kWarmupDecayMaxLr};
       r.warmup_max_lr = read_group_values(c, s, "warmup_max_lr", &def);
     }
   } else {
-    r.warmup_min_ratio = read_real(c, s, "warmup_min_ratio", 0.0, -INFINITY, false);
-    r.cos_min_ratio = read_real(c, s, "cos_min_ratio", 0.0001, -INFINITY, false);
+    r.warmup_min_ratio = read_real(c, s, "warmup_min_ratio", ds_defaults::kWarmupMinRatio, -INFINITY, false);
+    r.cos_min_ratio = read_real(c, s, "cos_min_ratio", ds_defaults::kCosMinRatio, -INFINITY, false);
   }
-  r.warmup_num_steps = read_count(c, s, "warmup_num_steps", 1000, 1);
+  r.warmup_num_steps = read_count(c, s, "warmup_num_steps", ds_defaults::kWarmupNumSteps, 1);
   r.warmup_type = read_warmup_type(c, s);
   if (r.type != "WarmupLR") {
     r.total_num_steps = read_count(c, s, "total_num_steps", std::nullopt, 0);
@@ -137,7 +137,7 @@ void read_one_cycle(Ctx& c, Section& s, SchedulerConfig& r) {
   r.cycle_min_lr = read_group_values(c, s, "cycle_min_lr", nullptr);
   r.cycle_max_lr = read_group_values(c, s, "cycle_max_lr", nullptr);
   r.decay_lr_rate = read_real(c, s, "decay_lr_rate", 0.0, 0.0, false);
-  r.cycle_first_step_size = read_real(c, s, "cycle_first_step_size", 2000, 0.0, true);
+  r.cycle_first_step_size = read_real(c, s, "cycle_first_step_size", ds_defaults::kCycleFirstStepSize, 0.0, true);
   {
     Section::Lookup l = s.take("cycle_second_step_size");
     if (l.present() && !l.value->is_null()) {
@@ -165,17 +165,17 @@ void read_one_cycle(Ctx& c, Section& s, SchedulerConfig& r) {
     s.put_lookup("cycle_momentum", v, l);
     r.cycle_momentum = v;
   }
-  const std::vector<double> min_mom{0.8}, max_mom{0.9};
+  const std::vector<double> min_mom{ds_defaults::kCycleMinMom}, max_mom{ds_defaults::kCycleMaxMom};
   r.cycle_min_mom = read_group_values(c, s, "cycle_min_mom", &min_mom);
   r.cycle_max_mom = read_group_values(c, s, "cycle_max_mom", &max_mom);
   r.decay_mom_rate = read_real(c, s, "decay_mom_rate", 0.0, 0.0, false);
 }
 
 void read_range_test(Ctx& c, Section& s, SchedulerConfig& r) {
-  const std::vector<double> def{1e-3};
+  const std::vector<double> def{ds_defaults::kLrRangeTestMinLr};
   r.lr_range_test_min_lr = read_group_values(c, s, "lr_range_test_min_lr", &def);
-  r.lr_range_test_step_size = read_count(c, s, "lr_range_test_step_size", 2000, 1);
-  r.lr_range_test_step_rate = read_real(c, s, "lr_range_test_step_rate", 1.0, -INFINITY, false);
+  r.lr_range_test_step_size = read_count(c, s, "lr_range_test_step_size", ds_defaults::kLrRangeTestStepSize, 1);
+  r.lr_range_test_step_rate = read_real(c, s, "lr_range_test_step_rate", ds_defaults::kLrRangeTestStepRate, -INFINITY, false);
   Section::Lookup l = s.take("lr_range_test_staircase");
   bool v = false;
   if (l.present()) v = to_bool_strict(c, s.key_path(l.key), *l.value);

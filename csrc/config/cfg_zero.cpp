@@ -1,4 +1,4 @@
-// cfg_zero.cpp — zero_optimization with offload_param / offload_optimizer (deepspeed-config.md
+// cfg_zero.cpp — zero_optimization with offload_param / offload_optimizer (docs/config.md
 // §8), its aliases, deprecated keys, the legacy boolean form, and the "auto" bucket rules.
 #include <algorithm>
 
@@ -58,10 +58,10 @@ Json read_offload_param(Ctx& c, const Json& v, const std::string& path, std::opt
   OffloadParamConfig o;
   o.device = read_device(c, s);
   o.nvme_path = read_nvme_path(c, s);
-  o.buffer_count = s.get_int("buffer_count", 5, kNonNeg);
-  o.buffer_size = s.get_int("buffer_size", 100000000, kNonNeg);
-  o.max_in_cpu = s.get_int("max_in_cpu", 1000000000, kNonNeg);
-  o.pin_memory = s.get_bool("pin_memory", true);
+  o.buffer_count = s.get_int("buffer_count", ds_defaults::kOffloadParamBufferCount, kNonNeg);
+  o.buffer_size = s.get_int("buffer_size", ds_defaults::kOffloadParamBufferSize, kNonNeg);
+  o.max_in_cpu = s.get_int("max_in_cpu", ds_defaults::kMaxInCpu, kNonNeg);
+  o.pin_memory = s.get_bool("pin_memory", ds_defaults::kOffloadPinMemory);
   s.finish();
   *out = o;
   return s.out();
@@ -75,14 +75,14 @@ Json read_offload_optimizer(Ctx& c, const Json& v, const std::string& path,
   OffloadOptimizerConfig o;
   o.device = read_device(c, s);
   o.nvme_path = read_nvme_path(c, s);
-  o.buffer_count = s.get_int("buffer_count", 4, kNonNeg);
-  o.pin_memory = s.get_bool("pin_memory", true);
+  o.buffer_count = s.get_int("buffer_count", ds_defaults::kOffloadOptimizerBufferCount, kNonNeg);
+  o.pin_memory = s.get_bool("pin_memory", ds_defaults::kOffloadPinMemory);
   o.pipeline_read = s.get_bool("pipeline_read", false);
   o.pipeline_write = s.get_bool("pipeline_write", false);
   o.fast_init = s.get_bool("fast_init", false);
-  o.ratio = read_fraction(c, s, "ratio", 1.0);
+  o.ratio = read_fraction(c, s, "ratio", ds_defaults::kOffloadOptimizerRatio);
   o.super_offload = s.get_bool("super_offload", false);
-  o.cpuadam_cores_perc = read_fraction(c, s, "cpuadam_cores_perc", 0.8);
+  o.cpuadam_cores_perc = read_fraction(c, s, "cpuadam_cores_perc", ds_defaults::kCpuadamCoresPerc);
   s.finish();
   if (o.super_offload) c.error(s.key_path("super_offload"), "true is not supported by zerotrain (SuperOffload)");
   *out = o;
@@ -109,7 +109,7 @@ void read_zero(Ctx& c, Section& top) {
       if (v.get<bool>()) {
         legacy_true = true;
         legacy["stage"] = 1;
-        legacy["allgather_bucket_size"] = lsize.present() ? *lsize.value : Json(500000000);
+        legacy["allgather_bucket_size"] = lsize.present() ? *lsize.value : Json(ds_defaults::kAllgatherBucketSize);
         c.warn("zero_optimization", "the boolean form is deprecated; true means {\"stage\": 1}");
       }
       zin = &legacy;
@@ -133,8 +133,8 @@ void read_zero(Ctx& c, Section& top) {
     if (legacy_true) s.put("stage", st, ConfigSource::kDerived, "legacy \"zero_optimization\": true");
     else s.put_lookup("stage", st, l);
   }
-  z.contiguous_gradients = s.get_bool("contiguous_gradients", true);
-  z.reduce_scatter = s.get_bool("reduce_scatter", true);
+  z.contiguous_gradients = s.get_bool("contiguous_gradients", ds_defaults::kContiguousGradients);
+  z.reduce_scatter = s.get_bool("reduce_scatter", ds_defaults::kReduceScatter);
   const std::optional<int64_t>& h = c.opt.hidden_size;
   if (h) {
     std::string hs = std::to_string(*h);
@@ -142,10 +142,10 @@ void read_zero(Ctx& c, Section& top) {
     s.auto_rule("stage3_prefetch_bucket_size", (9 * *h * *h) / 10, "\"auto\" -> floor(0.9*h*h) with hidden size h = " + hs);
     s.auto_rule("stage3_param_persistence_threshold", 10 * *h, "\"auto\" -> 10*h with hidden size h = " + hs);
   }
-  z.reduce_bucket_size = s.get_int("reduce_bucket_size", 500000000, kNonNeg);
-  z.use_multi_rank_bucket_allreduce = s.get_bool("use_multi_rank_bucket_allreduce", true);
-  z.allgather_partitions = s.get_bool("allgather_partitions", true);
-  z.allgather_bucket_size = s.get_int("allgather_bucket_size", 500000000, kNonNeg);
+  z.reduce_bucket_size = s.get_int("reduce_bucket_size", ds_defaults::kReduceBucketSize, kNonNeg);
+  z.use_multi_rank_bucket_allreduce = s.get_bool("use_multi_rank_bucket_allreduce", ds_defaults::kUseMultiRankBucketAllreduce);
+  z.allgather_partitions = s.get_bool("allgather_partitions", ds_defaults::kAllgatherPartitions);
+  z.allgather_bucket_size = s.get_int("allgather_bucket_size", ds_defaults::kAllgatherBucketSize, kNonNeg);
   if (legacy_true) {
     c.record("zero_optimization.allgather_bucket_size", lsize.present() ? ConfigSource::kFile : ConfigSource::kDefault,
              "legacy \"zero_optimization\": true takes top-level allgather_size");
@@ -163,8 +163,8 @@ void read_zero(Ctx& c, Section& top) {
     }
     z.overlap_comm = v;
   }
-  z.load_from_fp32_weights = s.get_bool("load_from_fp32_weights", true);
-  z.elastic_checkpoint = s.get_bool("elastic_checkpoint", false);
+  z.load_from_fp32_weights = s.get_bool("load_from_fp32_weights", ds_defaults::kLoadFromFp32Weights);
+  z.elastic_checkpoint = s.get_bool("elastic_checkpoint", ds_defaults::kElasticCheckpoint);
 
   // Deprecated spellings (§8): both the old and the new key given is an error even when the
   // old one is false (§17.3).
@@ -206,14 +206,14 @@ void read_zero(Ctx& c, Section& top) {
   Section::Lookup l_zen = s.take("zenflow");
   if (l_zen.present() && !l_zen.value->is_null()) reject_enabled(c, s.key_path("zenflow"), "ZenFlow");
   s.put_lookup("zenflow", nullptr, l_zen);
-  z.sub_group_size = s.get_int("sub_group_size", 1000000000, kNonNeg);
-  z.stage3_prefetch_bucket_size = s.get_int("stage3_prefetch_bucket_size", 50000000, kNonNeg, "prefetch_bucket_size");
+  z.sub_group_size = s.get_int("sub_group_size", ds_defaults::kSubGroupSize, kNonNeg);
+  z.stage3_prefetch_bucket_size = s.get_int("stage3_prefetch_bucket_size", ds_defaults::kStage3PrefetchBucketSize, kNonNeg, "prefetch_bucket_size");
   z.stage3_param_persistence_threshold =
-      s.get_int("stage3_param_persistence_threshold", 100000, kNonNeg, "param_persistence_threshold");
+      s.get_int("stage3_param_persistence_threshold", ds_defaults::kStage3ParamPersistenceThreshold, kNonNeg, "param_persistence_threshold");
   z.stage3_model_persistence_threshold =
-      s.get_int("stage3_model_persistence_threshold", INT64_MAX, kNonNeg, "model_persistence_threshold");
-  z.stage3_max_live_parameters = s.get_int("stage3_max_live_parameters", 1000000000, kNonNeg, "max_live_parameters");
-  z.stage3_max_reuse_distance = s.get_int("stage3_max_reuse_distance", 1000000000, kNonNeg, "max_reuse_distance");
+      s.get_int("stage3_model_persistence_threshold", ds_defaults::kStage3ModelPersistenceThreshold, kNonNeg, "model_persistence_threshold");
+  z.stage3_max_live_parameters = s.get_int("stage3_max_live_parameters", ds_defaults::kStage3MaxLiveParameters, kNonNeg, "max_live_parameters");
+  z.stage3_max_reuse_distance = s.get_int("stage3_max_reuse_distance", ds_defaults::kStage3MaxReuseDistance, kNonNeg, "max_reuse_distance");
   {
     Section::Lookup l_old = s.take("stage3_gather_fp16_weights_on_model_save");
     bool both_new = s.has_value("stage3_gather_16bit_weights_on_model_save") ||
@@ -233,17 +233,17 @@ void read_zero(Ctx& c, Section& top) {
       z.stage3_gather_16bit_weights_on_model_save = v;
     } else {
       z.stage3_gather_16bit_weights_on_model_save =
-          s.get_bool("stage3_gather_16bit_weights_on_model_save", false, "gather_16bit_weights_on_model_save");
+          s.get_bool("stage3_gather_16bit_weights_on_model_save", ds_defaults::kStage3Gather16bitWeightsOnModelSave, "gather_16bit_weights_on_model_save");
     }
   }
   z.stage3_module_granularity_threshold =
-      s.get_int("stage3_module_granularity_threshold", 0, {}, "module_granularity_threshold");
+      s.get_int("stage3_module_granularity_threshold", ds_defaults::kStage3ModuleGranularityThreshold, {}, "module_granularity_threshold");
   z.stage3_use_all_reduce_for_fetch_params =
-      s.get_bool("stage3_use_all_reduce_for_fetch_params", false, "use_all_reduce_for_fetch_params");
-  z.stage3_allgather_sequential = s.get_bool("stage3_allgather_sequential", false, "allgather_sequential");
-  z.ignore_unused_parameters = s.get_bool("ignore_unused_parameters", true);
+      s.get_bool("stage3_use_all_reduce_for_fetch_params", ds_defaults::kStage3UseAllReduceForFetchParams, "use_all_reduce_for_fetch_params");
+  z.stage3_allgather_sequential = s.get_bool("stage3_allgather_sequential", ds_defaults::kStage3AllgatherSequential, "allgather_sequential");
+  z.ignore_unused_parameters = s.get_bool("ignore_unused_parameters", ds_defaults::kIgnoreUnusedParameters);
   bool legacy_stage1 = s.get_bool("legacy_stage1", false);
-  z.round_robin_gradients = s.get_bool("round_robin_gradients", false);
+  z.round_robin_gradients = s.get_bool("round_robin_gradients", ds_defaults::kRoundRobinGradients);
   int64_t hpz = s.get_int("zero_hpz_partition_size", 1, kNonNeg);
   bool qw = s.get_bool("zero_quantized_weights", false);
   bool qnw = s.get_bool("zero_quantized_nontrainable_weights", false);
@@ -255,8 +255,8 @@ void read_zero(Ctx& c, Section& top) {
   s.put_lookup("zeropp_loco_param", l_loco.present() ? *l_loco.value : Json(nullptr), l_loco);
   int64_t mics = s.get_int("mics_shard_size", -1);
   s.get_bool("mics_hierarchical_params_gather", false);
-  z.memory_efficient_linear = s.get_bool("memory_efficient_linear", true);
-  z.pipeline_loading_checkpoint = s.get_bool("pipeline_loading_checkpoint", false);
+  z.memory_efficient_linear = s.get_bool("memory_efficient_linear", ds_defaults::kMemoryEfficientLinear);
+  z.pipeline_loading_checkpoint = s.get_bool("pipeline_loading_checkpoint", ds_defaults::kPipelineLoadingCheckpoint);
   s.get_bool("override_module_apply", true);
   s.get_bool("log_trace_cache_warnings", false);
   s.get_bool("enable_sanity_checks", false);

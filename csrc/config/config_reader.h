@@ -1,5 +1,5 @@
 // config_reader.h — internal to csrc/config: value coercion (pydantic "lax" rules + the
-// file-specific rules of deepspeed-config.md §17), "auto" resolution, provenance recording
+// file-specific rules of docs/config.md §17), "auto" resolution, provenance recording
 // and unknown-key detection for one config section.
 #pragma once
 #include <map>

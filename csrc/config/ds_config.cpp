@@ -1,4 +1,4 @@
-// ds_config.cpp — resolution order (deepspeed-config.md §1.3), the resolved document, explain().
+// ds_config.cpp — resolution order (docs/config.md §1.3), the resolved document, explain().
 #include "zerotrain/config/ds_config.h"
 
 #include <sstream>

@@ -29,7 +29,7 @@ std::string child_path(const std::string& parent, const std::string& key) {
 }
 
 // Parses the JSON number grammar -?(0|[1-9]\d*)(\.\d+)?([eE][-+]?\d+)? over the whole of `t`.
-// Applies the §17.1 integer rule. Returns false when `t` is not a number.
+// Applies the integer rule of docs/config.md §17.1. Returns false when `t` is not a number.
 bool parse_number(const std::string& t, Json* out, bool* overflow) {
   size_t i = 0, n = t.size();
   *overflow = false;

@@ -1,4 +1,4 @@
-// clipping.cpp — DeepSpeed's gradient-clipping arithmetic (deepspeed-config.md §6.3).
+// clipping.cpp — DeepSpeed's gradient-clipping arithmetic (docs/config.md §6).
 #include "zerotrain/optim/clipping.h"
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-// loss_scaler.cpp — DeepSpeed's dynamic loss-scale update rules (deepspeed-config.md §6.1/§6.2).
+// loss_scaler.cpp — DeepSpeed's dynamic loss-scale update rules (docs/config.md §6).
 #include "zerotrain/optim/loss_scaler.h"
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-// "auto" resolution with provenance (§10, Part A §4) and unknown keys (§11, Part A §3).
+// "auto" resolution with provenance (docs/config.md §10) and unknown keys (§11, rule 3).
 #include "cfg_test.h"
 
 using namespace zt_test;
@@ -27,7 +27,7 @@ TEST(Auto, ZeroKeysWithoutHiddenSizeTakeDeepSpeedDefaults) {  // §10 [run] exam
   EXPECT_NE(c.provenance["zero_optimization.reduce_bucket_size"].note.find("DeepSpeed default"), std::string::npos);
 }
 
-TEST(Auto, ZeroKeysFromHiddenSize) {  // Part A §4: h*h, floor(0.9*h*h), 10*h as integers
+TEST(Auto, ZeroKeysFromHiddenSize) {  // docs/config.md §10: h*h, floor(0.9*h*h), 10*h as integers
   zt::DsConfig c = resolve(kZeroAuto, with_hidden(4096));
   EXPECT_EQ(c.zero.reduce_bucket_size, 16777216);
   EXPECT_EQ(c.zero.stage3_prefetch_bucket_size, 15099494);  // HF's 15099494.4, which DeepSpeed itself rejects
@@ -85,13 +85,13 @@ TEST(Auto, CommandLineIgnoredWhenTheFileHasAValue) {
   EXPECT_EQ(c.provenance["optimizer.params.lr"].source, ConfigSource::kFile);
 }
 
-TEST(Auto, GradientClipping) {  // Part A §4 (DeepSpeed would crash at the first step)
+TEST(Auto, GradientClipping) {  // docs/config.md §10 (DeepSpeed would crash at the first step)
   zt::DsConfig c = resolve(tb(R"("gradient_clipping": "auto")"));
   EXPECT_DOUBLE_EQ(c.gradient_clipping, 1.0);
   EXPECT_EQ(c.provenance["gradient_clipping"].source, ConfigSource::kAuto);
 }
 
-TEST(Auto, BatchTriadFromTheOtherTwo) {  // Part A §4 (DeepSpeed: TypeError)
+TEST(Auto, BatchTriadFromTheOtherTwo) {  // docs/config.md §10 (DeepSpeed: TypeError)
   zt::DsConfig c = resolve(R"({"train_batch_size": "auto", "train_micro_batch_size_per_gpu": 4,
                                "gradient_accumulation_steps": 2})", world(2));
   EXPECT_EQ(c.train_batch_size, 16);
@@ -124,7 +124,7 @@ TEST(Auto, SchedulerParams) {
                 .scheduler->total_num_steps, 500);
 }
 
-TEST(UnknownKeys, TopLevelWarnsWithSuggestion) {  // §11, Part A §3
+TEST(UnknownKeys, TopLevelWarnsWithSuggestion) {  // §11, docs/config.md rule 3
   zt::DsConfig c = resolve(R"({"train_batch_size": 8, "foo_bar": 1, "gradient_clip": 1.0, "reduce_bucket_size": 5})");
   EXPECT_TRUE(has_warning(c, "foo_bar: unknown key"));
   EXPECT_TRUE(has_warning(c, "gradient_clip: unknown key, ignored"));

@@ -1,4 +1,4 @@
-// Batch triad (deepspeed-config.md §2, §13.1 #1-6, §17.1, §17.2).
+// Batch triad (docs/config.md §2, §13.1 #1-6, §17.1, §17.2).
 #include "cfg_test.h"
 
 using namespace zt_test;
@@ -97,7 +97,7 @@ TEST(BatchTriad, WholeFloatsFromAFileAreIntegers) {  // §17.1: 32.0 -> 32 (not 
   EXPECT_TRIAD(R"({"train_batch_size": 32.0})", 2, 32, 16, 1);
   EXPECT_TRIAD(R"({"train_batch_size": 3.2e1, "gradient_accumulation_steps": 2.0})", 2, 32, 8, 2);
 }
-TEST(BatchTriad, GarbageRejectedAtConfigTime) {  // Part A §6
+TEST(BatchTriad, GarbageRejectedAtConfigTime) {  // docs/config.md rule 6
   EXPECT_REJECTED(R"({"train_batch_size": 32.5})", "train_batch_size", "fractional part");
   EXPECT_REJECTED(R"({"train_batch_size": "32"})", "train_batch_size", "found \"32\"", "without quotes");
   EXPECT_REJECTED(R"({"train_batch_size": true})", "train_batch_size");

@@ -1,4 +1,4 @@
-// HJSON reader (deepspeed-config.md §1.1, §17.1, §17.7) and file loading.
+// HJSON reader (docs/config.md §1.1, §17.1, §17.7) and file loading.
 #include <fstream>
 
 #include "cfg_test.h"

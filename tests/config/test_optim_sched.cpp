@@ -1,4 +1,5 @@
-// optimizer (§4, §13.2, §17.4, §17.6) and scheduler (§5 construction checks, §13.1 #41 #44, §13.2).
+// docs/config.md: optimizer (§4, §13.2, §17.4, §17.6) and scheduler (§5 construction checks,
+// §13.1 #41 #44, §13.2).
 #include <cmath>
 
 #include "cfg_test.h"
@@ -29,7 +30,7 @@ TEST(Optimizer, TypeNormalisation) {  // §4, §13.2
   EXPECT_EQ(opt(R"({"type": "SGD"})").resolved["optimizer"]["type"], "SGD");
 }
 
-TEST(Optimizer, UnsupportedAndUnknownTypes) {  // §4, Part A §5
+TEST(Optimizer, UnsupportedAndUnknownTypes) {  // §4, docs/config.md rule 5
   EXPECT_OPT_REJECTED(R"({"type": "OneBitAdam"})", "optimizer.type", "not supported by zerotrain");
   EXPECT_OPT_REJECTED(R"({"type": "Lamb"})", "optimizer.type", "not supported by zerotrain");
   EXPECT_OPT_REJECTED(R"({"type": "lion"})", "not supported by zerotrain");
@@ -112,7 +113,7 @@ TEST(Optimizer, MaxGradNormRule) {  // §4, §13.2, §17.4, §17.6
   EXPECT_OPT_REJECTED(R"({"type": "Adam", "params": {"max_grad_norm": "1.0"}})", "optimizer.params.max_grad_norm");
 }
 
-TEST(Scheduler, TypeMustBeADeepSpeedSchedule) {  // §5, Part A §6
+TEST(Scheduler, TypeMustBeADeepSpeedSchedule) {  // §5, docs/config.md rule 6
   EXPECT_SCHED_REJECTED(R"({"type": "Foo", "params": {}})", "scheduler.type", "does not recognize");
   EXPECT_SCHED_REJECTED(R"({"type": "warmuplr", "params": {}})", "did you mean `WarmupLR`?");
   EXPECT_SCHED_REJECTED(R"({"type": "StepLR", "params": {}})", "not supported by zerotrain");

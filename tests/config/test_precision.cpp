@@ -1,4 +1,4 @@
-// fp16 (§6, §13.1 #22-23, §13.2, §17.5), bf16 / bfloat16 (§7, §13.1 #10, §13.2).
+// docs/config.md: fp16 (§6, §13.1 #22-23, §13.2, §17.5), bf16 / bfloat16 (§7, §13.1 #10, §13.2).
 #include "cfg_test.h"
 
 using namespace zt_test;
@@ -122,7 +122,7 @@ TEST(Bf16, LegacyBfloat16Key) {  // §13.1 #10, §7 lookup rules
   EXPECT_EQ(resolve(tb(R"("bfloat16": {"enabled": true})")).resolved["bf16"]["enabled"], true);
 }
 
-TEST(Bf16, UnknownKeysRejected) {  // §7, §13.2, Theme 6
+TEST(Bf16, UnknownKeysRejected) {  // §7, §13.2
   EXPECT_REJECTED(tb(R"("bf16": {"enabled": true, "foo": 1})"), "bf16.foo");
   EXPECT_REJECTED(tb(R"("bf16": {"check_overflow": true})"), "bf16.check_overflow",
                   "did you mean `check_grad_overflow`?");

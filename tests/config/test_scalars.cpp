@@ -1,4 +1,4 @@
-// Top-level scalars (§3), §13.2 defaults row, other loose sections (§9) and §12 config-time rows.
+// docs/config.md: top-level scalars (§3), §13.2 defaults row, other loose sections (§9) and §12 config-time rows.
 #include "cfg_test.h"
 
 using namespace zt_test;
@@ -85,7 +85,7 @@ TEST(Scalars, GradientAllreduceOp) {  // §13.1 #8
   EXPECT_ACCEPTED(tb(R"("gradient_allreduce_op": "sum", "zero_optimization": {"stage": 2})"));
 }
 
-TEST(Scalars, LooseBoolsRejectStrings) {  // Part A §6, §17.6
+TEST(Scalars, LooseBoolsRejectStrings) {  // docs/config.md rule 6, §17.6
   EXPECT_REJECTED(tb(R"("prescale_gradients": "true")"), "prescale_gradients", "found \"true\"", "without quotes");
   EXPECT_REJECTED(tb(R"("wall_clock_breakdown": "yes")"), "wall_clock_breakdown");
   EXPECT_REJECTED(tb(R"("wall_clock_breakdown": null)"), "wall_clock_breakdown", "found null");
@@ -146,7 +146,7 @@ TEST(OtherSections, AmpAndProgressiveLayerDropNeedEnabled) {
   EXPECT_REJECTED(tb(R"("amp": {"enabled": true})"), "amp", "not supported by zerotrain");
 }
 
-TEST(OtherSections, KnownButUnsupportedFeatures) {  // Part A §5
+TEST(OtherSections, KnownButUnsupportedFeatures) {  // docs/config.md rule 5
   EXPECT_ACCEPTED(tb(R"("elasticity": {"enabled": false})"));
   EXPECT_REJECTED(tb(R"("elasticity": {"enabled": true, "max_train_batch_size": 100})"), "elasticity",
                   "not supported by zerotrain");

@@ -1,4 +1,5 @@
-// zero_optimization with offload_param / offload_optimizer (§8, §13.1 #9 #16-21, §13.2, §17.3, §17.5).
+// docs/config.md: zero_optimization with offload_param / offload_optimizer (§8, §13.1 #9 #16-21,
+// §13.2, §17.3, §17.5).
 #include "cfg_test.h"
 
 using namespace zt_test;
@@ -94,7 +95,7 @@ TEST(Zero, PipelineLoadingCheckpointDefault) {  // §13.1 #18
   for (int s : {0, 1, 2}) EXPECT_FALSE(zero("{\"stage\": " + std::to_string(s) + "}").zero.pipeline_loading_checkpoint);
 }
 
-TEST(Zero, UnknownKeysAreErrorsWithSuggestions) {  // §11, §13.2, Part A §2
+TEST(Zero, UnknownKeysAreErrorsWithSuggestions) {  // §11, §13.2, docs/config.md rule 2
   EXPECT_ZERO_REJECTED(R"({"stage": 2, "foo": 1})", "zero_optimization.foo", "unknown key");
   EXPECT_ZERO_REJECTED(R"({"stage": 1, "grad_hooks": true})", "zero_optimization.grad_hooks");
   EXPECT_ZERO_REJECTED(R"({"stage": 2, "reduce_bucket_sise": 100})", "zero_optimization.reduce_bucket_sise",
@@ -205,7 +206,7 @@ TEST(Zero, OffloadPipelineFlags) {  // §13.1 #21
 TEST(Zero, OffloadDeviceAndRatio) {  // §13.2
   EXPECT_ZERO_REJECTED(R"({"stage": 2, "offload_optimizer": {"device": "cpu", "ratio": 0.5}})",
                        "offload_optimizer.ratio", "Partial offloading only supported for ZeRO Stage 3");
-  // DeepSpeed accepts partial offload at stage 3; zerotrain does not implement it (Part A §5).
+  // DeepSpeed accepts partial offload at stage 3; zerotrain does not implement it (docs/config.md rule 5).
   EXPECT_ZERO_REJECTED(R"({"stage": 3, "offload_optimizer": {"device": "cpu", "ratio": 0.5}})",
                        "partial optimizer offload", "not supported by zerotrain");
   EXPECT_ZERO_REJECTED(R"({"stage": 3, "offload_optimizer": {"device": "cpu", "ratio": 1.5}})", "ratio", "[0, 1]");
@@ -234,7 +235,7 @@ TEST(Zero, BoundsAsInDeepSpeed) {  // §13.2
   EXPECT_EQ(zero(R"({"stage3_module_granularity_threshold": -5})").zero.stage3_module_granularity_threshold, -5);
 }
 
-TEST(Zero, KnownButUnsupportedRejectedWhenEnabled) {  // Part A §5
+TEST(Zero, KnownButUnsupportedRejectedWhenEnabled) {  // docs/config.md rule 5
   EXPECT_ZERO_REJECTED(R"({"stage": 3, "offload_param": {"device": "nvme", "nvme_path": "/x"}})", "nvme", "not supported");
   EXPECT_ZERO_REJECTED(R"({"stage": 3, "offload_optimizer": {"device": "nvme"}})", "nvme", "not supported");
   EXPECT_ZERO_REJECTED(R"({"stage": 3, "zero_quantized_weights": true})", "zero_quantized_weights", "not supported");

@@ -1,4 +1,4 @@
-// Gradient clipping formulas (deepspeed-config.md §6.3).
+// Gradient clipping formulas (docs/config.md §6).
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -1,4 +1,4 @@
-// Loss scaler against the [run] traces of deepspeed-config.md §6.1 and §13.1 items 25-29.
+// Loss scaler against the [run] traces of docs/config.md §6 and §13.1 items 25-29.
 #include <gtest/gtest.h>
 
 #include <string>

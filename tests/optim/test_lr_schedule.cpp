@@ -1,4 +1,4 @@
-// LR schedules against every [run] trace of deepspeed-config.md §5 and §13.1 items 31-44.
+// LR schedules against every [run] trace of docs/config.md §5 and §13.1 items 31-44.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -6,12 +6,18 @@
 #include <vector>
 
 #include "zerotrain/core/check.h"
+#include "zerotrain/config/optim_inputs.h"
 #include "zerotrain/optim/lr_schedule.h"
 
-using nlohmann::json;
-using zt::make_lr_schedule;
+using json = zt::Json;
 
 namespace {
+
+// The `scheduler` section as the trainer builds it: params read by config/, the schedule by optim/.
+std::unique_ptr<zt::LrSchedule> make_lr_schedule(const std::string& type, const json& params, double optimizer_lr,
+                                                 bool optimizer_has_betas) {
+  return zt::make_lr_schedule(zt::parse_lr_schedule(type, params), optimizer_lr, optimizer_has_betas);
+}
 
 // LR after steps 1..n (t = 0..n-1), each by one step() as the engine does.
 std::vector<double> lrs_after_steps(zt::LrSchedule& s, int n) {

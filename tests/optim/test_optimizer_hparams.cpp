@@ -5,9 +5,10 @@
 #include <vector>
 
 #include "zerotrain/core/check.h"
+#include "zerotrain/config/optim_inputs.h"
 #include "zerotrain/optim/optimizer_hparams.h"
 
-using nlohmann::json;
+using json = zt::Json;
 
 TEST(OptimizerHparams, AdamDefaultsAndModes) {
   auto h = zt::parse_optimizer("Adam", nullptr);

@@ -49,7 +49,10 @@ EngineOptions adamw_options(int stage) {
   EngineOptions o;
   o.stage = stage;
   o.gradient_clipping = 0.3;  // active (coefficient < 1; asserted) but mild: the tiny models' norms are ~0.4-1
-  o.optimizer = parse_optimizer("AdamW", nlohmann::json{{"lr", 1e-2}, {"eps", 1e-4}, {"weight_decay", 0.01}});
+  o.optimizer.type = "adamw";  // Adam kind, decoupled weight decay; betas and the rest at FusedAdam's defaults
+  o.optimizer.lr = 1e-2;
+  o.optimizer.eps = 1e-4;
+  o.optimizer.weight_decay = 0.01;
   return o;
 }
 
@@ -78,19 +81,21 @@ RunResult run_engine(const RunSpec& spec, MPI_Comm mpi) {
     std::remove(path.c_str());
     const int world = comm->world_size(), gas = spec.opt.gradient_accumulation_steps;
     DatasetShape shape;
-    nlohmann::json mj = nlohmann::json::parse(spec.model_json);
-    if (mj["type"] == "gpt") {
-      shape.vocab_size = mj["vocab_size"];
-      shape.n_ctx = mj["n_ctx"];
-    } else {
-      shape.mlp_dims = mj["dims"].get<std::vector<int64_t>>();
+    // From the parameters: GPT wte [vocab, C] and wpe [n_ctx, C]; MLP fc.i.weight [out, in] in layer order.
+    for (const ParamSpec& p : model->params()) {
+      if (p.name == "wte.weight") shape.vocab_size = p.shape[0];
+      if (p.name == "wpe.weight") shape.n_ctx = p.shape[0];
+      if (p.name.rfind("fc.", 0) == 0 && p.shape.size() == 2) {
+        if (shape.mlp_dims.empty()) shape.mlp_dims.push_back(p.shape[1]);
+        shape.mlp_dims.push_back(p.shape[0]);
+      }
     }
     shape.global_batch = spec.micro_batch * gas * world;
     shape.seed = spec.seed;
     auto data = make_dataset(spec.data, shape);
     EngineOptions opt = spec.opt;
     if (rank == spec.fail_rank_bucket_size) opt.reduce_bucket_size = 3;
-    auto sched = make_lr_schedule("", nlohmann::json(), opt.optimizer.lr, opt.optimizer.has_betas());
+    auto sched = make_lr_schedule(LrScheduleSpec{}, opt.optimizer.lr, opt.optimizer.has_betas());  // constant
     ZeroEngine engine(*model, *dev, *compute, *comm, opt, std::move(sched));
     set_engine_test_hooks(engine, overflow_injector(spec.inject_overflow_at_steps, *dev, *compute, comm->rank(), world));
     engine.init_parameters(spec.seed);

@@ -27,9 +27,11 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include <mpi.h>
 
@@ -112,6 +114,13 @@ class Communicator {
   // hang. Runs as a collective on the comm stream (it has a sequence number).
   void verify_same_across_ranks(uint64_t hash, const std::string& what);
 
+  // Host-side gather for reports (rank maps, per-rank JSON): every rank passes its string (any
+  // length); `root` gets all of them in rank order, the other ranks an empty vector.
+  // Blocking, host memory, NOT on the comm stream: it runs once every collective issued before it
+  // has completed, has no sequence number and is not watched by the hang watchdog. Every rank
+  // must call it at the same point.
+  std::vector<std::string> gather_strings(const std::string& mine, int root);
+
   const CommLog& log() const { return log_; }
   CommLog& log() { return log_; }
 
@@ -133,6 +142,10 @@ class Communicator {
   // verify_same_across_ranks: gather one uint64 per rank into `all` (world_size entries).
   // Runs the exchange as collective `seq` and returns when it is complete.
   virtual void gather_u64_blocking(uint64_t seq, uint64_t value, uint64_t* all) = 0;
+  // Runs `exchange` (blocking MPI calls) on the backend's MPI communicator once every collective
+  // launched so far has completed, never concurrently with the backend's own MPI calls; returns
+  // when it has run.
+  virtual void run_host_exchange(const std::function<void(MPI_Comm)>& exchange) = 0;
   // Make `done` complete when every collective launched so far has (NCCL defers it to group_end
   // inside a group, where the fused launch happens).
   virtual void record_done(Event& done) { done.record(stream()); }

@@ -1,14 +1,14 @@
 // ds_config.h — DeepSpeed-compatible training config: load, validate, resolve.
 //
 // load_ds_config() reads a DeepSpeed JSON/HJSON config file and returns every setting zerotrain
-// uses, typed, with DeepSpeed 0.19.5's defaults filled in (deepspeed-config.md Part B, with the
-// file-specific rules of §17), plus zerotrain's policy (Part A):
+// uses, typed, with DeepSpeed 0.19.5's defaults filled in (docs/config.md, with the
+// file-specific rules of §17), plus zerotrain's policy (docs/config.md, the seven rules):
 //   * every rejection is a zt::InputError "config FILE: <json.path>: found <value>; expected <what>"
 //     (+ "did you mean `x`?" for an unknown key), raised before any training starts;
 //   * unknown keys: error in DeepSpeed's strict sections (zero_optimization, offload_*, fp16,
 //     bf16, optimizer/scheduler params); a warning at the top level and in the loose sections
 //     (an error with ConfigOptions::strict);
-//   * "auto" is resolved (Part A §4) and every value carries its provenance;
+//   * "auto" is resolved (docs/config.md §10) and every value carries its provenance;
 //   * features DeepSpeed knows but zerotrain does not implement are accepted while disabled and
 //     rejected ("not supported by zerotrain") when a config turns them on.
 //
@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "zerotrain/config/ds_defaults.h"
 #include "zerotrain/config/hjson.h"
 #include "zerotrain/core/dtype.h"
 
@@ -34,7 +35,7 @@ namespace zt {
 enum class ConfigSource {
   kFile,         // written in the config file
   kDefault,      // DeepSpeed's default (key absent)
-  kAuto,         // the file said "auto"; zerotrain's auto rule (Part A §4) produced the value
+  kAuto,         // the file said "auto"; zerotrain's auto rule (docs/config.md §10) produced the value
   kCommandLine,  // the file said "auto"; ConfigOptions::command_line supplied the value
   kDerived,      // computed from other keys (batch triad, legacy / deprecated key mapping)
 };
@@ -59,12 +60,12 @@ struct ConfigOptions {
 struct Fp16Config {
   bool enabled = false;
   bool auto_cast = false;
-  double loss_scale = 0.0;          // 0: dynamic loss scaling; > 0: static scale
-  int64_t initial_scale_power = 16; // dynamic: initial scale 2^p
-  int64_t loss_scale_window = 1000;
-  int64_t hysteresis = 2;
+  double loss_scale = ds_defaults::kFp16LossScale;                    // 0: dynamic loss scaling; > 0: static scale
+  int64_t initial_scale_power = ds_defaults::kFp16InitialScalePower;  // dynamic: initial scale 2^p
+  int64_t loss_scale_window = ds_defaults::kFp16LossScaleWindow;      // steps
+  int64_t hysteresis = ds_defaults::kFp16Hysteresis;                  // overflows
   bool consecutive_hysteresis = false;
-  int64_t min_loss_scale = 1;
+  int64_t min_loss_scale = ds_defaults::kFp16MinLossScale;
   bool fp16_master_weights_and_grads = false;
   bool dynamic() const { return loss_scale == 0.0; }
 };
@@ -72,7 +73,7 @@ struct Fp16Config {
 struct Bf16Config {
   bool enabled = false;
   bool immediate_grad_update = false;
-  bool check_grad_overflow = true;
+  bool check_grad_overflow = ds_defaults::kBf16CheckGradOverflow;
   bool bf16_master_weights_and_grads = false;
   bool bf16_optimizer_states = false;
 };
@@ -80,52 +81,53 @@ struct Bf16Config {
 struct OffloadParamConfig {
   std::string device = "none";  // "none" | "cpu" ("nvme" is rejected: not supported)
   std::optional<std::string> nvme_path;
-  int64_t buffer_count = 5;
-  int64_t buffer_size = 100000000;
-  int64_t max_in_cpu = 1000000000;
-  bool pin_memory = true;
+  int64_t buffer_count = ds_defaults::kOffloadParamBufferCount;
+  int64_t buffer_size = ds_defaults::kOffloadParamBufferSize;  // elements
+  int64_t max_in_cpu = ds_defaults::kMaxInCpu;                 // elements
+  bool pin_memory = ds_defaults::kOffloadPinMemory;
 };
 
 struct OffloadOptimizerConfig {
   std::string device = "none";  // "none" | "cpu"
   std::optional<std::string> nvme_path;
-  int64_t buffer_count = 4;
-  bool pin_memory = true;
+  int64_t buffer_count = ds_defaults::kOffloadOptimizerBufferCount;
+  bool pin_memory = ds_defaults::kOffloadPinMemory;
   bool pipeline_read = false;
   bool pipeline_write = false;
   bool fast_init = false;
-  double ratio = 1.0;
+  double ratio = ds_defaults::kOffloadOptimizerRatio;
   bool super_offload = false;
-  double cpuadam_cores_perc = 0.8;
+  double cpuadam_cores_perc = ds_defaults::kCpuadamCoresPerc;
 };
 
 struct ZeroConfig {
-  int stage = 0;
-  bool contiguous_gradients = true;
-  bool reduce_scatter = true;
-  int64_t reduce_bucket_size = 500000000;      // elements
-  bool use_multi_rank_bucket_allreduce = true;
-  bool allgather_partitions = true;
-  int64_t allgather_bucket_size = 500000000;   // elements
-  bool overlap_comm = false;                   // resolved: explicit value, else stage == 3
-  bool load_from_fp32_weights = true;
-  bool elastic_checkpoint = false;
+  int stage = ds_defaults::kStage;
+  bool contiguous_gradients = ds_defaults::kContiguousGradients;
+  bool reduce_scatter = ds_defaults::kReduceScatter;
+  int64_t reduce_bucket_size = ds_defaults::kReduceBucketSize;        // elements
+  bool use_multi_rank_bucket_allreduce = ds_defaults::kUseMultiRankBucketAllreduce;
+  bool allgather_partitions = ds_defaults::kAllgatherPartitions;
+  int64_t allgather_bucket_size = ds_defaults::kAllgatherBucketSize;  // elements
+  bool overlap_comm = ds_defaults::kOverlapComm;  // resolved: explicit value, else stage == 3
+  bool load_from_fp32_weights = ds_defaults::kLoadFromFp32Weights;
+  bool elastic_checkpoint = ds_defaults::kElasticCheckpoint;
   std::optional<OffloadParamConfig> offload_param;          // null / absent -> nullopt
   std::optional<OffloadOptimizerConfig> offload_optimizer;  // null / absent -> nullopt
-  int64_t sub_group_size = 1000000000;
-  int64_t stage3_prefetch_bucket_size = 50000000;
-  int64_t stage3_param_persistence_threshold = 100000;
-  int64_t stage3_model_persistence_threshold = INT64_MAX;
-  int64_t stage3_max_live_parameters = 1000000000;
-  int64_t stage3_max_reuse_distance = 1000000000;
-  bool stage3_gather_16bit_weights_on_model_save = false;
-  int64_t stage3_module_granularity_threshold = 0;
-  bool stage3_use_all_reduce_for_fetch_params = false;
-  bool stage3_allgather_sequential = false;
-  bool ignore_unused_parameters = true;
-  bool round_robin_gradients = false;
-  bool memory_efficient_linear = true;
-  bool pipeline_loading_checkpoint = false;
+  // Sizes, thresholds and distances below count elements.
+  int64_t sub_group_size = ds_defaults::kSubGroupSize;
+  int64_t stage3_prefetch_bucket_size = ds_defaults::kStage3PrefetchBucketSize;
+  int64_t stage3_param_persistence_threshold = ds_defaults::kStage3ParamPersistenceThreshold;
+  int64_t stage3_model_persistence_threshold = ds_defaults::kStage3ModelPersistenceThreshold;
+  int64_t stage3_max_live_parameters = ds_defaults::kStage3MaxLiveParameters;
+  int64_t stage3_max_reuse_distance = ds_defaults::kStage3MaxReuseDistance;
+  bool stage3_gather_16bit_weights_on_model_save = ds_defaults::kStage3Gather16bitWeightsOnModelSave;
+  int64_t stage3_module_granularity_threshold = ds_defaults::kStage3ModuleGranularityThreshold;
+  bool stage3_use_all_reduce_for_fetch_params = ds_defaults::kStage3UseAllReduceForFetchParams;
+  bool stage3_allgather_sequential = ds_defaults::kStage3AllgatherSequential;
+  bool ignore_unused_parameters = ds_defaults::kIgnoreUnusedParameters;
+  bool round_robin_gradients = ds_defaults::kRoundRobinGradients;
+  bool memory_efficient_linear = ds_defaults::kMemoryEfficientLinear;
+  bool pipeline_loading_checkpoint = ds_defaults::kPipelineLoadingCheckpoint;
   bool optimizer_offloaded() const { return offload_optimizer && offload_optimizer->device != "none"; }
   bool params_offloaded() const { return offload_param && offload_param->device != "none"; }
 };
@@ -137,15 +139,15 @@ struct OptimizerConfig {
   ConfigOptimizerKind kind = ConfigOptimizerKind::kAdamW;
   Json params;             // resolved params, every default filled (DeepSpeed names)
   // Adam / AdamW
-  double lr = 1e-3;
-  double beta1 = 0.9, beta2 = 0.999;
-  double eps = 1e-8;
-  double weight_decay = 0.0;
-  bool bias_correction = true;
-  bool adam_w_mode = true;
+  double lr = ds_defaults::kLr;
+  double beta1 = ds_defaults::kAdamBeta1, beta2 = ds_defaults::kAdamBeta2;
+  double eps = ds_defaults::kAdamEps;
+  double weight_decay = ds_defaults::kWeightDecay;
+  bool bias_correction = ds_defaults::kAdamBiasCorrection;
+  bool adam_w_mode = ds_defaults::kAdamWMode;
   bool decoupled_weight_decay = true;  // effective: type "adamw" || adam_w_mode (DeepSpeed's rule)
   // SGD
-  double momentum = 0.0, dampening = 0.0;
+  double momentum = ds_defaults::kSgdMomentum, dampening = ds_defaults::kSgdDampening;
   bool nesterov = false;
 };
 
@@ -155,26 +157,28 @@ struct SchedulerConfig {
   std::string type;  // "WarmupLR" | "WarmupDecayLR" | "WarmupCosineLR" | "LRRangeTest" | "OneCycle"
   Json params;       // resolved params, every default filled
   // WarmupLR / WarmupDecayLR / WarmupCosineLR
-  std::vector<double> warmup_min_lr{0.0};
+  // Steps count optimizer steps.
+  std::vector<double> warmup_min_lr{ds_defaults::kWarmupMinLr};
   std::vector<double> warmup_max_lr;  // WarmupLR: empty = each group's optimizer lr
-  int64_t warmup_num_steps = 1000;
+  int64_t warmup_num_steps = ds_defaults::kWarmupNumSteps;
   std::string warmup_type = "log";    // "log" | "linear"
   int64_t total_num_steps = 0;        // required by WarmupDecayLR / WarmupCosineLR
-  double warmup_min_ratio = 0.0;
-  double cos_min_ratio = 0.0001;
+  double warmup_min_ratio = ds_defaults::kWarmupMinRatio;
+  double cos_min_ratio = ds_defaults::kCosMinRatio;
   // LRRangeTest
-  std::vector<double> lr_range_test_min_lr{1e-3};
-  int64_t lr_range_test_step_size = 2000;
-  double lr_range_test_step_rate = 1.0;
+  std::vector<double> lr_range_test_min_lr{ds_defaults::kLrRangeTestMinLr};
+  int64_t lr_range_test_step_size = ds_defaults::kLrRangeTestStepSize;
+  double lr_range_test_step_rate = ds_defaults::kLrRangeTestStepRate;
   bool lr_range_test_staircase = false;
   // OneCycle
   std::vector<double> cycle_min_lr, cycle_max_lr;
   double decay_lr_rate = 0.0;
-  double cycle_first_step_size = 2000, cycle_second_step_size = 2000;  // second: null -> first
+  double cycle_first_step_size = ds_defaults::kCycleFirstStepSize;   // steps
+  double cycle_second_step_size = ds_defaults::kCycleFirstStepSize;  // steps; null -> first
   int64_t cycle_first_stair_count = 0, cycle_second_stair_count = 0;   // second: null -> first
   double decay_step_size = 0;
   bool cycle_momentum = true;
-  std::vector<double> cycle_min_mom{0.8}, cycle_max_mom{0.9};
+  std::vector<double> cycle_min_mom{ds_defaults::kCycleMinMom}, cycle_max_mom{ds_defaults::kCycleMaxMom};
   double decay_mom_rate = 0.0;
 };
 
@@ -185,12 +189,12 @@ struct DsConfig {
   int64_t train_batch_size = 0;
   int64_t train_micro_batch_size_per_gpu = 0;
   int64_t gradient_accumulation_steps = 0;
-  bool managed_gradient_accumulation = true;
+  bool managed_gradient_accumulation = ds_defaults::kManagedGradientAccumulation;
   std::optional<int64_t> steps_per_print;  // nullopt or 0: no periodic progress line
-  double gradient_clipping = 1.0;          // > 0 enables clipping
-  bool prescale_gradients = false;
-  double gradient_predivide_factor = 1.0;
-  std::string gradient_allreduce_op = "mean";       // "mean" | "sum"
+  double gradient_clipping = ds_defaults::kGradientClipping;  // max global L2 norm; > 0 enables clipping
+  bool prescale_gradients = ds_defaults::kPrescaleGradients;
+  double gradient_predivide_factor = ds_defaults::kGradientPredivideFactor;
+  std::string gradient_allreduce_op = ds_defaults::kGradientAllreduceOp;  // "mean" | "sum"
   std::optional<DType> communication_data_type;     // nullopt: the compute dtype
   bool wall_clock_breakdown = false;
   bool memory_breakdown = false;

@@ -4,7 +4,7 @@
 //   comments (// ..., # ..., /* ... */), trailing commas, single-quoted strings, unquoted keys,
 //   quoteless string values (they run to the end of the line), a UTF-8 byte-order mark,
 //   a root object without braces, ''' multi-line strings ''', and an empty / comment-only file (-> {}).
-// Numbers follow deepspeed-config.md §17.1: a whole-valued number with |x| < 1e10 becomes an
+// Numbers follow docs/config.md §17.1: a whole-valued number with |x| < 1e10 becomes an
 // integer ("5e8" -> 500000000, "32.0" -> 32); other numbers stay doubles; a number that
 // overflows a double ("1e999") is an error.
 // A key repeated inside one object, at any depth, is an error naming its JSON path and line.

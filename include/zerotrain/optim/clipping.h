@@ -1,4 +1,4 @@
-// clipping.h — gradient unscaling and clipping, DeepSpeed's two formulas (deepspeed-config.md §6.3).
+// clipping.h — gradient unscaling and clipping, DeepSpeed's two formulas (docs/config.md §6).
 //
 // Which one the engine uses (as DeepSpeed does):
 //   * ZeRO stages 1/2/3, and stage 0 with fp16 or bf16 (DeepSpeed's fused FP16_Optimizer, also

@@ -1,4 +1,4 @@
-// loss_scaler.h — fp16 loss scaling with DeepSpeed's exact update rules (deepspeed-config.md §6.1, §6.2).
+// loss_scaler.h — fp16 loss scaling with DeepSpeed's exact update rules (docs/config.md §6).
 //
 // Flavors:
 //   Zero     — ZeRO stages 1/2/3 (DeepSpeed `DynamicLossScaler`): hysteresis, optional

@@ -1,5 +1,6 @@
 // lr_schedule.h — DeepSpeed's five LR schedules (WarmupLR, WarmupDecayLR, WarmupCosineLR,
-// OneCycle, LRRangeTest) with DeepSpeed's stepping semantics (deepspeed-config.md §5).
+// OneCycle, LRRangeTest) with DeepSpeed's stepping semantics (docs/config.md §5). The
+// parameters arrive typed (LrScheduleSpec); config/ reads them from the `scheduler` section.
 //
 // Stepping contract (t = last_batch_iteration):
 //   construction: t = -1 and the optimizer's values become the construction values
@@ -13,10 +14,11 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include "zerotrain/config/ds_defaults.h"
 
 namespace zt {
 
@@ -56,14 +58,42 @@ class LrSchedule {
   LrValues current_;
 };
 
-// Builds a schedule from the DeepSpeed `scheduler` section.
-//   type: "" (no scheduler section) => constant optimizer_lr; otherwise one of the five names
-//         (case-sensitive, as in DeepSpeed); anything else => InputError "not supported".
-//   params: the `params` object (null/absent => InputError for the five types, as DeepSpeed's
-//           TypeError); unknown keys => InputError naming the key.
-//   optimizer_lr: the optimizer's lr (WarmupLR's default max, WarmupCosineLR's base).
-//   optimizer_has_betas: Adam/AdamW true, SGD false (OneCycle then disables momentum cycling).
-std::unique_ptr<LrSchedule> make_lr_schedule(const std::string& type, const nlohmann::json& params,
-                                             double optimizer_lr, bool optimizer_has_betas);
+enum class LrScheduleType { kConstant, kWarmupLR, kWarmupDecayLR, kWarmupCosineLR, kLRRangeTest, kOneCycle };
+
+// A schedule's parameters, validated, with DeepSpeed's defaults. Steps count optimizer steps.
+// Fields not used by `type` keep their defaults.
+struct LrScheduleSpec {
+  LrScheduleType type = LrScheduleType::kConstant;  // kConstant: the optimizer's lr throughout
+  std::vector<std::string> warnings;                // found while reading the params, in order
+  // WarmupLR / WarmupDecayLR / WarmupCosineLR
+  int64_t warmup_num_steps = ds_defaults::kWarmupNumSteps;  // N as used: max(2, configured value)
+  bool warmup_log = true;                                   // false: linear warm-up
+  // WarmupLR / WarmupDecayLR
+  double warmup_min_lr = ds_defaults::kWarmupMinLr;
+  std::optional<double> warmup_max_lr;              // nullopt: the optimizer's lr (WarmupLR only)
+  // WarmupDecayLR / WarmupCosineLR
+  double total_num_steps = 0;
+  // WarmupCosineLR
+  double warmup_min_ratio = ds_defaults::kWarmupMinRatio, cos_min_ratio = ds_defaults::kCosMinRatio;
+  // LRRangeTest
+  double range_min_lr = ds_defaults::kLrRangeTestMinLr;
+  double range_step_size = ds_defaults::kLrRangeTestStepSize;  // steps, > 0
+  double range_step_rate = ds_defaults::kLrRangeTestStepRate;
+  bool range_staircase = false;
+  // OneCycle (second_* already resolved: null -> first_*)
+  double cycle_min_lr = 0, cycle_max_lr = 0, decay_lr_rate = 0;
+  double cycle_first_step_size = ds_defaults::kCycleFirstStepSize;   // steps, > 0
+  double cycle_second_step_size = ds_defaults::kCycleFirstStepSize;  // steps, >= 0
+  int64_t cycle_first_stair_count = 0, cycle_second_stair_count = 0;   // >= 0
+  double decay_step_size = 0;
+  bool cycle_momentum = true;
+  double cycle_min_mom = ds_defaults::kCycleMinMom, cycle_max_mom = ds_defaults::kCycleMaxMom, decay_mom_rate = 0;
+};
+
+// Builds the schedule `spec` describes, at t = -1.
+//   optimizer_lr: the optimizer's lr (the constant lr, WarmupLR's default max, WarmupCosineLR's base).
+//   optimizer_has_betas: Adam/AdamW true, SGD false (OneCycle then disables momentum cycling, warning).
+std::unique_ptr<LrSchedule> make_lr_schedule(const LrScheduleSpec& spec, double optimizer_lr,
+                                             bool optimizer_has_betas);
 
 }  // namespace zt

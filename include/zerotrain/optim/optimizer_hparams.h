@@ -1,5 +1,6 @@
-// optimizer_hparams.h — the DeepSpeed `optimizer` section turned into per-step update parameters
-// (deepspeed-config.md §4).
+// optimizer_hparams.h — the DeepSpeed `optimizer` section's hyper-parameters, typed, and the
+// per-step update parameters built from them (docs/config.md §4). config/optim_inputs.h
+// reads them from the config.
 //
 // Supported types: "Adam"/"AdamW" (case-insensitive, DeepSpeed FusedAdam / DeepSpeedCPUAdam
 // semantics) and "SGD" (case-sensitive, a torch.optim name; torch semantics). Every other type is
@@ -12,8 +13,7 @@
 #include <cstdint>
 #include <string>
 
-#include <nlohmann/json.hpp>
-
+#include "zerotrain/config/ds_defaults.h"
 #include "zerotrain/kernels/math.h"
 #include "zerotrain/optim/lr_schedule.h"
 #include "zerotrain/optim/sgd_math.h"
@@ -25,23 +25,19 @@ enum class OptimizerKind { Adam, SGD };
 struct OptimizerHparams {
   OptimizerKind kind = OptimizerKind::Adam;
   std::string type;        // resolved name: "adam", "adamw" or "SGD"
-  double lr = 1e-3;        // base lr (before the schedule)
+  double lr = ds_defaults::kLr;  // base lr (before the schedule)
   // Adam / AdamW (defaults: FusedAdam's)
-  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
-  bool bias_correction = true;
-  bool adam_w_mode = true;  // effective (see above)
+  double beta1 = ds_defaults::kAdamBeta1, beta2 = ds_defaults::kAdamBeta2, eps = ds_defaults::kAdamEps;
+  double weight_decay = ds_defaults::kWeightDecay;
+  bool bias_correction = ds_defaults::kAdamBiasCorrection;
+  bool adam_w_mode = ds_defaults::kAdamWMode;  // effective (see above)
   // SGD (defaults: torch's)
-  double momentum = 0.0, dampening = 0.0;
+  double momentum = ds_defaults::kSgdMomentum, dampening = ds_defaults::kSgdDampening;
   bool nesterov = false;
 
   bool has_betas() const { return kind == OptimizerKind::Adam; }  // OneCycle momentum cycling needs betas
   std::string describe() const;  // one line for the resolved-config printout
 };
-
-// type: the `optimizer.type` string; params: `optimizer.params` (null/absent => all defaults).
-// InputError for an unsupported type, an unknown or ill-typed parameter, amsgrad true,
-// or max_grad_norm (DeepSpeed: use `gradient_clipping`).
-OptimizerHparams parse_optimizer(const std::string& type, const nlohmann::json& params);
 
 // Adam parameters for successful step `step` (>= 1), with the schedule's current values
 // (lr, and beta1/beta2 when the schedule cycles momentum). Bias corrections 1 - beta^step are

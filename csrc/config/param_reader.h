@@ -1,21 +1,21 @@
 // param_reader.h — typed access to a DeepSpeed `params` object (optimizer or scheduler),
-// private to csrc/optim. Keys are kwargs in DeepSpeed: an unknown key is an error (TypeError
+// private to csrc/config (optim_inputs.cpp, sched_inputs.cpp). Keys are kwargs in DeepSpeed: an unknown key is an error (TypeError
 // there, InputError here), a missing key takes the documented default.
 #pragma once
 #include <cmath>
 #include <set>
 #include <string>
 
-#include <nlohmann/json.hpp>
+#include "zerotrain/config/hjson.h"
 
 #include "zerotrain/core/check.h"
 
-namespace zt::optim_detail {
+namespace zt::cfg {
 
 class ParamReader {
  public:
   // where: JSON path prefix for messages, e.g. "scheduler.params" (WarmupLR).
-  ParamReader(const nlohmann::json& params, std::string where, std::string owner)
+  ParamReader(const Json& params, std::string where, std::string owner)
       : params_(params), where_(std::move(where)), owner_(std::move(owner)) {
     if (!params_.is_null() && !params_.is_object())
       throw InputError(where_ + ": expected an object of " + owner_ + " parameters, found " + params_.dump());
@@ -48,7 +48,7 @@ class ParamReader {
   int64_t integer(const std::string& key, int64_t fallback) {
     used_.insert(key);
     if (!present(key)) return fallback;
-    const nlohmann::json& v = params_.at(key);
+    const Json& v = params_.at(key);
     if (!v.is_number_integer())
       throw InputError(where_ + "." + key + ": expected an integer, found " + v.dump());
     return v.get<int64_t>();
@@ -56,20 +56,20 @@ class ParamReader {
   bool boolean(const std::string& key, bool fallback) {
     used_.insert(key);
     if (!present(key)) return fallback;
-    const nlohmann::json& v = params_.at(key);
+    const Json& v = params_.at(key);
     if (!v.is_boolean()) throw InputError(where_ + "." + key + ": expected true or false, found " + v.dump());
     return v.get<bool>();
   }
   std::string string(const std::string& key, const std::string& fallback) {
     used_.insert(key);
     if (!present(key)) return fallback;
-    const nlohmann::json& v = params_.at(key);
+    const Json& v = params_.at(key);
     if (!v.is_string()) throw InputError(where_ + "." + key + ": expected a string, found " + v.dump());
     return v.get<std::string>();
   }
   // Marks a key as known without reading it (e.g. accepted-and-ignored kwargs).
   void accept(const std::string& key) { used_.insert(key); }
-  const nlohmann::json* raw(const std::string& key) {
+  const Json* raw(const std::string& key) {
     used_.insert(key);
     return has(key) ? &params_.at(key) : nullptr;
   }
@@ -84,8 +84,8 @@ class ParamReader {
   const std::string& where() const { return where_; }
 
  private:
-  double as_number(const std::string& key, const nlohmann::json& v0) const {
-    const nlohmann::json* v = &v0;
+  double as_number(const std::string& key, const Json& v0) const {
+    const Json* v = &v0;
     if (v->is_array()) {
       if (v->size() != 1)
         throw InputError(where_ + "." + key + ": a list needs one entry per parameter group (zerotrain has 1), found " +
@@ -99,9 +99,9 @@ class ParamReader {
     return d;
   }
 
-  const nlohmann::json& params_;
+  const Json& params_;
   std::string where_, owner_;
   std::set<std::string> used_;
 };
 
-}  // namespace zt::optim_detail
+}  // namespace zt::cfg

@@ -1,0 +1,65 @@
+// metrics_writer.cpp — the metrics JSONL and the memory report JSON.
+#include "zerotrain/app/metrics_writer.h"
+
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "zerotrain/core/check.h"
+
+namespace zt {
+
+namespace {
+
+nlohmann::json memory_json(const ZeroEngine& engine, int rank) {
+  nlohmann::json cats = nlohmann::json::object();
+  for (const MemoryLine& l : engine.memory_lines()) {
+    nlohmann::json c;
+    c["predicted_bytes"] = l.predicted < 0 ? nlohmann::json() : nlohmann::json(l.predicted);
+    c["measured_bytes"] = l.measured;
+    c["peak_bytes"] = l.peak;
+    cats[mem_category_name(l.category)] = c;
+  }
+  return {{"rank", rank}, {"categories", cats}, {"zero_paper_model_state_bytes", engine.zero_paper_model_state_bytes()}};
+}
+
+nlohmann::json tracker_json(const MemoryTracker& mem) {
+  nlohmann::json out = nlohmann::json::object();
+  for (int c = 0; c < kNumMemCategories; ++c) {
+    const MemCategory cat = static_cast<MemCategory>(c);
+    out[mem_category_name(cat)] = {{"current_bytes", mem.current(cat)}, {"peak_bytes", mem.peak(cat)}};
+  }
+  return out;
+}
+
+}  // namespace
+
+MetricsWriter::MetricsWriter(const std::string& path) : out_(path) {
+  if (!out_) throw InputError("train: --metrics " + path + ": cannot open for writing");
+}
+
+void MetricsWriter::write_step(const StepStats& st, const StepThroughput& tp, int64_t samples_done,
+                               double tokens_per_sample, const MemoryTracker& mem) {
+  nlohmann::json m = {{"step", st.step}, {"loss", st.loss}, {"lr", st.lr}, {"grad_norm", st.grad_norm},
+                      {"clip_coef", st.clip_coefficient}, {"loss_scale", st.loss_scale},
+                      {"skipped", st.skipped}, {"samples", samples_done},
+                      {"tokens", static_cast<int64_t>(samples_done * tokens_per_sample)},
+                      {"step_ms", tp.step_s * 1e3}, {"tokens_per_s", tp.tokens_per_s},
+                      {"samples_per_s", tp.samples_per_s}, {"tflops", tp.tflops},
+                      {"mfu", tp.has_mfu() ? nlohmann::json(tp.mfu()) : nlohmann::json()},
+                      {"mem_peak_bytes", mem.peak_total()}, {"memory", tracker_json(mem)}};
+  out_ << m.dump() << "\n";
+  out_.flush();
+}
+
+void write_memory_report(const std::string& path, const ZeroEngine& engine, Communicator& comm, int stage) {
+  std::vector<std::string> per_rank = comm.gather_strings(memory_json(engine, comm.rank()).dump(), 0);
+  if (comm.rank() != 0) return;
+  nlohmann::json ranks = nlohmann::json::array();
+  for (const std::string& r : per_rank) ranks.push_back(nlohmann::json::parse(r));
+  std::ofstream f(path);
+  if (!f) throw InputError("train: --memory-report " + path + ": cannot open for writing");
+  f << nlohmann::json({{"stage", stage}, {"world_size", comm.world_size()}, {"ranks", ranks}}).dump(2) << "\n";
+}
+
+}  // namespace zt

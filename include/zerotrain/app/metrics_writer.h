@@ -1,0 +1,32 @@
+// metrics_writer.h — `zerotrain train`'s machine-readable outputs: the per-step metrics JSONL
+// (--metrics) and the per-rank memory report JSON (--memory-report). Units are in the key names
+// (_bytes, _ms, _per_s); tflops is 10^12 FLOP/s; mfu a fraction of peak (null: unknown peak).
+#pragma once
+#include <cstdint>
+#include <fstream>
+#include <string>
+
+#include "zerotrain/app/mfu.h"
+#include "zerotrain/comm/communicator.h"
+#include "zerotrain/core/allocator.h"
+#include "zerotrain/zero/engine.h"
+
+namespace zt {
+
+// One JSON object per line, per optimizer step; flushed after each line. Rank 0 only.
+class MetricsWriter {
+ public:
+  explicit MetricsWriter(const std::string& path);  // InputError naming --metrics when unwritable
+  // samples_done: samples trained so far, this step included.
+  void write_step(const StepStats& st, const StepThroughput& tp, int64_t samples_done, double tokens_per_sample,
+                  const MemoryTracker& mem);
+
+ private:
+  std::ofstream out_;
+};
+
+// Gathers every rank's memory lines (Communicator::gather_strings) and writes
+// {"stage", "world_size", "ranks": [...]} to `path` on rank 0. Every rank must call it.
+void write_memory_report(const std::string& path, const ZeroEngine& engine, Communicator& comm, int stage);
+
+}  // namespace zt
