@@ -45,11 +45,11 @@ struct TrainRun {
   std::unique_ptr<ZeroEngine> engine;
 };
 
-std::unique_ptr<Device> pick_device(const std::string& want, const NodeLocal& local) {
+std::unique_ptr<Device> pick_device(const std::string& want) {
   const int gpus = cuda_device_count();
   if (want == "cpu" || (want == "auto" && gpus == 0)) return make_cpu_device();
   if (gpus == 0) throw InputError("train: --device cuda, but no CUDA GPU is visible on " + process_info().host);
-  return make_cuda_device(cuda_ordinal_for_local_rank(local.local_rank, local.local_size, gpus));
+  return make_cuda_device(select_local_cuda_device(MPI_COMM_WORLD));  // collective: distinct GPUs per node
 }
 
 // Every rank's line "rank R host H local L device D", printed by rank 0 in rank order.
@@ -95,7 +95,7 @@ void warn_rank0(const Communicator& comm, const char* prefix, const std::vector<
 // Device, communicator, config, model, data, schedule and engine; prints the set-up lines.
 void set_up(TrainRun& run, const TrainArgs& args, Rank0Log& log) {
   run.local = node_local(MPI_COMM_WORLD);
-  run.dev = pick_device(args.device, run.local);
+  run.dev = pick_device(args.device);
   run.comm = make_communicator(*run.dev);
   log.rank = run.comm->rank();
   const int world = run.comm->world_size();
