@@ -60,7 +60,8 @@ StepVerdict ZeroEngine::Impl::agree_on_step() {
 }
 
 std::vector<OptimizerChunk> optimizer_chunks(const ZeroPlan& plan, int rank, int64_t sub_group_size) {
-  const int64_t chunk = std::max<int64_t>(1, sub_group_size);
+  ZT_CHECK(sub_group_size >= 1, "sub_group_size must be >= 1 element");
+  const int64_t chunk = sub_group_size;
   std::vector<OptimizerChunk> out;
   for (const PlanBucket& b : plan.buckets) {
     const ElemRange m = plan.updated(b.id, rank, plan.flow.optimizer);

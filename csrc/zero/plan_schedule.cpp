@@ -163,8 +163,8 @@ class GatherSimulation {
 ZeroPlan make_engine_plan(const std::vector<ParamSpec>& params, const std::vector<std::vector<int>>& unit_params,
                           const PlanOptions& o) {
   const StageFlow flow = stage_flow(o.stage);
-  ZeroPlan plan = make_zero_plan(params, static_cast<int>(unit_params.size()), o.world,
-                                 std::max<int64_t>(o.bucket_elems, 1),
+  ZT_CHECK(o.bucket_elems >= 1 && o.allgather_bucket_elems >= 1, "bucket sizes must be >= 1 element");
+  ZeroPlan plan = make_zero_plan(params, static_cast<int>(unit_params.size()), o.world, o.bucket_elems,
                                  flow.gather_before_use ? o.persistence_threshold : -1);
   plan.flow = flow;
   plan.unit_params = unit_params;

@@ -63,15 +63,15 @@ struct EngineOptions {
   int stage = ds_defaults::kStage;
   bool overlap_comm = ds_defaults::kOverlapComm;
   bool contiguous_gradients = ds_defaults::kContiguousGradients;
-  int64_t reduce_bucket_size = ds_defaults::kReduceBucketSize;        // elements
+  int64_t reduce_bucket_size = ds_defaults::kReduceBucketSize;        // elements, >= 1 (config clamps)
   int64_t allgather_bucket_size = ds_defaults::kAllgatherBucketSize;  // elements (stages 1-2 post-step all-gather groups)
-  int64_t sub_group_size = ds_defaults::kSubGroupSize;                // elements per optimizer-kernel call
+  int64_t sub_group_size = ds_defaults::kSubGroupSize;                // elements per optimizer call, >= 1
   int64_t prefetch_bucket_size = ds_defaults::kStage3PrefetchBucketSize;          // stage 3
   int64_t max_live_parameters = ds_defaults::kStage3MaxLiveParameters;            // stage 3
   int64_t max_reuse_distance = ds_defaults::kStage3MaxReuseDistance;              // stage 3
   int64_t param_persistence_threshold = ds_defaults::kStage3ParamPersistenceThreshold;  // stage 3
   int gradient_accumulation_steps = ds_defaults::kGradientAccumulationSteps;
-  double gradient_clipping = 1.0;              // <= 0: off (zerotrain's engine default; configs use DeepSpeed's 0)
+  double gradient_clipping = ds_defaults::kGradientClipping;  // <= 0: off
   bool prescale_gradients = ds_defaults::kPrescaleGradients;
   double gradient_predivide_factor = ds_defaults::kGradientPredivideFactor;
   DType compute_dtype = DType::F32;
