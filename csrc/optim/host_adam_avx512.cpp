@@ -1,0 +1,29 @@
+// host_adam_avx512.cpp — Adam on 16 fp32 lanes (AVX-512F only, no BW). Compiled with
+// -mavx512f -mavx2 -mfma -mf16c -ffp-contract=off (top CMakeLists.txt); called only when
+// host_optim::isa_supported(Isa::Avx512). See host_adam_kernels.h for what may live here.
+// GCC 12 warns "__Y may be used uninitialized" inside its own avx512fintrin.h (GCC bug 105593).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "host_adam_simd.h"
+
+namespace zt::host_optim::detail {
+namespace {
+
+struct Avx512 {
+  ZT_HOST_ADAM_COMMON_OPS(_mm512, 512, _mm256, 256)
+  static I widen16(Half h) { return _mm512_cvtepu16_epi32(h); }
+  static Half narrow16(I b) { return _mm512_cvtepi32_epi16(b); }  // VPMOVDW: every lane <= 0xffff
+  static I nan_select(I mag, I rounded, I quiet) {
+    return _mm512_mask_mov_epi32(rounded, _mm512_cmpgt_epu32_mask(mag, _mm512_set1_epi32(0x7f800000)), quiet);
+  }
+};
+static_assert(Avx512::W == kAvx512Width, "the dispatcher splits by kAvx512Width");
+
+}  // namespace
+
+void adam_avx512(const AdamArgs& a, int64_t begin, int64_t end) { adam_dispatch<Avx512>(a, begin, end); }
+
+}  // namespace zt::host_optim::detail

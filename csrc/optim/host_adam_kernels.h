@@ -1,0 +1,37 @@
+// host_adam_kernels.h — the interface between the Adam dispatcher (host_adam.cpp, baseline
+// x86-64) and the SIMD translation units (host_adam_avx2.cpp, host_adam_avx512.cpp, compiled
+// with ISA flags and -ffp-contract=off).
+//
+// Invariant that keeps the binary portable: the SIMD files include only this header, <cstdint>,
+// <immintrin.h> and host_adam_simd.h, and define nothing with external linkage except the
+// adam_* entry points below. So no inline function (dtype.h, math.h, the standard library) is
+// ever emitted from a SIMD file, where the linker could pick the ISA-flagged copy for baseline
+// callers. The entry points run only when host_optim::isa_supported says so.
+#pragma once
+#include <cstdint>
+
+namespace zt::host_optim::detail {
+
+// Storage codes; the first three equal zt::DType's values.
+enum : uint8_t { kF32 = 0, kBF16 = 1, kF16 = 2, kNone = 3 };
+
+// One Adam step's operands and constants (math::AdamParams, flattened).
+struct AdamArgs {
+  void* p;
+  void* m;
+  void* v;
+  const void* g;
+  void* out;                 // nullptr when ot == kNone
+  uint8_t pt, st, gt, ot;    // dtype codes of p, m/v, g, out
+  float grad_scale, lr, beta1, beta2, eps, weight_decay, bias_correction1, bias_correction2;
+  bool adam_w_mode;
+};
+
+// Elements [begin, end) of the step. (end - begin) must be a multiple of the vector width
+// (kAvx2Width / kAvx512Width); the dispatcher runs the tail through the scalar kernel.
+constexpr int64_t kAvx2Width = 8;
+constexpr int64_t kAvx512Width = 16;
+void adam_avx2(const AdamArgs& a, int64_t begin, int64_t end);
+void adam_avx512(const AdamArgs& a, int64_t begin, int64_t end);
+
+}  // namespace zt::host_optim::detail
