@@ -6,6 +6,7 @@
 
 #include "zerotrain/config/optim_inputs.h"
 #include "zerotrain/core/check.h"
+#include "zerotrain/optim/host_optim.h"
 
 namespace zt {
 
@@ -75,13 +76,28 @@ DType compute_dtype_of(const DsConfig& cfg) {
   return DType::F32;
 }
 
+// ZeRO-Offload: validated in config/ (stage >= 1, offload_param with offload_optimizer, buffer_count >= 2).
+OffloadOptions offload_options_from(const ZeroConfig& z) {
+  OffloadOptions o;
+  if (z.optimizer_offloaded()) {
+    o.optimizer = true;
+    o.pin_memory = z.offload_optimizer->pin_memory;
+    o.buffer_count = static_cast<int>(z.offload_optimizer->buffer_count);
+    // cpuadam_cores_perc: DeepSpeed's share of the cores for the CPU optimizer.
+    const int cores = host_optim::default_host_threads();
+    o.host_threads = std::max(1, static_cast<int>(cores * z.offload_optimizer->cpuadam_cores_perc + 0.5));
+  }
+  if (z.params_offloaded() && z.stage == 3) {
+    o.params = true;
+    o.param_pin_memory = z.offload_param->pin_memory;
+  }
+  return o;
+}
+
 EngineOptions engine_options_from(const DsConfig& cfg) {
   const std::string where = "config " + cfg.source + ": ";
   if (!cfg.optimizer)
     throw InputError(where + "optimizer: missing; expected an \"optimizer\" section with type Adam, AdamW or SGD");
-  if (cfg.zero.optimizer_offloaded() || cfg.zero.params_offloaded())
-    throw InputError(where + "zero_optimization.offload_*: CPU offload is on zerotrain's roadmap and not implemented "
-                             "yet; set device \"none\" or remove the section");
   if (!cfg.managed_gradient_accumulation)
     throw InputError(where + "managed_gradient_accumulation: false is not implemented by zerotrain; expected true "
                              "(the trainer steps every gradient_accumulation_steps micro-batches)");
@@ -135,6 +151,7 @@ EngineOptions engine_options_from(const DsConfig& cfg) {
     o.check_overflow = cfg.bf16.enabled && cfg.bf16.check_grad_overflow;
   }
   o.optimizer = optimizer_of(cfg);
+  o.offload = offload_options_from(cfg.zero);
   return o;
 }
 

@@ -36,7 +36,10 @@ std::vector<std::vector<int>> units_of(const Model& model) {
 ModelStates::ModelStates(const EngineContext& cx) {
   const ZeroPlan& plan = cx.plan;
   const EngineOptions& o = cx.opt;
-  params = FlatBuffer(cx.dev, plan.compute, plan.numel_in(plan.flow.params), MemCategory::Params);
+  params = o.offload.params
+               ? FlatBuffer::host(cx.dev, plan.compute, plan.numel_in(plan.flow.params), MemCategory::HostParams,
+                                  o.offload.param_pin_memory)
+               : FlatBuffer(cx.dev, plan.compute, plan.numel_in(plan.flow.params), MemCategory::Params);
   grads = FlatBuffer(cx.dev, plan.grad_dtype, plan.numel_in(plan.flow.grads), MemCategory::Grads);
   if (plan.staged_grads)
     for (const ParamSpec& p : cx.model.params()) staged.emplace_back(cx.dev, plan.compute, p.numel, MemCategory::Grads);
@@ -67,6 +70,8 @@ ZeroEngine::ZeroEngine(Model& model, Device& dev, Stream& compute, Communicator&
     : opt_(opt) {
   ZT_CHECK(opt_.gradient_accumulation_steps >= 1, "gradient_accumulation_steps >= 1");
   ZT_CHECK(!opt_.offload.optimizer || opt_.stage >= 1, "offload_optimizer needs ZeRO stage 1, 2 or 3");
+  ZT_CHECK(!opt_.offload.params || (opt_.stage == 3 && opt_.offload.optimizer),
+           "offload_param needs ZeRO stage 3 with offload_optimizer");
   plan_ = make_engine_plan(model.params(), units_of(model), plan_options(opt_, comm.world_size()));
   // One static schedule: every rank must hold the same plan, units and settings.
   comm.verify_same_across_ranks(plan_.hash(), "ZeRO bucket plan and unit order");
@@ -82,9 +87,10 @@ ZeroEngine::~ZeroEngine() {
 
 const GatherStats& ZeroEngine::gather_stats() const { return impl_->param_sync->stats(); }
 
-const OffloadStats& ZeroEngine::offload_stats() const {
-  static const OffloadStats kNone;
-  return impl_->host_optimizer ? impl_->host_optimizer->stats() : kNone;
+OffloadStats ZeroEngine::offload_stats() const {
+  OffloadStats s = impl_->host_optimizer ? impl_->host_optimizer->stats() : OffloadStats{};
+  s.param_stagings = impl_->param_sync->staged_slices();
+  return s;
 }
 
 double ZeroEngine::current_lr() const { return impl_->sched->current().lr; }

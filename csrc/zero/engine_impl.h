@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "flat_buffer.h"
+#include "zerotrain/optim/host_optim.h"
 #include "zerotrain/zero/engine.h"
 #include "zerotrain/zero/engine_testing.h"
 
@@ -85,6 +86,7 @@ class ParamSync {
   virtual void before(int pos) = 0;      // position pos (forward 0..U-1, backward U..2U-1) may read its params
   virtual void after(int pos) {}         // position pos issued its last read
   virtual const GatherStats& stats() const;
+  virtual int64_t staged_slices() const { return 0; }  // offload_param host -> device stagings
 };
 std::unique_ptr<ParamSync> make_param_sync(EngineContext& cx, ModelStates& st);
 std::unique_ptr<ParamSync> make_stage3_gatherer(EngineContext& cx, ModelStates& st);  // stage3_gather.cpp
@@ -140,10 +142,13 @@ class HostOptimizer {
   void upload_params(int i);
   void update_on_host(const OptimizerStep& step, const OptimizerChunk& c, const TensorView& grads,
                       const TensorView& params_out);
+  bool params_in_place() const { return cx_.opt.offload.params; }  // offload_param: shard on the host
 
   EngineContext& cx_;
   ModelStates& st_;
   std::vector<OptimizerChunk> chunks_;
+  std::unique_ptr<host_optim::HostThreadPool> pool_;  // the CPU optimizer's threads
+  host_optim::Isa isa_;
   std::vector<Slot> slots_;
   std::unique_ptr<Stream> copy_;
   std::unique_ptr<Event> grads_final_, uploads_done_;

@@ -27,7 +27,8 @@ std::vector<MemoryLine> ZeroEngine::memory_lines() const {
   const int64_t opt_numel = plan.numel_in(plan.flow.optimizer);
   std::vector<int64_t> pred(kNumMemCategories, -1);
   auto at = [&](MemCategory c) -> int64_t& { return pred[static_cast<int>(c)]; };
-  at(MemCategory::Params) = bytes_of(plan.numel_in(plan.flow.params), plan.compute);
+  const int64_t params = bytes_of(plan.numel_in(plan.flow.params), plan.compute);
+  at(MemCategory::Params) = opt_.offload.params ? 0 : params;
   at(MemCategory::Grads) = bytes_of(plan.numel_in(plan.flow.grads), plan.grad_dtype) +
                            (plan.staged_grads ? bytes_of(plan.numel, plan.compute) : 0);
   const int64_t master = bytes_of(opt_numel, opt_.master_dtype);
@@ -37,7 +38,7 @@ std::vector<MemoryLine> ZeroEngine::memory_lines() const {
   at(MemCategory::OptimMoments) = host ? 0 : moments;
   at(MemCategory::HostMaster) = host ? master : 0;
   at(MemCategory::HostMoments) = host ? moments : 0;
-  at(MemCategory::HostParams) = 0;
+  at(MemCategory::HostParams) = opt_.offload.params ? params : 0;
   at(MemCategory::HostStaging) = host ? host_staging_bytes(plan, e.cx.rank, opt_) : 0;
   at(MemCategory::Buckets) = plan.ring_slots * bytes_of(plan.ring_slot_elems, plan.compute) +
                              plan.wire_slots * bytes_of(plan.wire_slot_elems, plan.wire);

@@ -10,11 +10,17 @@
 
 #include "engine_impl.h"
 #include "zerotrain/kernels/cpu_ops.h"
+#include "zerotrain/optim/host_optim.h"
 
 namespace zt {
 
 HostOptimizer::HostOptimizer(EngineContext& cx, ModelStates& st)
-    : cx_(cx), st_(st), chunks_(optimizer_chunks(cx.plan, cx.rank, cx.opt.sub_group_size)) {
+    : cx_(cx),
+      st_(st),
+      chunks_(optimizer_chunks(cx.plan, cx.rank, cx.opt.sub_group_size)),
+      pool_(std::make_unique<host_optim::HostThreadPool>(
+          cx.opt.offload.host_threads > 0 ? cx.opt.offload.host_threads : host_optim::default_host_threads())),
+      isa_(host_optim::active_isa()) {
   int64_t widest = 0;
   for (const OptimizerChunk& c : chunks_) widest = std::max(widest, c.master.count);
   const bool pinned = cx.opt.offload.pin_memory;
@@ -41,6 +47,7 @@ void HostOptimizer::download_grads(int i) {
 }
 
 void HostOptimizer::upload_params(int i) {
+  if (params_in_place()) return;  // offload_param: the CPU optimizer wrote the host shard itself
   const OptimizerChunk& c = chunks_[i];
   Slot& s = slots_[i % slots_.size()];
   copy_view(cx_.dev, st_.params.view(c.params), s.params.view({0, c.params.count}), *copy_, CopyKind::HostToDevice);
@@ -60,7 +67,8 @@ void HostOptimizer::update(const OptimizerStep& step) {
     s.d2h->synchronize();
     s.h2d->synchronize();  // the params slot's previous upload has finished
     const OptimizerChunk& c = chunks_[i];
-    update_on_host(step, c, s.grads.view({0, c.grads.count}), s.params.view({0, c.params.count}));
+    const TensorView out = params_in_place() ? st_.params.view(c.params) : s.params.view({0, c.params.count});
+    update_on_host(step, c, s.grads.view({0, c.grads.count}), out);
     ++stats_.chunks;
     upload_params(i);
   }
@@ -73,11 +81,11 @@ void HostOptimizer::update_on_host(const OptimizerStep& step, const OptimizerChu
                                    const TensorView& params_out) {
   const TensorView master = st_.master.view(c.master);
   if (step.adam) {
-    cpu_ops::adam_step(master, st_.exp_avg.view(c.master), st_.exp_avg_sq.view(c.master), grads, step.grad_scale,
-                       step.adam_params, params_out);
+    host_optim::adam_step(*pool_, isa_, master, st_.exp_avg.view(c.master), st_.exp_avg_sq.view(c.master), grads,
+                          step.grad_scale, step.adam_params, params_out);
   } else {
     const TensorView mom = st_.exp_avg ? st_.exp_avg.view(c.master) : TensorView();
-    cpu_ops::sgd_step(master, mom, grads, step.grad_scale, step.sgd_params, step.first_step, params_out);
+    host_optim::sgd_step(*pool_, master, mom, grads, step.grad_scale, step.sgd_params, step.first_step, params_out);
   }
 }
 
@@ -87,7 +95,8 @@ void HostOptimizer::upload_params_from_master() {
     Slot& s = slots_[i % slots_.size()];
     s.h2d->synchronize();
     const OptimizerChunk& c = chunks_[i];
-    cpu_ops::cast(s.params.view({0, c.params.count}), st_.master.view(c.master));
+    const TensorView out = params_in_place() ? st_.params.view(c.params) : s.params.view({0, c.params.count});
+    cpu_ops::cast(out, st_.master.view(c.master));
     upload_params(i);
   }
   uploads_done_->record(*copy_);

@@ -43,6 +43,7 @@ class Stage3Gatherer final : public ParamSync {
   }
 
   const GatherStats& stats() const override { return stats_; }
+  int64_t staged_slices() const override { return staged_slices_; }
 
  private:
   struct Slot {
@@ -62,8 +63,14 @@ class Stage3Gatherer final : public ParamSync {
       collect_released(true);  // gathered memory never exceeds what the schedule holds live
       s.buf = FlatBuffer(cx_.dev, cx_.plan.compute, bk.padded, MemCategory::Gather, false);
     }
-    all_gather_view(cx_.comm, st_.params.view(cx_.plan.slice(b, cx_.rank, Layout::Shard)), s.buf.view(),
-                    "gather b" + std::to_string(b), s.done.get());
+    const TensorView shard = st_.params.view(cx_.plan.slice(b, cx_.rank, Layout::Shard));
+    TensorView mine = shard;
+    if (cx_.opt.offload.params) {  // offload_param: stage the host slice into place, on the comm stream
+      mine = rank_slice(s.buf.view(), cx_.rank, cx_.world);
+      copy_view(cx_.dev, mine, shard, cx_.comm.stream(), CopyKind::HostToDevice);
+      ++staged_slices_;
+    }
+    all_gather_view(cx_.comm, mine, s.buf.view(), "gather b" + std::to_string(b), s.done.get());
     s.waited = false;
     ++stats_.gathers;
     if (prefetch) ++stats_.prefetched;
@@ -105,6 +112,7 @@ class Stage3Gatherer final : public ParamSync {
   std::vector<Slot> slots_;        // per bucket
   std::vector<Released> released_; // freed once their `after` event completed
   GatherStats stats_;
+  int64_t staged_slices_ = 0;      // offload_param: host slices copied in before their all-gather
 };
 
 }  // namespace

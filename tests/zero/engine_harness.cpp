@@ -110,6 +110,7 @@ RunResult run_engine(const RunSpec& spec, MPI_Comm mpi) {
     res.params = engine.gather_parameters(0);
     for (const ParamSpec& p : model->params()) res.names.push_back(p.name);
     res.gather = engine.gather_stats();
+    res.offload = engine.offload_stats();
     res.plan = engine.plan();
     for (int u = 0; u < model->num_units(); ++u) res.unit_params.push_back(model->unit_params(u));
     res.memory = engine.memory_lines();

@@ -30,6 +30,7 @@ struct RunResult {
   std::vector<std::string> names;
   std::vector<StepStats> steps;
   GatherStats gather;
+  OffloadStats offload;                    // ZeRO-Offload copies and chunks
   uint64_t all_gathers = 0;                // comm-log all_gather calls (incl. one "step stats" per step)
   uint64_t reduce_scatters = 0, all_reduces = 0;
   std::vector<MemoryLine> memory;

@@ -57,6 +57,9 @@ struct OffloadOptions {
   bool pin_memory = false;      // offload_optimizer.pin_memory: page-locked host buffers
   int buffer_count = 4;         // offload_optimizer.buffer_count: host staging slots (>= 2)
   int host_threads = 0;         // CPU optimizer threads; 0: OMP_NUM_THREADS or the affinity mask
+  bool params = false;          // offload_param.device == "cpu" (stage 3, with optimizer offload):
+                                // the compute-dtype shard lives on the host, staged per gather
+  bool param_pin_memory = false;  // offload_param.pin_memory
 };
 
 struct EngineOptions {
@@ -90,6 +93,7 @@ struct OffloadStats {
   int64_t chunks = 0;                   // CPU optimizer calls
   int64_t d2h_copies = 0, h2d_copies = 0;
   int64_t d2h_bytes = 0, h2d_bytes = 0;
+  int64_t param_stagings = 0;           // offload_param: host shard slices staged before an all-gather
 };
 
 struct StepStats {
@@ -146,7 +150,7 @@ class ZeroEngine {
   const ZeroPlan& plan() const { return plan_; }
   const EngineOptions& options() const { return opt_; }
   const GatherStats& gather_stats() const;
-  const OffloadStats& offload_stats() const;
+  OffloadStats offload_stats() const;
   double current_lr() const;
   // Predicted vs measured bytes per category for this rank.
   std::vector<MemoryLine> memory_lines() const;

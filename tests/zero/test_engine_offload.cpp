@@ -1,0 +1,164 @@
+// ZeRO-Offload on the CPU backend: the same engine with master weights and moments (and, at
+// stage 3, the parameter shard) in host memory, updated by the host optimizer between real
+// device->host / host->device copies on a copy stream. On the CPU backend the host optimizer's
+// arithmetic equals the device optimizer's, so every result must be BITWISE the non-offloaded one.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "engine_harness.h"
+
+using namespace zt;
+using namespace zt::testing;
+
+namespace {
+
+void expect_bitwise(const RunResult& got, const RunResult& ref, const std::string& what) {
+  ASSERT_EQ(got.params.size(), ref.params.size()) << what;
+  for (size_t p = 0; p < ref.params.size(); ++p) {
+    ASSERT_EQ(got.params[p].size(), ref.params[p].size()) << what;
+    EXPECT_EQ(std::memcmp(got.params[p].data(), ref.params[p].data(), ref.params[p].size() * sizeof(float)), 0)
+        << what << " parameter " << ref.names[p];
+  }
+  ASSERT_EQ(got.steps.size(), ref.steps.size()) << what;
+  for (size_t k = 0; k < ref.steps.size(); ++k) {
+    EXPECT_EQ(got.steps[k].loss, ref.steps[k].loss) << what << " step " << k + 1;
+    EXPECT_EQ(got.steps[k].grad_norm, ref.steps[k].grad_norm) << what << " step " << k + 1;
+    EXPECT_EQ(got.steps[k].skipped, ref.steps[k].skipped) << what << " step " << k + 1;
+  }
+}
+
+int64_t measured(const RunResult& r, MemCategory c) {
+  for (const MemoryLine& l : r.memory)
+    if (l.category == c) return l.measured;
+  return -1;
+}
+
+// Device master/moments are empty; every host category is what the plan predicts.
+void expect_offload_memory(const RunResult& r, bool params_offloaded, const std::string& what) {
+  for (const MemoryLine& l : r.memory) {
+    const std::string cat = std::string(mem_category_name(l.category)) + " " + what;
+    switch (l.category) {
+      case MemCategory::Master: case MemCategory::OptimMoments:
+        EXPECT_EQ(l.measured, 0) << cat;
+        EXPECT_EQ(l.predicted, 0) << cat;
+        break;
+      case MemCategory::HostMaster: case MemCategory::HostMoments: case MemCategory::HostStaging:
+        EXPECT_GT(l.measured, 0) << cat;
+        EXPECT_EQ(l.measured, l.predicted) << cat;
+        break;
+      case MemCategory::Params: case MemCategory::HostParams: case MemCategory::Grads: case MemCategory::Buckets:
+        EXPECT_EQ(l.measured, l.predicted) << cat;
+        break;
+      default: break;
+    }
+  }
+  EXPECT_EQ(measured(r, MemCategory::HostParams) > 0, params_offloaded) << what;
+  EXPECT_EQ(measured(r, MemCategory::HostMaster), r.plan.shard_numel * 4) << what;  // fp32 master shard
+}
+
+RunSpec spec_for(int stage, DType compute, bool overlap, int64_t sub_group) {
+  RunSpec s;
+  s.model_json = tiny_gpt_json();
+  s.opt = adamw_options(stage);
+  s.opt.compute_dtype = compute;
+  s.opt.overlap_comm = overlap;
+  s.opt.reduce_bucket_size = 2000;
+  s.opt.sub_group_size = sub_group;
+  s.steps = 4;
+  return s;
+}
+
+RunSpec offloaded(RunSpec s, bool params) {
+  s.opt.offload.optimizer = true;
+  s.opt.offload.buffer_count = 3;
+  s.opt.offload.host_threads = 2;
+  s.opt.offload.params = params;
+  return s;
+}
+
+}  // namespace
+
+// Stages 1-3 x fp32/bf16 x overlap x sub_group_size (1 element, odd, larger than any shard):
+// bitwise the non-offloaded run; offload_param at stage 3 likewise.
+TEST(EngineOffload, BitwiseEqualToDeviceOptimizer) {
+  for (int stage = 1; stage <= 3; ++stage)
+    for (DType ct : {DType::F32, DType::BF16})
+      for (bool overlap : {false, true})
+        for (int64_t sub : {int64_t(1), int64_t(77), int64_t(1) << 40}) {
+          if (sub == 1 && (ct != DType::BF16 || overlap)) continue;  // 1-element chunks: one case is enough
+          const std::string what = "stage " + std::to_string(stage) + " " + dtype_name(ct) + " overlap " +
+                                   std::to_string(overlap) + " sub_group " + std::to_string(sub);
+          RunSpec s = spec_for(stage, ct, overlap, sub);
+          RunResult ref = run_engine(s, MPI_COMM_WORLD);
+          for (bool params : {false, true}) {
+            if (params && stage != 3) continue;
+            RunResult got = run_engine(offloaded(s, params), MPI_COMM_WORLD);
+            expect_bitwise(got, ref, what + (params ? " +offload_param" : ""));
+            expect_offload_memory(got, params, what);
+            EXPECT_EQ(got.offload.d2h_copies, got.offload.chunks) << what;
+            if (params) EXPECT_GT(got.offload.param_stagings, 0) << what;
+          }
+        }
+}
+
+// bf16 master weights and bf16 optimizer states live on the host in bf16 (round-to-nearest-even
+// on the host, as on the device); SGD with momentum offloads too.
+TEST(EngineOffload, Bf16StatesAndSgd) {
+  for (int stage : {1, 3}) {
+    RunSpec s = spec_for(stage, DType::BF16, true, 300);
+    s.opt.master_dtype = s.opt.moments_dtype = DType::BF16;
+    RunResult ref = run_engine(s, MPI_COMM_WORLD);
+    RunResult got = run_engine(offloaded(s, false), MPI_COMM_WORLD);
+    expect_bitwise(got, ref, "bf16 states stage " + std::to_string(stage));
+    EXPECT_EQ(measured(got, MemCategory::HostMaster), got.plan.shard_numel * 2);
+    RunSpec sgd = spec_for(stage, DType::F32, false, 1 << 20);
+    sgd.opt.optimizer.kind = OptimizerKind::SGD;
+    sgd.opt.optimizer.lr = 0.05;
+    sgd.opt.optimizer.momentum = 0.9;
+    expect_bitwise(run_engine(offloaded(sgd, false), MPI_COMM_WORLD), run_engine(sgd, MPI_COMM_WORLD),
+                   "sgd stage " + std::to_string(stage));
+  }
+}
+
+// sub_group_size changes how many chunks go over the copy stream, never the numbers.
+TEST(EngineOffload, SubGroupSizeChangesChunksNotNumbers) {
+  RunSpec s = spec_for(2, DType::F32, true, int64_t(1) << 40);
+  RunResult whole = run_engine(offloaded(s, false), MPI_COMM_WORLD);
+  s.opt.sub_group_size = 100;
+  RunResult small = run_engine(offloaded(s, false), MPI_COMM_WORLD);
+  expect_bitwise(small, whole, "sub_group_size 100 vs 2^40");
+  // Each step: one chunk per bucket (2^40) vs ceil(slice / 100) per bucket.
+  int64_t per_step_whole = 0, per_step_small = 0;
+  for (const PlanBucket& b : whole.plan.buckets) {
+    per_step_whole += b.slice > 0 ? 1 : 0;
+    per_step_small += (b.slice + 99) / 100;
+  }
+  EXPECT_EQ(whole.offload.chunks, per_step_whole * s.steps);
+  EXPECT_EQ(small.offload.chunks, per_step_small * s.steps);
+  EXPECT_GT(small.offload.chunks, whole.offload.chunks);
+  EXPECT_EQ(small.offload.d2h_bytes, whole.offload.d2h_bytes);  // the same gradient bytes, cut finer
+}
+
+// fp16 with dynamic loss scaling and an overflow on one rank: the step is skipped on the host
+// state too (no chunk is updated or copied on a skipped step), and the scale follows the scaler.
+TEST(EngineOffload, Fp16OverflowSkipsHostUpdate) {
+  RunSpec s = spec_for(2, DType::F16, false, int64_t(1) << 40);
+  s.opt.check_overflow = true;
+  s.opt.loss_scaler.flavor = LossScalerFlavor::Zero;
+  s.opt.loss_scaler.initial_scale_power = 8;
+  s.opt.loss_scaler.loss_scale_window = 2;
+  s.inject_overflow_at_steps = {2};
+  RunResult ref = run_engine(s, MPI_COMM_WORLD);
+  RunResult got = run_engine(offloaded(s, false), MPI_COMM_WORLD);
+  expect_bitwise(got, ref, "fp16 overflow");
+  ASSERT_TRUE(got.steps[1].skipped);
+  int64_t chunks_per_step = 0;
+  for (const PlanBucket& b : got.plan.buckets) chunks_per_step += b.slice > 0 ? 1 : 0;
+  EXPECT_EQ(got.offload.chunks, chunks_per_step * (s.steps - 1));  // the skipped step updated nothing
+  for (const auto& w : got.params)
+    for (float x : w) ASSERT_TRUE(std::isfinite(x));
+}
