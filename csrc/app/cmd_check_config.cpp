@@ -11,6 +11,7 @@
 #include <string>
 
 #include "zerotrain/app/commands.h"
+#include "zerotrain/app/train_setup.h"
 #include "zerotrain/config/ds_config.h"
 #include "zerotrain/core/check.h"
 
@@ -98,6 +99,7 @@ int cmd_check_config(int argc, char** argv) {
       return kExitBadInput;
     }
     DsConfig cfg = load_ds_config(file, opt);
+    (void)offload_options_from(cfg);  // the trainer's offload verdict
     if (printer) {
       for (const std::string& w : cfg.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
       if (explain) std::fprintf(stderr, "%s", cfg.explain().c_str());

@@ -20,7 +20,13 @@ nlohmann::json memory_json(const ZeroEngine& engine, int rank) {
     c["peak_bytes"] = l.peak;
     cats[mem_category_name(l.category)] = c;
   }
-  return {{"rank", rank}, {"categories", cats}, {"zero_paper_model_state_bytes", engine.zero_paper_model_state_bytes()}};
+  const OffloadOptions& off = engine.options().offload;
+  nlohmann::json host = off.optimizer ? nlohmann::json{{"optimizer_pinned", off.pin_memory}} : nlohmann::json();
+  if (off.params) host["params_pinned"] = off.param_pin_memory;
+  return {{"rank", rank},
+          {"categories", cats},
+          {"host_memory", host},  // null without offload
+          {"zero_paper_model_state_bytes", engine.zero_paper_model_state_bytes()}};
 }
 
 nlohmann::json tracker_json(const MemoryTracker& mem) {

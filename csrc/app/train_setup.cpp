@@ -76,10 +76,21 @@ DType compute_dtype_of(const DsConfig& cfg) {
   return DType::F32;
 }
 
-// ZeRO-Offload: validated in config/ (stage >= 1, offload_param with offload_optimizer, buffer_count >= 2).
-OffloadOptions offload_options_from(const ZeroConfig& z) {
+// ZeRO-Offload as the trainer runs it. DeepSpeed's config accepts optimizer offload at stage 0
+// and fails when the engine is built; zerotrain says so up front, in check-config as in train.
+OffloadOptions offload_options_from(const DsConfig& cfg) {
+  const ZeroConfig& z = cfg.zero;
+  const std::string where = "config " + cfg.source + ": zero_optimization.";
   OffloadOptions o;
   if (z.optimizer_offloaded()) {
+    if (z.stage == 0)
+      throw InputError(where + "offload_optimizer.device: found \"" + z.offload_optimizer->device +
+                       "\" at stage 0; expected ZeRO stage 1, 2 or 3 (optimizer offload updates each rank's "
+                       "optimizer shard on the host), or device \"none\"");
+    if (z.offload_optimizer->buffer_count < 2)
+      throw InputError(where + "offload_optimizer.buffer_count: found " +
+                       std::to_string(z.offload_optimizer->buffer_count) +
+                       "; expected >= 2 (host staging slots: one chunk is copied while another is updated)");
     o.optimizer = true;
     o.pin_memory = z.offload_optimizer->pin_memory;
     o.buffer_count = static_cast<int>(z.offload_optimizer->buffer_count);
@@ -88,6 +99,10 @@ OffloadOptions offload_options_from(const ZeroConfig& z) {
     o.host_threads = std::max(1, static_cast<int>(cores * z.offload_optimizer->cpuadam_cores_perc + 0.5));
   }
   if (z.params_offloaded() && z.stage == 3) {
+    if (!o.optimizer)
+      throw InputError(where + "offload_param.device: found \"cpu\" without optimizer offload; zerotrain offloads "
+                       "the stage-3 parameter shard together with offload_optimizer.device \"cpu\" (the CPU "
+                       "optimizer writes it in place); set both, or neither");
     o.params = true;
     o.param_pin_memory = z.offload_param->pin_memory;
   }
@@ -151,7 +166,7 @@ EngineOptions engine_options_from(const DsConfig& cfg) {
     o.check_overflow = cfg.bf16.enabled && cfg.bf16.check_grad_overflow;
   }
   o.optimizer = optimizer_of(cfg);
-  o.offload = offload_options_from(cfg.zero);
+  o.offload = offload_options_from(cfg);
   return o;
 }
 

@@ -314,23 +314,6 @@ void read_zero(Ctx& c, Section& top) {
   if (z.params_offloaded() && z.stage != 3) {
     c.warn("zero_optimization.offload_param", "only used by stage 3; ignored at stage " + std::to_string(z.stage));
   }
-  // ZeRO-Offload moves the owned optimizer shard to the host: there is none without ZeRO
-  // (DeepSpeed accepts the config and fails when the engine is built; we say so up front).
-  if (z.optimizer_offloaded() && z.stage == 0) {
-    c.error("zero_optimization.offload_optimizer.device",
-            "found \"" + z.offload_optimizer->device + "\" at stage 0; expected ZeRO stage 1, 2 or 3 (optimizer "
-            "offload updates each rank's optimizer shard on the host), or device \"none\"");
-  }
-  if (z.params_offloaded() && z.stage == 3 && !z.optimizer_offloaded()) {
-    c.error("zero_optimization.offload_param.device",
-            "found \"cpu\" without optimizer offload; zerotrain offloads the stage-3 parameter shard together "
-            "with offload_optimizer.device \"cpu\" (the CPU optimizer writes it in place); set both, or neither");
-  }
-  if (z.optimizer_offloaded() && z.offload_optimizer->buffer_count < 2) {
-    c.error("zero_optimization.offload_optimizer.buffer_count",
-            "found " + std::to_string(z.offload_optimizer->buffer_count) +
-                "; expected >= 2 (staging slots: one chunk is copied while another is updated)");
-  }
   c.cfg.resolved["zero_optimization"] = s.out();
 }
 

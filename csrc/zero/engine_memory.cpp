@@ -94,6 +94,13 @@ std::string ZeroEngine::memory_report() const {
       meas_states += l.measured;
     }
   }
+  if (opt_.offload.optimizer) {
+    out += std::string("  host_* categories: ") + (opt_.offload.pin_memory ? "pinned (page-locked)" : "pageable") +
+           " host memory (offload_optimizer.pin_memory)";
+    if (opt_.offload.params)
+      out += std::string("; host_params ") + (opt_.offload.param_pin_memory ? "pinned" : "pageable");
+    out += "\n";
+  }
   std::snprintf(line, sizeof(line),
                 "  model states: predicted %lld B, measured %lld B; ZeRO paper (16-bit params, fp32 Adam): %.0f B\n",
                 static_cast<long long>(pred_states), static_cast<long long>(meas_states), zero_paper_model_state_bytes());

@@ -29,6 +29,9 @@ const char* train_usage();
 // Hidden size h for the "auto" rules: GPT n_embd, MLP widest hidden layer.
 int64_t model_hidden_size(const ModelConfig& m);
 DType compute_dtype_of(const DsConfig& cfg);
+// ZeRO-Offload settings the trainer runs (InputError for combinations it cannot run); check-config
+// calls it too, so both give the same verdict.
+OffloadOptions offload_options_from(const DsConfig& cfg);
 // Engine options for this config (InputError for settings zerotrain does not implement yet).
 EngineOptions engine_options_from(const DsConfig& cfg);
 // The LR schedule the config asks for (constant at the optimizer's lr when there is none).
