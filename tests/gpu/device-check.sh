@@ -27,6 +27,8 @@
 #   train-fp32  world size 1, gpt-tiny fp32 at stages 0-3: loss curves identical across stages;
 #               first losses vs the CPU backend
 #   gpt2-bf16   GPT-2 124M, bf16, B=8 x T=1024, 20 steps: tokens/s and MFU
+#   offload     ZeRO-Offload at stage 2 (pinned, pageable) and stage 3 + offload_param vs the device
+#               optimizer (losses within 1e-3 relative; step times)
 #   torch-gpt2  the same GPT-2 124M step in PyTorch (if importable): tokens/s and MFU
 #   comm-bench  the NCCL collective benchmark at one rank
 #   kernel-bench tests/gpu/bench_gpu_kernels (GEMM TFLOP/s, memory-bound GB/s), if time is left
@@ -61,7 +63,7 @@ DEBS=${ZT_DEBS:-.device/debs}
 JOBS=${ZT_JOBS:-$(nproc 2>/dev/null || echo 16)}
 RESERVE=5  # seconds kept for the summary
 # Only what the steps below run.
-TARGETS=(zerotrain test_gpu_kernels test_gpu_alloc test_comm_nccl zt_comm_bench bench_gpu_kernels)
+TARGETS=(zerotrain test_gpu_kernels test_gpu_alloc test_gpu_offload test_comm_nccl zt_comm_bench bench_gpu_kernels)
 # Short kernel subset for the sanitizers (shared-memory reductions, attention, loss, optimizer).
 SANITIZE_FILTER='*LayerNormForwardBackward/bf16:*SquaredNormMatchesAndIsDeterministic/fp32:*ColumnReductionsAreDeterministic/fp32:*SoftmaxCrossEntropyWithIgnoredTargetsAndAliasing/bf16:*AttentionForwardBackward/bf16:GpuTest.AdamAllDtypeCombinations'
 
@@ -77,6 +79,7 @@ PLAN=(
   "racecheck 60 sanitizer.log"
   "train-fp32 60 train.log"
   "gpt2-bf16 60 perf.log"
+  "offload 40 train.log"
   "torch-gpt2 60 perf.log"
   "comm-bench 30 perf.log"
   "kernel-bench 30 perf.log"
@@ -315,8 +318,9 @@ fi
 if have zerotrain; then
   step train-fp32 "bash tests/gpu/device-extra.sh stages-fp32"
   step gpt2-bf16 "bash tests/gpu/device-extra.sh gpt2-bf16"
+  step offload "bash tests/gpu/device-extra.sh offload"
 else
-  skip train-fp32 "zerotrain not built"; skip gpt2-bf16 "zerotrain not built"
+  skip train-fp32 "zerotrain not built"; skip gpt2-bf16 "zerotrain not built"; skip offload "zerotrain not built"
 fi
 if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
   step torch-gpt2 "python3 tests/gpu/torch_gpt2.py --steps 20 --batch 8"

@@ -99,6 +99,40 @@ sys.exit(0 if all(map(math.isfinite, losses)) else 1)
 PY
 }
 
+# ZeRO-Offload on the GPU: stage 2 (and stage 3 with offload_param), pinned and pageable, against
+# the device optimizer. The CPU optimizer has no FMA contraction and the CUDA AdamW does, so the
+# losses agree to round-off (bound: 1e-3 relative over 10 steps), not bit for bit.
+offload() {
+  local fail=0 v
+  for v in none pinned pageable param; do
+    local pin=false stage=2 extra=""
+    [ $v = pinned ] && pin=true
+    [ $v = param ] && { stage=3; pin=true; extra=', "offload_param": {"device": "cpu", "pin_memory": true}'; }
+    local off=""
+    [ $v != none ] && off=", \"offload_optimizer\": {\"device\": \"cpu\", \"pin_memory\": $pin}$extra"
+    echo "{\"train_batch_size\": 16, \"bf16\": {\"enabled\": true}, \"zero_optimization\": {\"stage\": $stage,
+           \"reduce_bucket_size\": 20000, \"sub_group_size\": 5000 $off}, \"steps_per_print\": 5,
+           \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 3e-3}}}" >"$TMP/o_$v.json"
+    train "$DEVICE" "$TMP/o_$v.json" configs/models/gpt-tiny.json markov:vocab=64,order=1,seed=3 10 \
+      "$TMP/o_$v.jsonl" "$TMP/o_$v.log" || { echo "offload $v: FAILED"; tail -n 20 "$TMP/o_$v.log"; fail=1; }
+  done
+  [ $fail = 0 ] || return 1
+  python3 - "$TMP" <<'PY'
+import json, sys
+d = sys.argv[1]
+ref = [json.loads(l)["loss"] for l in open(f"{d}/o_none.jsonl")]
+ok = True
+for v in ("pinned", "pageable", "param"):
+    got = [json.loads(l)["loss"] for l in open(f"{d}/o_{v}.jsonl")]
+    rel = max(abs(a - b) / abs(a) for a, b in zip(ref, got))
+    ms = [json.loads(l)["step_ms"] for l in open(f"{d}/o_{v}.jsonl")][2:]
+    print(f"offload {v}: max rel loss diff {rel:.2e} vs device optimizer; median step {sorted(ms)[len(ms)//2]:.2f} ms")
+    ok = ok and rel < 1e-3 and len(got) == len(ref)
+print(f"NOTE: offload (pinned, pageable, offload_param) {'matches' if ok else 'DOES NOT match'} the device optimizer")
+sys.exit(0 if ok else 1)
+PY
+}
+
 comm_bench() {
   if "${MPI[@]}" "$BUILD/benchmarks/zt_comm_bench" --device cuda --min-bytes 1M --max-bytes 64M --step-factor 8 \
        >"$TMP/comm.log" 2>&1; then
@@ -112,5 +146,6 @@ case ${1:-} in
   stages-fp32) stages_fp32 ;;
   gpt2-bf16) gpt2_bf16 ;;
   comm-bench) comm_bench ;;
-  *) echo "usage: device-extra.sh stages-fp32|gpt2-bf16|comm-bench" >&2; exit 2 ;;
+  offload) offload ;;
+  *) echo "usage: device-extra.sh stages-fp32|gpt2-bf16|offload|comm-bench" >&2; exit 2 ;;
 esac
