@@ -7,8 +7,8 @@
 //                fc [N,4C] (pre-GELU), fc_gelu [N,4C]
 //   head:        lnf [N,C] + mean/rstd; logits [N,V], which the forward overwrites in place with
 //                softmax − onehot (the unit-dloss logit gradient) after computing losses [N].
-// The head backward scales by dloss/N inside the gemms (alpha), so backward is repeatable and
-// fp16 never stores the tiny dloss/N-scaled logit gradient.
+// The head backward scales by dloss/N_t inside the gemms (alpha; N_t = positions whose target is not
+// ignored: PyTorch's mean), so backward is repeatable and fp16 never stores the tiny scaled gradient.
 // Workspace (not saved between units): proj [N,C] (c_proj outputs), dres [N,C] (gradient of the
 // residual stream, carried from unit to unit in backward), dC [N,C], dqkv [N,3C], d4a/d4b [N,4C],
 // datt [B,H,T,T] fp32.
@@ -102,6 +102,7 @@ class Gpt final : public ModelBase {
     }
     B_ = b.B;
     T_ = b.T;
+    loss_divisor_ = count_targets(b.targets);
     upload({{tokens_.data(), b.inputs.data(), n * sizeof(int32_t)}, {targets_.data(), b.targets.data(), n * sizeof(int32_t)}});
   }
 
@@ -244,7 +245,7 @@ class Gpt final : public ModelBase {
   void head_backward(float dloss) {
     const int64_t C = cfg_.n_embd, V = cfg_.vocab_size, n = N();
     const int L = static_cast<int>(cfg_.n_layer);
-    const float alpha = dloss / static_cast<float>(n);
+    const float alpha = dloss / loss_divisor();  // mean over the non-ignored positions
     TensorView dlogits = act(logits_, {n, V}), dC = act(dC_, {n, C}), dres = act(dres_, {n, C});
     ops::gemm(stream_, true, false, V, C, n, alpha, dlogits, act(lnf_, {n, C}), 1.0f, grad(0));
     ops::gemm(stream_, false, false, n, C, V, alpha, dlogits, param(0), 0.0f, dC);

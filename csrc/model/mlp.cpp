@@ -77,6 +77,7 @@ class Mlp final : public ModelBase {
       throw InputError(what + "features must hold B*in=" + std::to_string(b.B * in) + " values, got " +
                        std::to_string(b.features.size()));
     B_ = b.B;
+    loss_divisor_ = cfg_.task == MlpTask::Regression ? b.B : count_targets(b.targets);
     feat_host_.resize(static_cast<size_t>(b.B * in) * dtype_size(dt_));
     convert(b.features.data(), DType::F32, feat_host_.data(), dt_, b.features.size());
     std::vector<HostChunk> chunks{{x0_.data(), feat_host_.data(), feat_host_.size()}};
@@ -126,7 +127,7 @@ class Mlp final : public ModelBase {
     TensorView dy = act(dpre_, {B_, out});
     if (i + 1 == num_units()) {
       copy(dy, act(dpred_, {B_, out}));  // keeps dpred intact: backward is repeatable
-      ops::scale(stream_, dy, dloss / static_cast<float>(B_));
+      ops::scale(stream_, dy, dloss / loss_divisor());  // mean over the non-ignored rows
     } else {
       zero(dy);
       TensorView dpost = act(dpost_[i], {B_, out}), pre = act(pre_[i], {B_, out});

@@ -118,7 +118,13 @@ void ModelBase::mean_loss(const TensorView& losses, int64_t rows) {
   TensorView ones(ones_.data(), DType::F32, {rows, 1}, dev_.kind());
   TensorView out(loss_.data(), DType::F32, {1, 1}, dev_.kind());
   TensorView row(losses.data, DType::F32, {1, rows}, dev_.kind());
-  ops::gemm(stream_, false, false, 1, 1, rows, 1.0f / static_cast<float>(rows), row, ones, 0.0f, out);
+  ops::gemm(stream_, false, false, 1, 1, rows, 1.0f / loss_divisor(), row, ones, 0.0f, out);
+}
+
+int64_t ModelBase::count_targets(const std::vector<int32_t>& targets) {
+  int64_t n = 0;
+  for (int32_t t : targets) n += t >= 0 ? 1 : 0;
+  return n > 0 ? n : 1;
 }
 
 void ModelBase::upload(const std::vector<HostChunk>& chunks) {

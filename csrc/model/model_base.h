@@ -40,8 +40,14 @@ class ModelBase : public Model {
   void zero(const TensorView& t) const;                     // async memset on the stream
   void copy(const TensorView& dst, const TensorView& src) const;  // async device-to-device
 
-  // loss_ = mean of losses[rows] (fp32), on the stream; deterministic (one gemm with ones).
+  // loss_ = sum of losses[rows] (fp32) / loss_divisor(), on the stream; deterministic (one gemm
+  // with ones). Ignored positions (target < 0) have loss 0 and do not count (PyTorch's mean).
   void mean_loss(const TensorView& losses, int64_t rows);
+  // Positions whose target is not ignored in the current batch (>= 1, so an all-ignored batch
+  // has loss 0 and zero gradients instead of 0/0).
+  static int64_t count_targets(const std::vector<int32_t>& targets);
+  float loss_divisor() const { return static_cast<float>(loss_divisor_); }
+  int64_t loss_divisor_ = 1;  // set_batch: count_targets (classification) or rows (regression)
 
   // Copies host bytes to device buffers on the stream through pinned staging. The staging
   // buffer is reused only after the previous batch's copies completed (staging_done_).

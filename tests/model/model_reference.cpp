@@ -1,6 +1,8 @@
 // model_reference.cpp — see model_reference.h.
 #include "model_reference.h"
 
+#include <algorithm>
+
 #include <cmath>
 
 namespace zt::ref {
@@ -108,6 +110,7 @@ double gpt_loss(const GptConfig& c, const std::vector<double>& flat, const std::
   }
   Mat xf = layernorm(x, n, C, p, p + C);
   double total = 0;
+  int64_t counted = 0;
   std::vector<double> logits(V);
   for (int64_t r = 0; r < n; ++r) {
     for (int64_t v = 0; v < V; ++v) {
@@ -116,8 +119,9 @@ double gpt_loss(const GptConfig& c, const std::vector<double>& flat, const std::
       logits[v] = s;
     }
     total += cross_entropy(logits.data(), V, targets[r]);
+    counted += targets[r] >= 0 ? 1 : 0;
   }
-  return total / n;
+  return total / std::max<int64_t>(counted, 1);
 }
 
 double mlp_loss(const MlpConfig& c, const std::vector<double>& flat, const std::vector<float>& features,
@@ -145,8 +149,12 @@ double mlp_loss(const MlpConfig& c, const std::vector<double>& flat, const std::
     for (int64_t i = 0; i < B * K; ++i) total += (x[i] - targets_f[i]) * (x[i] - targets_f[i]);
     return total / double(B * K);
   }
-  for (int64_t r = 0; r < B; ++r) total += cross_entropy(&x[r * K], K, targets[r]);
-  return total / B;
+  int64_t counted = 0;
+  for (int64_t r = 0; r < B; ++r) {
+    total += cross_entropy(&x[r * K], K, targets[r]);
+    counted += targets[r] >= 0 ? 1 : 0;
+  }
+  return total / std::max<int64_t>(counted, 1);
 }
 
 }  // namespace zt::ref
