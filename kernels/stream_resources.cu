@@ -179,3 +179,16 @@ void release_workspaces() {
 }
 
 }  // namespace zt::cuda_ops
+
+namespace zt::cuda_ops {
+
+void sync_check_after(Stream& s, const char* op) {
+  cudaStream_t st = static_cast<cudaStream_t>(s.native_handle());
+  cudaError_t rc = cudaStreamSynchronize(st);
+  if (rc == cudaSuccess) rc = cudaGetLastError();
+  if (rc != cudaSuccess)
+    ::zt::fatal(__FILE__, __LINE__, std::string("ZT_CUDA_SYNC_CHECK after op `") + op + "` on stream `" + s.name() + "`",
+                cudaGetErrorString(rc));
+}
+
+}  // namespace zt::cuda_ops

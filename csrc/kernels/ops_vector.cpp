@@ -1,5 +1,8 @@
 // ops_vector.cpp — validated entry points of zt::ops for flat-vector ops: residual add, scale,
 // cast, squared L2 norm, Adam step. See ops.cpp for the checking and dispatch conventions.
+#include <cstdlib>
+#include <string>
+
 #include "ops_checks.h"
 
 namespace zt::ops {
@@ -53,3 +56,18 @@ void adam_step(Stream& s, const TensorView& p, const TensorView& m, const Tensor
 }
 
 }  // namespace zt::ops
+
+namespace zt::kernels {
+
+bool parse_sync_check(const char* value) {
+  if (value == nullptr || *value == '\0' || std::string(value) == "0") return false;
+  if (std::string(value) == "1") return true;
+  throw InputError(std::string("ZT_CUDA_SYNC_CHECK: found '") + value + "'; expected 0 or 1");
+}
+
+bool sync_check_enabled() {
+  static const bool enabled = parse_sync_check(std::getenv("ZT_CUDA_SYNC_CHECK"));
+  return enabled;
+}
+
+}  // namespace zt::kernels

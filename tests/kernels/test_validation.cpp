@@ -1,6 +1,7 @@
 // The zt::ops entry points reject inconsistent arguments (programming errors: ZT_CHECK exits)
 // before anything is enqueued.
 #include "kernel_test_util.h"
+#include "zerotrain/kernels/cuda_ops.h"
 
 namespace zt::test {
 namespace {
@@ -95,3 +96,17 @@ TEST_F(ValidationDeathTest, CudaStreamWithoutCudaBackend) {
 
 }  // namespace
 }  // namespace zt::test
+
+// ZT_CUDA_SYNC_CHECK's value: 0 / unset off, 1 on, anything else an input error naming it.
+TEST(Validation, SyncCheckVariable) {
+  EXPECT_FALSE(zt::kernels::parse_sync_check(nullptr));
+  EXPECT_FALSE(zt::kernels::parse_sync_check(""));
+  EXPECT_FALSE(zt::kernels::parse_sync_check("0"));
+  EXPECT_TRUE(zt::kernels::parse_sync_check("1"));
+  try {
+    zt::kernels::parse_sync_check("yes");
+    ADD_FAILURE() << "expected an InputError";
+  } catch (const zt::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("ZT_CUDA_SYNC_CHECK"), std::string::npos) << e.what();
+  }
+}

@@ -25,5 +25,17 @@ void release_workspaces();
 // next op. Destroying a CUDA stream does this by itself (the release hook in core/device.h).
 void release_stream_resources(Stream& s);
 
+// ZT_CUDA_SYNC_CHECK=1: after every op's launch, synchronise its stream and check for an error,
+// so a kernel fault is reported with the op that caused it (slow; for debugging). Fatal error
+// "CUDA error in op `name` on stream `stream`: <cudaGetErrorString>".
+void sync_check_after(Stream& s, const char* op);
+
 }  // namespace zt::cuda_ops
 #endif
+
+namespace zt::kernels {
+// Whether ZT_CUDA_SYNC_CHECK asks for per-op synchronisation: unset, "", "0" -> false; "1" ->
+// true; anything else -> InputError naming the variable (read once per process by dispatch).
+bool parse_sync_check(const char* value);
+bool sync_check_enabled();
+}  // namespace zt::kernels

@@ -12,6 +12,9 @@
 
 #if defined(ZT_WITH_CUDA)
 #define ZT_ON_CUDA(...) __VA_ARGS__
+// ZT_CUDA_SYNC_CHECK=1: each op's stream is synchronised and checked right after its launch.
+#define ZT_CUDA_SYNC_CHECK_AFTER(name) \
+  if (::zt::kernels::sync_check_enabled()) cuda_ops::sync_check_after(s, #name)
 #else
 #define ZT_ON_CUDA(...) ZT_CHECK(false, "a CUDA stream was passed to a kernel, but the CUDA backend is not built")
 #endif
@@ -23,7 +26,8 @@ namespace zt::dispatch {
     if (s.kind() == DeviceKind::CPU) {                    \
       cpu_enqueue(s, [=] { cpu_ops::name args; });        \
     } else {                                              \
-      ZT_ON_CUDA(cuda_ops::name ZT_STREAM_ARGS args);     \
+      ZT_ON_CUDA(cuda_ops::name ZT_STREAM_ARGS args;      \
+                 ZT_CUDA_SYNC_CHECK_AFTER(name));         \
     }                                                     \
   }
 #define ZT_OP ZT_DISPATCH
@@ -31,5 +35,6 @@ namespace zt::dispatch {
 #include "zerotrain/kernels/op_list.h"
 #undef ZT_DISPATCH
 #undef ZT_ON_CUDA
+#undef ZT_CUDA_SYNC_CHECK_AFTER
 
 }  // namespace zt::dispatch
