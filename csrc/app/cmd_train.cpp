@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "zerotrain/app/commands.h"
+#include "zerotrain/app/thread_layout.h"
 #include "zerotrain/app/metrics_writer.h"
 #include "zerotrain/app/mfu.h"
 #include "zerotrain/app/train_setup.h"
@@ -95,6 +96,7 @@ void warn_rank0(const Communicator& comm, const char* prefix, const std::vector<
 // Device, communicator, config, model, data, schedule and engine; prints the set-up lines.
 void set_up(TrainRun& run, const TrainArgs& args, Rank0Log& log) {
   run.local = node_local(MPI_COMM_WORLD);
+  const ThreadLayout threads = apply_thread_layout(run.local.local_size);  // before any pool starts
   run.dev = pick_device(args.device);
   run.comm = make_communicator(*run.dev);
   log.rank = run.comm->rank();
@@ -117,6 +119,7 @@ void set_up(TrainRun& run, const TrainArgs& args, Rank0Log& log) {
   std::unique_ptr<LrSchedule> sched = schedule_from(run.cfg, eopt.optimizer);
   warn_rank0(*run.comm, "scheduler: ", sched->warnings());
   print_rank_map(*run.comm, run.local, *run.dev);
+  log("threads: %s\n", describe(threads).c_str());
   run.engine = std::make_unique<ZeroEngine>(*run.model, *run.dev, *run.compute, *run.comm, eopt, std::move(sched));
   log("model: %s\n", run.model->describe().c_str());
   log("data: %s\n", run.data->describe().c_str());

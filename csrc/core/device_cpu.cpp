@@ -1,5 +1,8 @@
 // device_cpu.cpp — CPU backend of the device interface: aligned host memory, streams served by
 // one worker thread each, events as completion counters.
+#include <omp.h>
+
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
@@ -12,8 +15,19 @@ void CpuEventState::wait_for(uint64_t target) {
   cv.wait(lock, [&] { return completed >= target; });
 }
 
+namespace {
+std::atomic<int> g_stream_omp_threads{0};
+}  // namespace
+
+void set_cpu_stream_omp_threads(int n) { g_stream_omp_threads = n; }
+int cpu_stream_omp_threads() { return g_stream_omp_threads; }
+
 CpuStream::CpuStream(std::string name) : name_(std::move(name)) {
-  worker_ = std::thread([this] { run(); });
+  const int omp_threads = cpu_stream_omp_threads();
+  worker_ = std::thread([this, omp_threads] {
+    if (omp_threads > 0) omp_set_num_threads(omp_threads);
+    run();
+  });
 }
 
 CpuStream::~CpuStream() {

@@ -27,6 +27,12 @@ struct CpuEventState {
   void wait_for(uint64_t target);
 };
 
+// OpenMP threads of every CpuStream worker started from now on (0: the OpenMP default). A
+// worker is a plain thread, so it does not inherit omp_set_num_threads from the main thread;
+// it applies this value when it starts (app/thread_layout.cpp sets it before creating streams).
+void set_cpu_stream_omp_threads(int n);
+int cpu_stream_omp_threads();
+
 class CpuStream final : public Stream {
  public:
   explicit CpuStream(std::string name);
