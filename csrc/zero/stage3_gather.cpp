@@ -28,7 +28,6 @@ class Stage3Gatherer final : public ParamSync {
   }
 
   void before(int pos) override {
-    collect_released(false);
     const GatherStep& step = cx_.plan.gather_steps[pos];
     for (int b : step.gather) gather(b, false);
     for (int b : step.need) wait(b);
@@ -53,16 +52,13 @@ class Stage3Gatherer final : public ParamSync {
   };
   struct Released {
     FlatBuffer buf;
-    std::unique_ptr<Event> after;  // compute stream, after the last reader; the comm stream's
-  };                               // all-gather into it completed before that reader ran
+    std::unique_ptr<Event> after;  // compute stream, after the all-gather and the last reader
+  };
 
   void gather(int b, bool prefetch) {
     const PlanBucket& bk = cx_.plan.bucket(b);
     Slot& s = slots_[b];
-    if (!s.buf) {
-      collect_released(true);  // gathered memory never exceeds what the schedule holds live
-      s.buf = FlatBuffer(cx_.dev, cx_.plan.compute, bk.padded, MemCategory::Gather, false);
-    }
+    if (!s.buf) s.buf = take_buffer(bk.padded);
     const TensorView shard = st_.params.view(cx_.plan.slice(b, cx_.rank, Layout::Shard));
     TensorView mine = shard;
     if (cx_.opt.offload.params) {  // offload_param: stage the host slice into place, on the comm stream
@@ -84,13 +80,33 @@ class Stage3Gatherer final : public ParamSync {
     s.waited = true;
   }
 
+  // The compute stream waits for the all-gather too (a prefetch released unread), so `after`
+  // covers the communicator's write and every compute read of the buffer.
   void release(int b) {
+    wait(b);
     Released r{std::move(slots_[b].buf), cx_.dev.create_event()};
-    r.after->record(cx_.compute);  // every read of the buffer so far is on the compute stream
+    r.after->record(cx_.compute);
     released_.push_back(std::move(r));
   }
 
-  // Frees released buffers whose last reader finished; wait_all: block until all of them did.
+  // A released buffer of exactly `elems` is reused once its last use completed (no allocation
+  // in the steady state: the same buckets are gathered every micro-step). Otherwise every
+  // released buffer is freed first, so tracked gather memory never exceeds the schedule's live
+  // peak (it grows only here, with nothing cached).
+  FlatBuffer take_buffer(int64_t elems) {
+    for (auto it = released_.begin(); it != released_.end(); ++it) {
+      if (it->buf.numel() != elems) continue;
+      it->after->synchronize();
+      FlatBuffer buf = std::move(it->buf);
+      released_.erase(it);
+      ++stats_.reused;
+      return buf;
+    }
+    collect_released(true);
+    return FlatBuffer(cx_.dev, cx_.plan.compute, elems, MemCategory::Gather, false);
+  }
+
+  // Frees released buffers whose last use finished; wait_all: block until all of them did.
   void collect_released(bool wait_all) {
     auto it = released_.begin();
     while (it != released_.end()) {
@@ -110,7 +126,7 @@ class Stage3Gatherer final : public ParamSync {
   EngineContext& cx_;
   ModelStates& st_;
   std::vector<Slot> slots_;        // per bucket
-  std::vector<Released> released_; // freed once their `after` event completed
+  std::vector<Released> released_; // reused or freed once their `after` event completed
   GatherStats stats_;
   int64_t staged_slices_ = 0;      // offload_param: host slices copied in before their all-gather
 };

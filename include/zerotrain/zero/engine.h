@@ -112,6 +112,7 @@ struct GatherStats {
   int64_t prefetched = 0;           // of which issued ahead of need
   int64_t peak_live_elems = 0;      // peak gathered (non-persistent) elements, including the current unit
   int64_t peak_live_beyond_current = 0;  // peak gathered elements not needed by the running unit
+  int64_t reused = 0;               // gathers into a released buffer (no allocation)
 };
 
 struct MemoryLine {
