@@ -12,7 +12,9 @@
 #include "zerotrain/app/thread_layout.h"
 #include "zerotrain/app/metrics_writer.h"
 #include "zerotrain/app/mfu.h"
+#include "zerotrain/app/train_checkpoint.h"
 #include "zerotrain/app/train_setup.h"
+#include "zerotrain/ckpt/weights_export.h"
 #include "zerotrain/comm/communicator.h"
 #include "zerotrain/comm/mpi_env.h"
 #include "zerotrain/data/dataset.h"
@@ -176,7 +178,8 @@ StepStats optimizer_step(TrainRun& run, int64_t k, Batch& batch) {
   }
 }
 
-void train_loop(TrainRun& run, const TrainArgs& args, Rank0Log& log) {
+// Global steps start..args.steps-1 (start > 0 after --resume); checkpoints as the flags ask.
+void train_loop(TrainRun& run, const TrainArgs& args, Rank0Log& log, int64_t start, TrainCheckpoints& ckpt) {
   std::optional<MetricsWriter> metrics;
   if (!args.metrics.empty() && run.comm->rank() == 0) metrics.emplace(args.metrics);
   const int64_t every = progress_interval(args, run.cfg);
@@ -189,29 +192,34 @@ void train_loop(TrainRun& run, const TrainArgs& args, Rank0Log& log) {
     log("MFU: model FLOPs per sample %.4g (PaLM: 6N + 12*L*C*T per token) / peak %.4g FLOP/s (%d x %s dense %s)\n",
         run.model->flops_per_sample(), peak, run.comm->world_size(), run.dev->description().c_str(),
         dtype_name(compute));
-  int64_t samples_done = 0;
+  int64_t samples_done = start * tbs;
+  if (start > 0 && start >= args.steps)
+    log("the checkpoint is at step %lld and --steps is %lld: nothing to train\n", static_cast<long long>(start),
+        static_cast<long long>(args.steps));
   Batch batch;
-  for (int64_t k = 0; k < args.steps; ++k) {
+  for (int64_t k = start; k < args.steps; ++k) {
     auto t0 = std::chrono::steady_clock::now();
     StepStats st = optimizer_step(run, k, batch);
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     StepThroughput tp = step_throughput(secs, tbs, tokens_per_sample, run.model->flops_per_sample(), peak);
     samples_done += tbs;
     if (metrics) metrics->write_step(st, tp, samples_done, tokens_per_sample, run.dev->tracker());
-    if ((k + 1) % every == 0 || k == 0 || k + 1 == args.steps) print_step_line(log, st, tp, run.dev->tracker().peak_total());
+    if ((k + 1) % every == 0 || k == start || k + 1 == args.steps) print_step_line(log, st, tp, run.dev->tracker().peak_total());
     if (k + 1 == args.steps && !std::isnan(run.data->best_loss()))
       log("best achievable loss of this data: %.6f (final loss %.6f, gap %.6f)\n", run.data->best_loss(), st.loss,
           st.loss - run.data->best_loss());
+    ckpt.after_step(k + 1);
   }
+  ckpt.at_end(std::max(start, args.steps));
 }
 
+// Bucket by bucket to rank 0 (ckpt/weights_export.h): fp32 master weights, or the 16-bit
+// compute-dtype weights with zero_optimization.stage3_gather_16bit_weights_on_model_save; a
+// directory target ("out/") gets model.safetensors + config.json (GPT2LMHeadModel).
 void save_weights(TrainRun& run, const std::string& path, Rank0Log& log) {
-  std::vector<std::vector<float>> full = run.engine->gather_parameters(0);
-  if (run.comm->rank() != 0) return;
-  save_model_weights(path, run.model->params(), DType::F32, [&](int i, float* out) {
-    std::copy(full[static_cast<size_t>(i)].begin(), full[static_cast<size_t>(i)].end(), out);
-  });
-  log("saved weights to %s\n", path.c_str());
+  const DType dtype = run.cfg.zero.stage3_gather_16bit_weights_on_model_save ? run.engine_opt.compute_dtype : DType::F32;
+  const std::string file = export_weights(*run.engine, *run.comm, *run.dev, run.model->params(), run.model_cfg, path, dtype);
+  log("saved weights to %s (%s)\n", file.c_str(), dtype_name(dtype));
 }
 
 void write_outputs(TrainRun& run, const TrainArgs& args, Rank0Log& log) {
@@ -220,12 +228,22 @@ void write_outputs(TrainRun& run, const TrainArgs& args, Rank0Log& log) {
   if (!args.save_weights.empty()) save_weights(run, args.save_weights, log);
 }
 
-int run_train(const TrainArgs& args, Rank0Log& log) {
+int run_train(const TrainArgs& args_in, Rank0Log& log) {
   TrainRun run;
+  TrainArgs args = args_in;
   set_up(run, args, log);
-  init_weights(run, args, log);
+  TrainCheckpoints ckpt(args, run.model_cfg, run.cfg, *run.model, *run.engine, *run.comm, *run.dev,
+                        [&](const std::string& line) { log("%s", line.c_str()); });
+  ckpt.check_save_dir();
+  int64_t start = 0;
+  if (args.resume.empty()) {
+    init_weights(run, args, log);
+  } else {
+    start = ckpt.resume(&args.seed);  // the checkpoint's seed unless --seed was given
+    if (args.seed != args_in.seed) run.data = make_dataset(args.data, dataset_shape(run.model_cfg, run.cfg, args.seed));
+  }
   if (run.cfg.memory_breakdown) log("%s", run.engine->memory_report().c_str());
-  train_loop(run, args, log);
+  train_loop(run, args, log, start, ckpt);
   write_outputs(run, args, log);
   return 0;
 }

@@ -22,6 +22,7 @@ const Command kCommands[] = {
     {"version", cmd_version, "print the version and which backends were built"},
     {"check-config", zt::cmd_check_config, "validate a DeepSpeed config and print it fully resolved"},
     {"train", zt::cmd_train, "train a model with ZeRO stage 0-3 (run under mpirun for several ranks)"},
+    {"consolidate", zt::cmd_consolidate, "a sharded checkpoint's weights as one safetensors file (one tensor in memory)"},
 };
 
 void usage(FILE* f) {

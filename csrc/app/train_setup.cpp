@@ -14,7 +14,8 @@ const char* train_usage() {
   return "usage: zerotrain train --config DS.json --model MODEL.json --data SPEC --steps N (0: load/init and save only)\n"
          "                       [--seed S] [--device auto|cpu|cuda] [--init-from F.safetensors]\n"
          "                       [--save-weights F.safetensors] [--metrics F.jsonl] [--memory-report F.json]\n"
-         "                       [--log-every N] [--strict]\n";
+         "                       [--log-every N] [--strict]\n"
+         "                       [--save-checkpoint DIR [--save-every N] [--keep-last K]] [--resume DIR [--tag T]]\n";
 }
 
 namespace {
@@ -22,6 +23,14 @@ namespace {
 // least one element. The config keeps the value as written (it is shown by --explain); it is
 // clamped here, once, on its way into EngineOptions.
 int64_t at_least_one_element(int64_t elements) { return std::max<int64_t>(1, elements); }
+
+void check_checkpoint_args(const TrainArgs& a) {
+  if ((a.save_every || a.keep_last) && a.save_checkpoint.empty())
+    throw InputError("train: --save-every and --keep-last need --save-checkpoint DIR");
+  if (!a.tag.empty() && a.resume.empty()) throw InputError("train: --tag names the checkpoint to --resume from; --resume DIR is missing");
+  if (!a.resume.empty() && !a.init_from.empty())
+    throw InputError("train: --resume and --init-from both set the weights; give one (--resume restores the whole training state)");
+}
 
 int64_t parse_int(const std::string& flag, const char* v, int64_t lo) {
   char* end = nullptr;
@@ -45,7 +54,7 @@ TrainArgs parse_train_args(int argc, char** argv) {
     else if (f == "--model") a.model = value();
     else if (f == "--data") a.data = value();
     else if (f == "--steps") { a.steps = parse_int(f, value(), 0); steps_given = true; }
-    else if (f == "--seed") a.seed = static_cast<uint64_t>(parse_int(f, value(), 0));
+    else if (f == "--seed") { a.seed = static_cast<uint64_t>(parse_int(f, value(), 0)); a.seed_given = true; }
     else if (f == "--device") {
       a.device = value();
       if (a.device != "auto" && a.device != "cpu" && a.device != "cuda")
@@ -56,10 +65,16 @@ TrainArgs parse_train_args(int argc, char** argv) {
     else if (f == "--memory-report") a.memory_report = value();
     else if (f == "--log-every") a.log_every = parse_int(f, value(), 1);
     else if (f == "--strict") a.strict = true;
+    else if (f == "--save-checkpoint") a.save_checkpoint = value();
+    else if (f == "--save-every") a.save_every = parse_int(f, value(), 1);
+    else if (f == "--keep-last") a.keep_last = parse_int(f, value(), 1);
+    else if (f == "--resume") a.resume = value();
+    else if (f == "--tag") a.tag = value();
     else throw InputError("train: unknown flag '" + f + "'\n" + train_usage());
   }
   if (a.config.empty() || a.model.empty() || a.data.empty() || !steps_given)
     throw InputError(std::string("train: --config, --model, --data and --steps are required\n") + train_usage());
+  check_checkpoint_args(a);
   return a;
 }
 

@@ -20,6 +20,12 @@ struct TrainArgs {
   std::string init_from, save_weights, metrics, memory_report;
   bool strict = false;
   int64_t log_every = 0;           // 0: steps_per_print (or ~10 lines when unset)
+  // Checkpoints (csrc/app/train_checkpoint.cpp): save to DIR/global_step<K> every N steps and at
+  // the end, keeping the newest K (0: all); resume from DIR's latest (or --tag). --steps counts
+  // global steps from the start of training.
+  std::string save_checkpoint, resume, tag;
+  int64_t save_every = 0, keep_last = 0;
+  bool seed_given = false;         // --seed on the command line (a resume otherwise keeps the checkpoint's)
 };
 
 // Parses `train` flags; InputError names the flag and what was expected.

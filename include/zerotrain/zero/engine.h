@@ -159,6 +159,47 @@ class ZeroEngine {
   // ZeRO paper figure for these settings (bytes per rank): 16Ψ, 4Ψ+12Ψ/N, 2Ψ+14Ψ/N, 16Ψ/N (mixed precision).
   double zero_paper_model_state_bytes() const;
 
+  // ---- Checkpoints (csrc/zero/engine_checkpoint.cpp; files and meta.json: csrc/ckpt/) ----
+  // The training state lives in the per-element optimizer states below plus four counters; the
+  // compute-dtype params are always cast(master) and are rebuilt from it on load. Only at an
+  // accumulation boundary (after step(), before the next micro_step()).
+  struct CheckpointState {
+    std::string name;  // "master", then "exp_avg" + "exp_avg_sq" (Adam) or "momentum" (SGD with momentum)
+    DType dtype;       // as stored in the engine (master_dtype / moments_dtype)
+  };
+  std::vector<CheckpointState> checkpoint_states() const;
+  // Elements [begin, begin + count) of parameter `param`.
+  struct ParamPiece {
+    int param = 0;
+    int64_t begin = 0, count = 0;
+  };
+  // What `rank` writes under this plan: the real elements of its slice of every bucket, cut per
+  // parameter, in flat order. The ranks' pieces cover every parameter exactly once at every
+  // stage (at stage 0 too, where each rank holds everything: each writes only its slice).
+  std::vector<ParamPiece> checkpoint_pieces(int rank) const;
+  // This rank's pieces of state `s`, in order, in the state's dtype: sink(piece, offset within
+  // the piece, count, bytes), at most chunk_elems elements per call (one staging buffer).
+  using StateSink = std::function<void(size_t piece, int64_t offset, int64_t count, const void* bytes)>;
+  void read_checkpoint_state(int s, int64_t chunk_elems, const StateSink& sink);
+  // Overwrites every state this rank keeps under its own plan (what its optimizer updates):
+  // src(state, param, begin, count, out) writes fp32 values, chunk_elems elements at a time
+  // through one staging buffer; then params = cast(master) and the parameter sync starts.
+  // Returns the staging buffer's bytes (tracked as Workspace while it lives).
+  using StateSource = std::function<void(int s, int param, int64_t begin, int64_t count, float* out)>;
+  int64_t load_checkpoint_state(const StateSource& src, int64_t chunk_elems);
+  struct Counters {
+    int64_t global_steps = 0;          // optimizer-step attempts (the data cursor: next global batch)
+    int64_t successful_steps = 0;      // Adam's step count; global - successful = skipped (overflow)
+    int64_t lr_last_batch_iteration = -1;
+    LossScaler::State loss_scaler;
+  };
+  Counters counters() const;
+  void restore_counters(const Counters& c);
+  // Collective. Every parameter, in index order, as fp32 master values to sink(param, values)
+  // on `root`: buckets are all-gathered one at a time (stage 0: read locally on root), so no
+  // rank ever holds more than a bucket or two of the model.
+  void stream_parameters(int root, const std::function<void(int param, const float* values)>& sink);
+
   struct Impl;
 
  private:

@@ -1,0 +1,142 @@
+// weights_export.cpp — streaming weights files from a live engine (--save-weights) and from a
+// checkpoint's shards (consolidate), one tensor at a time (weights_export.h).
+#include "zerotrain/ckpt/weights_export.h"
+
+#include <sys/stat.h>
+
+#include <memory>
+
+#include "ckpt_internal.h"
+#include "zerotrain/ckpt/checkpoint.h"
+#include "zerotrain/ckpt/ckpt_fs.h"
+#include "zerotrain/core/check.h"
+#include "zerotrain/io/safetensors.h"
+
+namespace zt {
+
+struct WeightsFileWriter::Impl {
+  std::vector<ParamSpec> specs;
+  DType dtype;
+  SafetensorsWriter file;
+  int next = 0;
+  std::vector<unsigned char> converted;
+  Impl(const std::string& path, const std::vector<ParamSpec>& s, DType t, const std::vector<SafetensorsWriter::Decl>& d)
+      : specs(s), dtype(t), file(path, d, {{"format", "pt"}, {"producer", "zerotrain"}}) {}
+};
+
+namespace {
+std::vector<SafetensorsWriter::Decl> decls_of(const std::vector<ParamSpec>& specs, DType dtype) {
+  std::vector<SafetensorsWriter::Decl> d;
+  for (const ParamSpec& p : specs) d.push_back({p.name, dtype, p.shape});
+  return d;
+}
+}  // namespace
+
+WeightsFileWriter::WeightsFileWriter(const std::string& path, const std::vector<ParamSpec>& specs, DType dtype)
+    : impl_(new Impl(path, specs, dtype, decls_of(specs, dtype))) {}
+
+WeightsFileWriter::~WeightsFileWriter() { delete impl_; }
+
+void WeightsFileWriter::write(int param, const float* values) {
+  Impl& w = *impl_;
+  ZT_CHECK(param == w.next && param < static_cast<int>(w.specs.size()), "WeightsFileWriter: parameters out of order");
+  ++w.next;
+  const size_t n = static_cast<size_t>(w.specs[static_cast<size_t>(param)].numel);
+  if (w.dtype == DType::F32) return w.file.write_next(values);
+  w.converted.resize(n * dtype_size(w.dtype));
+  convert(values, DType::F32, w.converted.data(), w.dtype, n);
+  w.file.write_next(w.converted.data());
+}
+
+void WeightsFileWriter::finish() { impl_->file.finish(); }
+
+bool is_folder_target(const std::string& out) { return !out.empty() && (out.back() == '/' || ckptfs::is_dir(out)); }
+
+std::string weights_file_of(const std::string& out) {
+  return is_folder_target(out) ? ckptfs::join(out, "model.safetensors") : out;
+}
+
+void write_hf_config_if_folder(const std::string& out, const ModelConfig& model, DType dtype) {
+  if (!is_folder_target(out) || model.type != ModelConfig::Type::GPT) return;
+  const std::string path = ckptfs::join(out, "config.json");
+  ckptfs::write_file_atomically(path, ckpt::hf_gpt2_config(ckpt::model_config_json(model), dtype).dump(2) + "\n");
+}
+
+std::string export_weights(ZeroEngine& engine, Communicator& comm, Device& dev, const std::vector<ParamSpec>& specs,
+                           const ModelConfig& model, const std::string& out, DType dtype) {
+  const bool root = comm.rank() == 0;
+  const std::string file = weights_file_of(out);
+  std::string err;
+  std::unique_ptr<WeightsFileWriter> w;
+  if (root) {
+    try {
+      if (is_folder_target(out)) ckptfs::make_dirs(out);
+      w = std::make_unique<WeightsFileWriter>(file, specs, dtype);
+    } catch (const InputError& e) {
+      err = e.what();
+    }
+  }
+  // Every rank takes part in every gather, whatever happens to the file on rank 0.
+  engine.stream_parameters(0, [&](int p, const float* values) {
+    if (!w || !err.empty()) return;
+    try {
+      w->write(p, values);
+    } catch (const InputError& e) {
+      err = e.what();
+    }
+  });
+  if (root && err.empty()) {
+    try {
+      w->finish();
+      write_hf_config_if_folder(out, model, dtype);
+    } catch (const InputError& e) {
+      err = e.what();
+    }
+  }
+  w.reset();
+  agree_or_throw(comm, dev, err);
+  return file;
+}
+
+// ---- consolidate: a checkpoint's master weights into one file, tensor by tensor ----
+
+void consolidate_checkpoint(const std::string& tag_dir, const std::string& out, DType dtype) {
+  const ckpt::Meta m = ckpt::parse_meta(tag_dir);
+  for (int s = 0; s < m.world; ++s) {
+    const std::string problem = ckpt::verify_shard(m, s);
+    if (!problem.empty()) throw InputError(problem);
+  }
+  std::vector<ParamSpec> specs;
+  for (const ckpt::Meta::Param& p : m.params) {
+    ParamSpec s;
+    s.name = p.name;
+    s.shape = p.shape;
+    s.numel = p.numel;
+    specs.push_back(s);
+  }
+  const ckpt::json& mc = m.doc["model"]["config"];
+  const bool gpt = mc.is_object() && mc.value("type", "") == "gpt";
+  if (is_folder_target(out)) ckptfs::make_dirs(out);
+  const std::string file = weights_file_of(out);
+  std::vector<std::unique_ptr<SafetensorsReader>> shards(static_cast<size_t>(m.world));
+  WeightsFileWriter w(file, specs, dtype);
+  std::vector<float> values;
+  for (size_t p = 0; p < specs.size(); ++p) {
+    values.assign(static_cast<size_t>(specs[p].numel), 0.0f);
+    const std::string name = "master/" + specs[p].name;
+    for (const ckpt::Meta::Piece& pc : m.pieces[0][p]) {
+      std::unique_ptr<SafetensorsReader>& f = shards[static_cast<size_t>(pc.rank)];
+      if (!f) f = std::make_unique<SafetensorsReader>(m.shard_path(pc.rank));
+      const SafetensorsEntry* e = f->find(name);
+      if (!e || e->numel != pc.count)
+        throw InputError("checkpoint shard " + f->path() + ": tensor \"" + name + "\" is missing or not as meta.json records");
+      f->read_f32(*e, 0, pc.count, values.data() + pc.begin);
+    }
+    w.write(static_cast<int>(p), values.data());
+  }
+  w.finish();
+  if (gpt && is_folder_target(out))
+    ckptfs::write_file_atomically(ckptfs::join(out, "config.json"), ckpt::hf_gpt2_config(mc, dtype).dump(2) + "\n");
+}
+
+}  // namespace zt

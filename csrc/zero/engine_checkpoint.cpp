@@ -1,0 +1,209 @@
+// engine_checkpoint.cpp — the engine's side of checkpoints: which elements each rank writes,
+// streaming the optimizer states out and back in (one bounded staging buffer, never the whole
+// model), the step counters, and the bucket-by-bucket parameter export.
+//
+// Pieces are plan-independent coordinates (parameter, element range), so a checkpoint written
+// under one plan (stage, world size, bucket size) loads under any other: the loader asks for
+// the elements its own plan's optimizer updates, and the file layer finds them in whichever
+// shards hold them.
+#include <algorithm>
+#include <map>
+
+#include "engine_impl.h"
+#include "zerotrain/kernels/cpu_ops.h"
+#include "zerotrain/kernels/ops.h"
+
+namespace zt {
+
+namespace {
+
+// The per-element states in checkpoint order, with the buffers that hold them.
+std::vector<const FlatBuffer*> state_buffers(const ModelStates& st) {
+  std::vector<const FlatBuffer*> out{&st.master};
+  if (st.exp_avg) out.push_back(&st.exp_avg);
+  if (st.exp_avg_sq) out.push_back(&st.exp_avg_sq);
+  return out;
+}
+
+void drain(EngineContext& cx) {
+  cx.compute.synchronize();
+  cx.comm.synchronize();
+}
+
+}  // namespace
+
+std::vector<ZeroEngine::CheckpointState> ZeroEngine::checkpoint_states() const {
+  const bool adam = opt_.optimizer.kind == OptimizerKind::Adam;
+  std::vector<CheckpointState> out{{"master", opt_.master_dtype}};
+  if (impl_->states.exp_avg) out.push_back({adam ? "exp_avg" : "momentum", opt_.moments_dtype});
+  if (impl_->states.exp_avg_sq) out.push_back({"exp_avg_sq", opt_.moments_dtype});
+  return out;
+}
+
+std::vector<ZeroEngine::ParamPiece> ZeroEngine::checkpoint_pieces(int rank) const {
+  std::vector<ParamPiece> out;
+  for (const PlanBucket& b : plan_.buckets) {
+    const ElemRange mine = plan_.real_slice(b.id, rank, Layout::Full);
+    for (int p : b.params) {
+      const ElemRange pr = plan_.param_range(p);
+      const int64_t lo = std::max(pr.begin, mine.begin), hi = std::min(pr.end(), mine.end());
+      if (hi > lo) out.push_back({p, lo - pr.begin, hi - lo});
+    }
+  }
+  return out;
+}
+
+void ZeroEngine::read_checkpoint_state(int s, int64_t chunk_elems, const StateSink& sink) {
+  Impl& e = *impl_;
+  EngineContext& cx = e.cx;
+  ZT_CHECK(e.micro == 0, "checkpoints are taken at an accumulation boundary (after step())");
+  const std::vector<const FlatBuffer*> bufs = state_buffers(e.states);
+  ZT_CHECK(s >= 0 && s < static_cast<int>(bufs.size()), "read_checkpoint_state: bad state");
+  const FlatBuffer& buf = *bufs[static_cast<size_t>(s)];
+  drain(cx);
+  // Host-resident (offloaded, or the CPU backend's memory) states are read in place.
+  const bool in_place = e.host_optimizer != nullptr || cx.dev.kind() == DeviceKind::CPU;
+  const int64_t chunk = std::max<int64_t>(1, chunk_elems);
+  FlatBuffer staging;
+  const std::vector<ParamPiece> pieces = checkpoint_pieces(cx.rank);
+  // Where piece i sits in the state buffer: its flat offset, moved into the optimizer's layout.
+  std::vector<int64_t> at(pieces.size());
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const PlanParam& p = plan_.param(pieces[i].param);
+    const int64_t flat = p.flat_begin + pieces[i].begin;
+    const ElemRange full = plan_.updated(p.bucket, cx.rank, Layout::Full);
+    at[i] = plan_.updated(p.bucket, cx.rank, plan_.flow.optimizer).begin + (flat - full.begin);
+  }
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    for (int64_t off = 0; off < pieces[i].count; off += chunk) {
+      const int64_t n = std::min(chunk, pieces[i].count - off);
+      const TensorView v = buf.view({at[i] + off, n});
+      if (in_place) {
+        sink(i, off, n, v.data);
+        continue;
+      }
+      if (!staging) staging = FlatBuffer::host(cx.dev, buf.dtype(), std::min(chunk, buf.numel()), MemCategory::Workspace, true);
+      const TensorView h = staging.view({0, n});
+      copy_view(cx.dev, h, v, cx.compute, CopyKind::DeviceToHost);
+      cx.compute.synchronize();
+      sink(i, off, n, h.data);
+    }
+  }
+}
+
+int64_t ZeroEngine::load_checkpoint_state(const StateSource& src, int64_t chunk_elems) {
+  Impl& e = *impl_;
+  EngineContext& cx = e.cx;
+  ZT_CHECK(e.micro == 0, "checkpoints are loaded at an accumulation boundary (before micro_step())");
+  drain(cx);
+  const std::vector<const FlatBuffer*> bufs = state_buffers(e.states);
+  const Layout opt_layout = plan_.flow.optimizer;
+  int64_t widest = 0;
+  for (const PlanBucket& b : plan_.buckets) widest = std::max(widest, plan_.updated(b.id, cx.rank, Layout::Full).count);
+  const int64_t chunk = std::max<int64_t>(1, std::min(chunk_elems, widest));
+  FlatBuffer host = FlatBuffer::host(cx.dev, DType::F32, chunk, MemCategory::Workspace, true);
+  FlatBuffer device;  // fp32 staging on the device for states that live there
+  if (!e.host_optimizer) device = FlatBuffer(cx.dev, DType::F32, chunk, MemCategory::Workspace, false);
+  float* h = static_cast<float*>(host.view().data);
+  for (size_t s = 0; s < bufs.size(); ++s) {
+    const FlatBuffer& dst = *bufs[s];
+    for (const PlanBucket& b : plan_.buckets) {
+      const ElemRange region = plan_.updated(b.id, cx.rank, Layout::Full);
+      const int64_t dst_at = plan_.updated(b.id, cx.rank, opt_layout).begin;
+      for (int64_t off = 0; off < region.count; off += chunk) {
+        const int64_t n = std::min(chunk, region.count - off);
+        const ElemRange r = region.sub(off, n);
+        std::fill(h, h + n, 0.0f);  // padding stays zero
+        for (int p : b.params) {
+          const ElemRange pr = plan_.param_range(p);
+          const int64_t lo = std::max(pr.begin, r.begin), hi = std::min(pr.end(), r.end());
+          if (hi > lo) src(static_cast<int>(s), p, lo - pr.begin, hi - lo, h + (lo - r.begin));
+        }
+        const TensorView out = dst.view({dst_at + off, n});
+        if (e.host_optimizer) {
+          cpu_ops::cast(out, host.view({0, n}));
+        } else {
+          copy_view(cx.dev, device.view({0, n}), host.view({0, n}), cx.compute, CopyKind::HostToDevice);
+          ops::cast(cx.compute, out, device.view({0, n}));
+          cx.compute.synchronize();  // the host staging is refilled next
+        }
+      }
+    }
+  }
+  e.write_params_from_master();
+  return static_cast<int64_t>(host.bytes() + (device ? device.bytes() : 0));
+}
+
+ZeroEngine::Counters ZeroEngine::counters() const {
+  const Impl& e = *impl_;
+  Counters c;
+  c.global_steps = e.global_steps;
+  c.successful_steps = e.successful_steps;
+  c.lr_last_batch_iteration = e.sched->last_batch_iteration();
+  c.loss_scaler = e.scaler.state();
+  return c;
+}
+
+void ZeroEngine::restore_counters(const Counters& c) {
+  Impl& e = *impl_;
+  ZT_CHECK(e.micro == 0, "restore_counters at an accumulation boundary");
+  ZT_CHECK(c.global_steps >= c.successful_steps && c.successful_steps >= 0, "restore_counters: bad step counts");
+  e.global_steps = c.global_steps;
+  e.successful_steps = c.successful_steps;
+  // t = -1 keeps the construction values (OneCycle's differ from f(-1)).
+  if (c.lr_last_batch_iteration >= 0) e.sched->step_to(c.lr_last_batch_iteration);
+  e.scaler.set_state(c.loss_scaler);
+}
+
+void ZeroEngine::stream_parameters(int root, const std::function<void(int param, const float* values)>& sink) {
+  Impl& e = *impl_;
+  EngineContext& cx = e.cx;
+  const FlatBuffer& master = e.states.master;
+  const bool root_rank = cx.rank == root;
+  drain(cx);
+  // fp32 host copy of a bucket-sized view of master values (root only).
+  auto to_host = [&](const TensorView& v, std::vector<float>& out) {
+    out.assign(static_cast<size_t>(v.numel()), 0.0f);
+    if (v.numel() == 0) return;
+    if (v.device == DeviceKind::CPU) {
+      cpu_ops::cast(TensorView(out.data(), DType::F32, {v.numel()}, DeviceKind::CPU), v);
+      return;
+    }
+    FlatBuffer f32(cx.dev, DType::F32, v.numel(), MemCategory::Workspace, false);
+    ops::cast(cx.compute, f32.view(), v);
+    cx.dev.memcpy_async(out.data(), f32.view().data, f32.bytes(), CopyKind::DeviceToHost, cx.compute);
+    cx.compute.synchronize();
+  };
+  std::map<int, std::vector<float>> live;  // bucket -> fp32 values (root)
+  std::vector<int> remaining(plan_.buckets.size(), 0);
+  for (const PlanParam& p : plan_.params) ++remaining[static_cast<size_t>(p.bucket)];
+  for (const PlanParam& p : plan_.params) {
+    const int b = p.bucket;
+    if (!live.count(b)) {
+      std::vector<float>& host = live[b];
+      if (plan_.flow.optimizer == Layout::Full) {
+        if (root_rank) to_host(master.view(plan_.bucket_range(b)), host);
+      } else {
+        // All-gather the bucket's slices of master (host-resident master: via a device copy).
+        const TensorView mine = master.view(plan_.slice(b, cx.rank, Layout::Shard));
+        FlatBuffer slice_dev;
+        TensorView send = mine;
+        if (e.host_optimizer) {
+          slice_dev = FlatBuffer(cx.dev, master.dtype(), mine.numel(), MemCategory::Workspace, false);
+          copy_view(cx.dev, slice_dev.view(), mine, cx.compute, CopyKind::HostToDevice);
+          send = slice_dev.view();
+        }
+        FlatBuffer gathered(cx.dev, master.dtype(), plan_.bucket(b).padded, MemCategory::Workspace, false);
+        cx.comm_waits_for_compute();
+        all_gather_view(cx.comm, send, gathered.view(), "export b" + std::to_string(b), nullptr);
+        cx.comm.synchronize();
+        if (root_rank) to_host(gathered.view(), host);
+        cx.compute.synchronize();
+      }
+    }
+    if (root_rank) sink(p.index, live[b].data() + plan_.param_in_bucket(p.index).begin);
+    if (--remaining[static_cast<size_t>(b)] == 0) live.erase(b);
+  }
+}
+
+}  // namespace zt

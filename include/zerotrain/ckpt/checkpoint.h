@@ -1,0 +1,104 @@
+// checkpoint.h — sharded, world-size-free training checkpoints (DeepSpeed-style DIR/<tag>/ +
+// DIR/latest), crash-safe saves, resume at any world size and stage, and `consolidate`.
+//
+// On disk (docs/checkpoints.md has the full description):
+//   DIR/latest                         the tag of the newest complete checkpoint ("global_step40\n")
+//   DIR/<tag>/meta.json                everything but the per-element states: the model, the
+//                                      stage/world/plan it was saved under, precision, step
+//                                      counters, LR position, loss scaler, data cursor, seed,
+//                                      and for every tensor where each rank's pieces sit, plus
+//                                      each shard's size and XXH64 checksum
+//   DIR/<tag>/shard-RRRRR-of-NNNNN.safetensors
+//                                      rank R's pieces: "<state>/<param>" 1-D tensors in the
+//                                      state's own dtype (master fp32/bf16, exp_avg, exp_avg_sq
+//                                      or momentum)
+// Rank r writes the real part of its slice of every bucket (ZeroEngine::checkpoint_pieces), so
+// the pieces tile each parameter once whatever the stage. Loading asks, per parameter, for the
+// element ranges the new plan's optimizer updates, and reads just those bytes from whichever
+// old shards hold them.
+//
+// Save protocol: rank 0 creates DIR/.tmp-<tag>/; each rank writes, fsyncs and hashes its
+// shard; rank 0 writes meta.json with the checksums, fsyncs, installs the directory as
+// DIR/<tag> (atomic rename or exchange), then replaces DIR/latest atomically. A crash at any
+// point leaves `latest` naming a complete checkpoint.
+//
+// Every problem with the inputs (missing/truncated/corrupt shard, meta.json of another model,
+// unknown tag, unwritable directory) is an InputError agreed by every rank: all ranks throw, and
+// rank 0's message names the file (exit 2 in the CLI).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "zerotrain/comm/communicator.h"
+#include "zerotrain/core/device.h"
+#include "zerotrain/model/model_config.h"
+#include "zerotrain/zero/engine.h"
+
+namespace zt {
+
+// What the trainer records beside the engine's state (and compares on resume).
+struct CheckpointRunInfo {
+  ModelConfig model;
+  std::vector<ParamSpec> params;            // the engine's model, Model::params()
+  std::string data_spec;
+  uint64_t seed = 0;
+  int64_t train_batch_size = 0, micro_batch = 0, gradient_accumulation_steps = 0;
+  std::string lr_schedule;                  // LrSchedule::name()
+  std::string tag_validation = "WARN";      // checkpoint.tag_validation: WARN | IGNORE | FAIL
+};
+
+struct SavedCheckpoint {
+  std::string path;                         // DIR/<tag>
+  int64_t bytes_this_rank = 0;              // this rank's shard file
+  int64_t bytes_total = 0;                  // all shards + meta.json (rank 0; 0 elsewhere)
+  double seconds = 0;
+};
+
+// Collective. Saves DIR/<tag> and points DIR/latest at it; keep_last > 0 then removes all but the
+// newest keep_last "global_step<N>" checkpoints of DIR (never the one `latest` names).
+SavedCheckpoint save_checkpoint(ZeroEngine& engine, Communicator& comm, Device& dev, const std::string& dir,
+                                const std::string& tag, const CheckpointRunInfo& info, int keep_last = 0);
+
+struct ResumedCheckpoint {
+  std::string path, tag;
+  ZeroEngine::Counters counters;
+  uint64_t seed = 0;
+  std::string data_spec;
+  int64_t saved_world = 0, saved_stage = 0;
+  std::vector<std::string> warnings;        // differences from the saved run (rank 0 prints them)
+  std::string resharded;                    // "" or "saved at stage S on N ranks, loaded at ..."
+  int64_t bytes_read_this_rank = 0;
+  int64_t read_buffer_bytes = 0;            // the staging one state chunk passes through
+  double seconds = 0;
+};
+
+// Collective. Loads DIR/<tag> (tag "" = the one DIR/latest names) into `engine`: optimizer
+// states for this rank's plan, params = cast(master), counters, LR position and loss scaler.
+ResumedCheckpoint load_checkpoint(ZeroEngine& engine, Communicator& comm, Device& dev, const std::string& dir,
+                                  const std::string& tag, const CheckpointRunInfo& info);
+
+// Collective: DIR can be created and written (rank 0 probes it); InputError on every rank if not.
+void check_checkpoint_dir(Communicator& comm, Device& dev, const std::string& dir);
+
+// ---- single process (consolidate) ----
+// DIR[/TAG]: a checkpoint directory (holds meta.json) or a directory whose `latest` names one.
+std::string resolve_checkpoint_path(const std::string& dir_or_tag_dir, const std::string& tag = "");
+// meta.json, validated (InputError naming the file).
+nlohmann::json read_checkpoint_meta(const std::string& tag_dir);
+// Streams the master weights into one safetensors file (parameter order, `dtype`), one
+// tensor in memory at a time, after verifying every shard's size and checksum. `out` ending in
+// '/' or naming a directory: an HF-ready folder (model.safetensors, + config.json for a GPT).
+void consolidate_checkpoint(const std::string& tag_dir, const std::string& out, DType dtype);
+
+// A tag must be one path component: [A-Za-z0-9._-]+, not starting with '.', at most 200 chars.
+bool valid_checkpoint_tag(const std::string& tag);
+std::string default_checkpoint_tag(int64_t global_steps);  // "global_step<K>"
+
+// Every rank passes its error ("" when fine). If any rank has one, every rank throws InputError;
+// rank 0's is the first error in rank order. Collective (a host gather and a one-float all-reduce).
+void agree_or_throw(Communicator& comm, Device& dev, const std::string& my_error);
+
+}  // namespace zt
