@@ -56,14 +56,17 @@ ModelStates::ModelStates(const EngineContext& cx) {
 }
 
 ZeroEngine::Impl::Impl(ZeroEngine& o, Model& m, Device& d, Stream& c, Communicator& k, std::unique_ptr<LrSchedule> s)
-    : cx{o.plan_, o.opt_, m, d, c, k, k.rank(), k.world_size(), d.create_event()},
+    : timer(d, c, k),
+      cx{o.plan_, o.opt_, m, d, c, k, k.rank(), k.world_size(), d.create_event(), &timer},
       states(cx),
       grad_sync(cx, states),
       param_sync(make_param_sync(cx, states)),
       host_optimizer(o.opt_.offload.optimizer ? std::make_unique<HostOptimizer>(cx, states) : nullptr),
       exchange(cx),
       sched(std::move(s)),
-      scaler(o.opt_.loss_scaler) {}
+      scaler(o.opt_.loss_scaler) {
+  if (host_optimizer) timer.add_copy_lane();
+}
 
 ZeroEngine::ZeroEngine(Model& model, Device& dev, Stream& compute, Communicator& comm, const EngineOptions& opt,
                        std::unique_ptr<LrSchedule> schedule)
@@ -94,6 +97,10 @@ OffloadStats ZeroEngine::offload_stats() const {
 }
 
 double ZeroEngine::current_lr() const { return impl_->sched->current().lr; }
+
+void ZeroEngine::set_timing(TimingLevel level) { impl_->timer.set_level(level); }
+
+std::vector<StepTimeline> ZeroEngine::take_timelines() { return impl_->timer.take_timelines(); }
 
 void set_engine_test_hooks(ZeroEngine& engine, EngineTestHooks hooks) { engine.impl_->hooks = std::move(hooks); }
 
