@@ -22,6 +22,7 @@ const Command kCommands[] = {
     {"version", cmd_version, "print the version and which backends were built"},
     {"check-config", zt::cmd_check_config, "validate a DeepSpeed config and print it fully resolved"},
     {"train", zt::cmd_train, "train a model with ZeRO stage 0-3 (run under mpirun for several ranks)"},
+    {"explain", zt::cmd_explain, "print the ZeRO plan, ownership and one step's collectives, without running"},
 };
 
 void usage(FILE* f) {

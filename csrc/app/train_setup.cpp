@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "zerotrain/app/observe.h"
 #include "zerotrain/config/optim_inputs.h"
 #include "zerotrain/core/check.h"
 #include "zerotrain/optim/host_optim.h"
@@ -14,7 +15,8 @@ const char* train_usage() {
   return "usage: zerotrain train --config DS.json --model MODEL.json --data SPEC --steps N (0: load/init and save only)\n"
          "                       [--seed S] [--device auto|cpu|cuda] [--init-from F.safetensors]\n"
          "                       [--save-weights F.safetensors] [--metrics F.jsonl] [--memory-report F.json]\n"
-         "                       [--log-every N] [--strict]\n";
+         "                       [--log-every N] [--strict]\n"
+         "                       [--trace DIR [--trace-steps FIRST:LAST]] [--comm-log F.jsonl]\n";
 }
 
 namespace {
@@ -56,8 +58,12 @@ TrainArgs parse_train_args(int argc, char** argv) {
     else if (f == "--memory-report") a.memory_report = value();
     else if (f == "--log-every") a.log_every = parse_int(f, value(), 1);
     else if (f == "--strict") a.strict = true;
+    else if (f == "--trace") a.trace_dir = value();
+    else if (f == "--trace-steps") a.trace_steps = value();
+    else if (f == "--comm-log") a.comm_log = value();
     else throw InputError("train: unknown flag '" + f + "'\n" + train_usage());
   }
+  parse_step_range("train: --trace-steps", a.trace_steps);  // bad ranges fail before any set-up
   if (a.config.empty() || a.model.empty() || a.data.empty() || !steps_given)
     throw InputError(std::string("train: --config, --model, --data and --steps are required\n") + train_usage());
   return a;

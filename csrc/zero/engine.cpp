@@ -6,9 +6,7 @@
 
 namespace zt {
 
-namespace {
-
-PlanOptions plan_options(const EngineOptions& o, int world) {
+PlanOptions plan_options_for(const EngineOptions& o, int world) {
   PlanOptions p;
   p.stage = o.stage;
   p.world = world;
@@ -24,6 +22,8 @@ PlanOptions plan_options(const EngineOptions& o, int world) {
   p.contiguous_gradients = o.contiguous_gradients;
   return p;
 }
+
+namespace {
 
 std::vector<std::vector<int>> units_of(const Model& model) {
   std::vector<std::vector<int>> units;
@@ -75,7 +75,7 @@ ZeroEngine::ZeroEngine(Model& model, Device& dev, Stream& compute, Communicator&
   ZT_CHECK(!opt_.offload.optimizer || opt_.stage >= 1, "offload_optimizer needs ZeRO stage 1, 2 or 3");
   ZT_CHECK(!opt_.offload.params || (opt_.stage == 3 && opt_.offload.optimizer),
            "offload_param needs ZeRO stage 3 with offload_optimizer");
-  plan_ = make_engine_plan(model.params(), units_of(model), plan_options(opt_, comm.world_size()));
+  plan_ = make_engine_plan(model.params(), units_of(model), plan_options_for(opt_, comm.world_size()));
   // One static schedule: every rank must hold the same plan, units and settings.
   comm.verify_same_across_ranks(plan_.hash(), "ZeRO bucket plan and unit order");
   impl_ = std::make_unique<Impl>(*this, model, dev, compute, comm, std::move(schedule));

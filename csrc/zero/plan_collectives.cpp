@@ -78,11 +78,12 @@ std::vector<PlannedCollective> ZeroPlan::step_collectives(int gradient_accumulat
   return out;
 }
 
-std::string ZeroPlan::describe_ownership() const {
+std::string ZeroPlan::describe_ownership(const std::vector<std::string>& param_names) const {
   std::string out = "ownership (rank r owns slice r of every bucket; elements of each parameter, [begin, end)):\n";
   for (const PlanParam& p : params) {
     const PlanBucket& b = bucket(p.bucket);
-    std::string line = "  param " + std::to_string(p.index) + " (b" + std::to_string(b.id) + ", " +
+    const std::string name = static_cast<size_t>(p.index) < param_names.size() ? param_names[p.index] : "";
+    std::string line = "  param " + std::to_string(p.index) + (name.empty() ? "" : " " + name) + " (b" + std::to_string(b.id) + ", " +
                        std::to_string(p.numel) + " elements):";
     bool any = false;
     for (int r = 0; r < world; ++r) {

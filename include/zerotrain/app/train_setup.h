@@ -20,6 +20,9 @@ struct TrainArgs {
   std::string init_from, save_weights, metrics, memory_report;
   bool strict = false;
   int64_t log_every = 0;           // 0: steps_per_print (or ~10 lines when unset)
+  std::string trace_dir;           // --trace DIR: Chrome trace-event JSON per rank + merged
+  std::string trace_steps = "1:";  // --trace-steps FIRST:LAST (1-based, inclusive)
+  std::string comm_log;            // --comm-log FILE: per-collective JSONL
 };
 
 // Parses `train` flags; InputError names the flag and what was expected.

@@ -171,7 +171,7 @@ struct ZeroPlan {
   // (csrc/zero/plan_collectives.cpp); the engine's comm log shows exactly these.
   std::vector<PlannedCollective> step_collectives(int gradient_accumulation_steps) const;
   // Which rank owns which real elements of each parameter (one line per parameter).
-  std::string describe_ownership() const;
+  std::string describe_ownership(const std::vector<std::string>& param_names = {}) const;
 };
 
 // The bucket layout alone (no schedule). persistence_threshold < 0 disables persistent buckets.
