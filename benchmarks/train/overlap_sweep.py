@@ -117,18 +117,19 @@ def plots(rows, out_dir):
     written = []
     for n in sorted({r["ranks"] for r in rows}):
         fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
-        for (stage, ov), style in itertools.product(sorted({r["stage"] for r in rows}), [(0, "--"), (1, "-")]):
-            pts = sorted((r for r in rows if r["ranks"] == n and r["stage"] == stage and r["overlap"] == ov[0]
+        for stage, (ov, style) in itertools.product(sorted({r["stage"] for r in rows}), [(0, "--"), (1, "-")]):
+            pts = sorted((r for r in rows if r["ranks"] == n and r["stage"] == stage and r["overlap"] == ov
                           and r["ag_bucket"] == r["bucket"]), key=lambda r: r["bucket"])
             if not pts:
                 continue
             x = [r["bucket"] for r in pts]
-            label = "stage %d overlap %s" % (stage, "on" if ov[0] else "off")
+            label = "stage %d overlap %s" % (stage, "on" if ov else "off")
+            color = "C%d" % int(stage)
             for ax, f in zip(axes[:2], ("step_ms", "comm_exposed_ms")):
                 y = [r[f] for r in pts]
                 err = [[r[f] - r[f + "_lo"] for r in pts], [r[f + "_hi"] - r[f] for r in pts]]
-                ax.errorbar(x, y, yerr=err, linestyle=ov[1], marker="o", capsize=3, label=label, color="C%d" % stage)
-            axes[2].plot(x, [r["peak_mib"] for r in pts], linestyle=ov[1], marker="o", label=label, color="C%d" % stage)
+                ax.errorbar(x, y, yerr=err, linestyle=style, marker="o", capsize=3, label=label, color=color)
+            axes[2].plot(x, [r["peak_mib"] for r in pts], linestyle=style, marker="o", label=label, color=color)
         for ax, t in zip(axes, ("step time (ms, median; bars: min..max over repeats)", "exposed communication (ms)",
                                 "peak memory per rank (MiB)")):
             ax.set_xscale("log")
@@ -136,9 +137,9 @@ def plots(rows, out_dir):
             ax.set_title(t, fontsize=9)
             ax.grid(alpha=0.3)
         axes[0].legend(fontsize=7)
-        fig.suptitle("%d ranks" % n)
+        fig.suptitle("%d ranks" % int(n))
         fig.tight_layout()
-        path = os.path.join(out_dir, "sweep_%dranks.png" % n)
+        path = os.path.join(out_dir, "sweep_%dranks.png" % int(n))
         fig.savefig(path, dpi=90)
         plt.close(fig)
         written.append(path)
@@ -170,7 +171,14 @@ def main():
     ap.add_argument("--seed", type=int, default=1, help="shuffle seed for the run order")
     ap.add_argument("--traces", action="store_true", help="keep a trace of 2 steps of each point's first repeat")
     ap.add_argument("--out-dir", default=".")
+    ap.add_argument("--replot", action="store_true", help="only redraw the plots from --out-dir/sweep.csv")
     a = ap.parse_args()
+    if a.replot:
+        num = lambda v: float(v) if v.replace(".", "", 1).lstrip("-").isdigit() else v
+        rows = [{k: num(v) for k, v in r.items()} for r in csv.DictReader(open(os.path.join(a.out_dir, "sweep.csv")))]
+        for path in plots(rows, a.out_dir):
+            print("plot:", path)
+        return
     if a.steps <= a.skip:
         sys.exit("--steps %d must exceed --skip %d" % (a.steps, a.skip))
     if not os.path.exists(a.zerotrain):
