@@ -1,84 +1,153 @@
 #!/usr/bin/env python3
-"""overlap_sweep.py — step time, exposed communication and peak memory of `zerotrain train` on
-the CPU backend, for ZeRO stages x overlap_comm on/off x reduce_bucket_size, at several rank counts.
+"""overlap_sweep.py — where the step time goes across ZeRO settings, measured inside each run
+(`wall_clock_breakdown`: exposed communication is the time the compute stream stalled on the
+comm stream, comm busy the time the comm stream ran collectives; docs/observability.md).
 
-For every (ranks N, stage, overlap, bucket) it writes a DeepSpeed config (fp32, AdamW, no clipping,
-micro-batch --micro per rank, no gradient accumulation), runs
-    mpirun -np N zerotrain train --config C --model M --data markov: --steps S --metrics F --memory-report R
-and reads the metrics JSONL (rank 0's per-step wall time) and the memory report (every rank's
-per-category peak bytes).
+Grid: ranks x stage x overlap_comm x reduce_bucket_size x allgather_bucket_size x stage-3
+(prefetch, max_live) pairs. Each point runs --repeats times (default 3); the runs of all points
+are shuffled (seeded) so drifting load on a shared machine spreads over every point instead of
+biasing one. Per run: medians over the steps after --skip of rank 0's step_ms, fwd/bwd/optim,
+comm_busy_ms, comm_exposed_ms; peak memory from --memory-report. Per point: the median of the
+run medians and their spread (min..max over repeats). Two points whose spreads overlap are
+"indistinguishable" on this machine; the table marks, per (ranks, stage, overlap), the bucket
+sizes whose step time cannot be told apart from the best one.
 
-Compute-only baseline (what "exposed communication" is measured against): for each (N, stage),
-N independent single-rank runs of the same config (world size 1, same micro-batch per rank, same
-thread count; MPI singletons, no mpirun), started at the same time. Each does exactly one rank's
-forward/backward work with no communication partner (world-1 collectives are local copies), and the N processes compete for
-the same cores as the N ranks do, so oversubscription slows the baseline as much as the real run.
-    exposed_comm_ms = step_ms - compute_only_ms
-is the part of the step that communication (and waiting for the slowest rank) adds on top of the
-compute. Bias: at stages 1-3 the world-1 baseline updates the whole model, a rank of N only 1/N
-of it, so the baseline overstates compute by (1 - 1/N) x AdamW time (zt_train_bench's opt_ms;
-docs/benchmarks.md gives the figure) and exposed_comm_ms is low by that much.
+Stage 3 gathers for real: stage3_param_persistence_threshold defaults to --s3-persist (1000
+elements) instead of DeepSpeed's 1e5, under which every parameter of the small sweep model would
+be persistent (gathered once per step, never released, no prefetch to tune).
 
-Step times are medians over the steps after --skip warm-up steps; the *_min columns use each
-run's fastest step instead (with more ranks than cores the baseline's fastest steps come after
-some of its processes have finished, so prefer the medians there). Writes a table (stdout and
---out-dir/overlap_sweep.md) and a CSV (--out-dir/overlap_sweep.csv).
+Outputs in --out-dir: sweep_raw.csv (every step of every run), sweep.csv (one row per point),
+sweep.md (the table), plots (matplotlib, optional: a message and no PNG without it), and with
+--traces the trace directory of each point's first repeat (Perfetto / chrome://tracing).
+Ranks are launched as zt-launch launches them: mpirun --bind-to none, OMP/OpenBLAS threads =
+cores / ranks (at least 1), mpi_yield_when_idle when ranks outnumber cores.
 """
 import argparse
-import concurrent.futures
 import csv
+import itertools
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
 import tempfile
 
-MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-x", "OMP_NUM_THREADS", "-x", "OPENBLAS_NUM_THREADS",
-          "-x", "OPENBLAS_CORETYPE", "-x", "OMPI_MCA_mpi_yield_when_idle"]
 
-
-def ds_config(stage, overlap, bucket, micro, world):
-    z = {"stage": stage, "overlap_comm": overlap, "reduce_bucket_size": bucket, "allgather_bucket_size": bucket}
-    return {"train_batch_size": micro * world, "train_micro_batch_size_per_gpu": micro,
-            "gradient_accumulation_steps": 1, "zero_optimization": z,
+def ds_config(p, micro, persist):
+    z = {"stage": p["stage"], "overlap_comm": bool(p["overlap"]), "reduce_bucket_size": p["bucket"],
+         "allgather_bucket_size": p["ag_bucket"]}
+    if p["stage"] == 3:
+        z.update({"stage3_param_persistence_threshold": persist, "stage3_prefetch_bucket_size": p["prefetch"],
+                  "stage3_max_live_parameters": p["max_live"]})
+    return {"train_batch_size": micro * p["ranks"], "train_micro_batch_size_per_gpu": micro,
+            "gradient_accumulation_steps": 1, "wall_clock_breakdown": True, "zero_optimization": z,
             "optimizer": {"type": "AdamW", "params": {"lr": 1e-3, "betas": [0.9, 0.95], "eps": 1e-8,
                                                       "weight_decay": 0.1}}}
 
 
-def step_ms_of(metrics_path, skip):
-    """(median, min) of rank 0's step wall times after `skip` warm-up steps, in ms."""
-    steps = [json.loads(line) for line in open(metrics_path) if line.strip()]
-    ms = [s.get("step_time_ms", s.get("step_ms")) for s in steps][skip:]
-    if not ms:
-        raise RuntimeError("%s: no steps after skipping %d" % (metrics_path, skip))
-    return statistics.median(ms), min(ms)
+def launch_argv(ranks):
+    cores = len(os.sched_getaffinity(0))
+    threads = str(max(1, cores // ranks))
+    argv = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np", str(ranks),
+            "-x", "OMP_NUM_THREADS=" + threads, "-x", "OPENBLAS_NUM_THREADS=" + threads]
+    if ranks > cores:
+        argv += ["--mca", "mpi_yield_when_idle", "1"]
+    if os.environ.get("OPENBLAS_CORETYPE"):
+        argv += ["-x", "OPENBLAS_CORETYPE"]
+    return argv
 
 
-def run_one(a, tmp, tag, world, cfg, want_memory):
-    cfg_path = os.path.join(tmp, tag + ".json")
-    with open(cfg_path, "w") as f:
-        json.dump(cfg, f)
+FIELDS = ("step_ms", "fwd_ms", "bwd_ms", "optim_ms", "comm_busy_ms", "comm_exposed_ms")
+
+
+def run_point(a, tmp, p, rep, trace_dir):
+    tag = "r%d_s%d_o%d_b%d_g%d_p%d_l%d_%d" % (p["ranks"], p["stage"], p["overlap"], p["bucket"], p["ag_bucket"],
+                                            p["prefetch"], p["max_live"], rep)
+    cfg = os.path.join(tmp, tag + ".json")
+    with open(cfg, "w") as f:
+        json.dump(ds_config(p, a.micro, a.s3_persist), f)
     metrics, mem = os.path.join(tmp, tag + ".jsonl"), os.path.join(tmp, tag + ".mem.json")
-    # World size 1 (the compute-only baseline) runs as an MPI singleton, without mpirun: N
-    # concurrent mpirun/orted pairs would themselves take CPU from the 2 cores being measured.
-    launcher = MPIRUN + ["-np", str(world)] if world > 1 else []
-    cmd = launcher + [a.zerotrain, "train", "--config", cfg_path, "--model", a.model,
-                    "--data", a.data, "--steps", str(a.steps), "--metrics", metrics, "--log-every", str(a.steps)]
-    if want_memory:
-        cmd += ["--memory-report", mem]
+    cmd = launch_argv(p["ranks"]) + [a.zerotrain, "train", "--config", cfg, "--model", a.model, "--data", a.data,
+                                     "--steps", str(a.steps), "--metrics", metrics, "--memory-report", mem,
+                                     "--log-every", str(a.steps)]
+    if trace_dir:
+        cmd += ["--trace", trace_dir, "--trace-steps", "%d:%d" % (a.skip + 1, a.skip + 2)]
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if r.returncode != 0:
         sys.exit("command failed (%d): %s\n%s" % (r.returncode, " ".join(cmd), r.stdout[-3000:]))
-    med, mn = step_ms_of(metrics, a.skip)
-    out = {"step_ms": med, "step_min_ms": mn}
-    if want_memory:
-        ranks = json.load(open(mem))["ranks"]
-        # Per rank: sum over categories of each category's peak (an upper bound on the rank's
-        # simultaneous peak), and the bucket category alone (what overlap / bucket size pins).
-        out["peak_mib"] = [sum(c["peak_bytes"] for c in rk["categories"].values()) / 2**20 for rk in ranks]
-        out["bucket_mib"] = [rk["categories"].get("buckets", {}).get("peak_bytes", 0) / 2**20 for rk in ranks]
-    return out
+    steps = [json.loads(line) for line in open(metrics) if line.strip()]
+    ranks = json.load(open(mem))["ranks"]
+    peak = max(sum(c["peak_bytes"] for c in rk["categories"].values()) for rk in ranks) / 2**20
+    return steps, peak
+
+
+def summarise(point, runs, skip):
+    """Median over repeats of each run's median over steps after `skip`, and the min..max spread."""
+    row = dict(point)
+    row["repeats"] = len(runs)
+    for f in FIELDS:
+        per_run = [statistics.median(s[f] for s in steps[skip:]) for steps, _ in runs]
+        row[f] = round(statistics.median(per_run), 2)
+        row[f + "_lo"], row[f + "_hi"] = round(min(per_run), 2), round(max(per_run), 2)
+    row["exposed_pct_of_busy"] = round(100 * row["comm_exposed_ms"] / row["comm_busy_ms"], 1) if row["comm_busy_ms"] else ""
+    row["peak_mib"] = round(max(peak for _, peak in runs), 3)
+    return row
+
+
+def mark_indistinguishable(rows):
+    """Per (ranks, stage, overlap): bucket points whose step_ms spread overlaps the best point's."""
+    groups = {}
+    for r in rows:
+        groups.setdefault((r["ranks"], r["stage"], r["overlap"]), []).append(r)
+    for g in groups.values():
+        best = min(g, key=lambda r: r["step_ms"])
+        for r in g:
+            r["same_as_best"] = int(r is best or (r["step_ms_lo"] <= best["step_ms_hi"] and best["step_ms_lo"] <= r["step_ms_hi"]))
+
+
+def plots(rows, out_dir):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib not found: no PNG written (apt-get install python3-matplotlib to get the plots)")
+        return []
+    written = []
+    for n in sorted({r["ranks"] for r in rows}):
+        fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
+        for stage, (ov, style) in itertools.product(sorted({r["stage"] for r in rows}), [(0, "--"), (1, "-")]):
+            pts = sorted((r for r in rows if r["ranks"] == n and r["stage"] == stage and r["overlap"] == ov
+                          and r["ag_bucket"] == r["bucket"]), key=lambda r: r["bucket"])
+            if not pts:
+                continue
+            x = [r["bucket"] for r in pts]
+            label = "stage %d overlap %s" % (stage, "on" if ov else "off")
+            color = "C%d" % int(stage)
+            for ax, f in zip(axes[:2], ("step_ms", "comm_exposed_ms")):
+                y = [r[f] for r in pts]
+                err = [[r[f] - r[f + "_lo"] for r in pts], [r[f + "_hi"] - r[f] for r in pts]]
+                ax.errorbar(x, y, yerr=err, linestyle=style, marker="o", capsize=3, label=label, color=color)
+            axes[2].plot(x, [r["peak_mib"] for r in pts], linestyle=style, marker="o", label=label, color=color)
+        for ax, t in zip(axes, ("step time (ms, median; bars: min..max over repeats)", "exposed communication (ms)",
+                                "peak memory per rank (MiB)")):
+            ax.set_xscale("log")
+            ax.set_xlabel("reduce_bucket_size = allgather_bucket_size (elements)")
+            ax.set_title(t, fontsize=9)
+            ax.grid(alpha=0.3)
+        axes[0].legend(fontsize=7)
+        fig.suptitle("%d ranks" % int(n))
+        fig.tight_layout()
+        path = os.path.join(out_dir, "sweep_%dranks.png" % int(n))
+        fig.savefig(path, dpi=90)
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
+def ints(text):
+    return [int(float(x)) for x in text.split(",") if x]
 
 
 def main():
@@ -90,69 +159,73 @@ def main():
     ap.add_argument("--data", default="markov:")
     ap.add_argument("--ranks", default="2,4")
     ap.add_argument("--stages", default="0,1,2,3")
+    ap.add_argument("--overlap", default="0,1", help="overlap_comm values (0/1)")
     ap.add_argument("--buckets", default="50000,500000000", help="reduce_bucket_size values (elements)")
+    ap.add_argument("--ag-buckets", default="same", help="allgather_bucket_size values, or 'same' as the bucket")
+    ap.add_argument("--s3", default="50000:1000000000", help="stage-3 prefetch:max_live pairs (elements), comma separated")
+    ap.add_argument("--s3-persist", type=int, default=1000, help="stage3_param_persistence_threshold (elements)")
     ap.add_argument("--micro", type=int, default=4, help="micro-batch per rank")
     ap.add_argument("--steps", type=int, default=8)
-    ap.add_argument("--skip", type=int, default=3, help="warm-up steps left out of the median")
+    ap.add_argument("--skip", type=int, default=3, help="warm-up steps left out of each run's median")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=1, help="shuffle seed for the run order")
+    ap.add_argument("--traces", action="store_true", help="keep a trace of 2 steps of each point's first repeat")
     ap.add_argument("--out-dir", default=".")
+    ap.add_argument("--replot", action="store_true", help="only redraw the plots from --out-dir/sweep.csv")
     a = ap.parse_args()
-    for k, v in (("OMP_NUM_THREADS", "1"), ("OPENBLAS_NUM_THREADS", "1"), ("OMPI_MCA_mpi_yield_when_idle", "1")):
-        os.environ.setdefault(k, v)
-    os.environ.setdefault("OPENBLAS_CORETYPE", "")  # exported to the ranks as is; empty = OpenBLAS detects
-    if not os.environ["OPENBLAS_CORETYPE"]:
-        del os.environ["OPENBLAS_CORETYPE"]
-        MPIRUN[MPIRUN.index("OPENBLAS_CORETYPE") - 1:MPIRUN.index("OPENBLAS_CORETYPE") + 1] = []
-    ranks = [int(x) for x in a.ranks.split(",")]
-    stages = [int(x) for x in a.stages.split(",")]
-    buckets = [int(float(x)) for x in a.buckets.split(",")]
+    if a.replot:
+        num = lambda v: float(v) if v.replace(".", "", 1).lstrip("-").isdigit() else v
+        rows = [{k: num(v) for k, v in r.items()} for r in csv.DictReader(open(os.path.join(a.out_dir, "sweep.csv")))]
+        for path in plots(rows, a.out_dir):
+            print("plot:", path)
+        return
+    if a.steps <= a.skip:
+        sys.exit("--steps %d must exceed --skip %d" % (a.steps, a.skip))
+    if not os.path.exists(a.zerotrain):
+        sys.exit("--zerotrain %s: not found (build it first: cmake --build build --target zerotrain)" % a.zerotrain)
     os.makedirs(a.out_dir, exist_ok=True)
-
-    rows = []
+    s3 = [tuple(int(float(v)) for v in pair.split(":")) for pair in a.s3.split(",")]
+    points = []
+    for n, st, ov, b in itertools.product(ints(a.ranks), ints(a.stages), ints(a.overlap), ints(a.buckets)):
+        for g in ([b] if a.ag_buckets == "same" else ints(a.ag_buckets)):
+            for pf, live in (s3 if st == 3 else [(0, 0)]):
+                points.append({"ranks": n, "stage": st, "overlap": ov, "bucket": b, "ag_bucket": g, "prefetch": pf,
+                               "max_live": live})
+    order = [(i, rep) for i in range(len(points)) for rep in range(a.repeats)]
+    random.Random(a.seed).shuffle(order)
+    runs = {i: [] for i in range(len(points))}
+    raw = []
     with tempfile.TemporaryDirectory(prefix="zt_sweep_") as tmp:
-        for n in ranks:
-            for st in stages:
-                # Compute-only: n concurrent world-1 runs of the same per-rank work.
-                cfg1 = ds_config(st, False, buckets[-1], a.micro, 1)
-                with concurrent.futures.ThreadPoolExecutor(n) as ex:
-                    futs = [ex.submit(run_one, a, tmp, "base_n%d_s%d_p%d" % (n, st, i), 1, cfg1, False) for i in range(n)]
-                    compute_ms = statistics.fmean(f.result()["step_ms"] for f in futs)
-                    compute_min = statistics.fmean(f.result()["step_min_ms"] for f in futs)
-                for ov in (False, True):
-                    for b in buckets:
-                        tag = "n%d_s%d_o%d_b%d" % (n, st, ov, b)
-                        r = run_one(a, tmp, tag, n, ds_config(st, ov, b, a.micro, n), True)
-                        row = {"ranks": n, "stage": st, "overlap_comm": int(ov), "reduce_bucket_size": b,
-                               "step_ms": round(r["step_ms"], 2), "compute_only_ms": round(compute_ms, 2),
-                               "exposed_comm_ms": round(r["step_ms"] - compute_ms, 2),
-                               "exposed_pct": round(100 * (r["step_ms"] - compute_ms) / r["step_ms"], 1),
-                               "step_min_ms": round(r["step_min_ms"], 2), "compute_only_min_ms": round(compute_min, 2),
-                               "exposed_comm_min_ms": round(r["step_min_ms"] - compute_min, 2),
-                               "peak_mib_max_rank": round(max(r["peak_mib"]), 3),
-                               "peak_mib_per_rank": " ".join("%.3f" % x for x in r["peak_mib"]),
-                               "bucket_mib_rank0": round(r["bucket_mib"][0], 3)}
-                        rows.append(row)
-                        print("ranks %d stage %d overlap %d bucket %-10d step %8.2f ms  compute-only %8.2f ms  "
-                              "exposed %8.2f ms (min-based %8.2f ms)  peak %.2f MiB" %
-                              (n, st, ov, b, row["step_ms"], compute_ms, row["exposed_comm_ms"],
-                               row["exposed_comm_min_ms"], row["peak_mib_max_rank"]),
-                              flush=True)
-
-    cols = list(rows[0].keys())
-    with open(os.path.join(a.out_dir, "overlap_sweep.csv"), "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=cols)
-        w.writeheader()
-        w.writerows(rows)
+        for k, (i, rep) in enumerate(order):
+            p = points[i]
+            trace = os.path.join(a.out_dir, "traces", "point%d" % i) if a.traces and rep == 0 else None
+            steps, peak = run_point(a, tmp, p, rep, trace)
+            runs[i].append((steps, peak))
+            for s in steps:
+                raw.append(dict(p, repeat=rep, run_order=k, step=s["step"], **{f: s[f] for f in FIELDS}))
+            print("[%d/%d] %s repeat %d: step %.1f ms, exposed %.1f ms" % (
+                k + 1, len(order), p, rep, statistics.median(s["step_ms"] for s in steps[a.skip:]),
+                statistics.median(s["comm_exposed_ms"] for s in steps[a.skip:])), flush=True)
+    rows = [summarise(points[i], runs[i], a.skip) for i in range(len(points))]
+    mark_indistinguishable(rows)
+    for name, data in (("sweep_raw.csv", raw), ("sweep.csv", rows)):
+        with open(os.path.join(a.out_dir, name), "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(data[0].keys()))
+            w.writeheader()
+            w.writerows(data)
+    cols = ["ranks", "stage", "overlap", "bucket", "ag_bucket", "prefetch", "max_live", "step_ms", "comm_busy_ms",
+            "comm_exposed_ms", "exposed_pct_of_busy", "peak_mib", "same_as_best"]
+    fmt = lambda r, c: ("%s (%s..%s)" % (r[c], r[c + "_lo"], r[c + "_hi"])) if c + "_lo" in r else str(r[c])
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    lines += ["| " + " | ".join(str(r[c]) for c in cols) + " |" for r in rows]
+    lines += ["| " + " | ".join(fmt(r, c) for c in cols) + " |" for r in rows]
     table = "\n".join(lines)
-    with open(os.path.join(a.out_dir, "overlap_sweep.md"), "w") as f:
+    with open(os.path.join(a.out_dir, "sweep.md"), "w") as f:
         f.write(table + "\n")
-    print("\nstep_ms: median wall time of one training step on rank 0 (ms); compute_only_ms: the same per-rank\n"
-          "work as N concurrent single-rank runs (ms); exposed_comm_ms = step_ms - compute_only_ms;\n"
-          "*_min_ms: the same from the fastest step of each run (less sensitive to other load on the machine);\n"
-          "peak_mib_*: per rank, sum over memory categories of each category's peak (MiB);\n"
-          "bucket_mib_rank0: peak of the reduce/all-reduce bucket buffers on rank 0 (MiB).\n")
-    print(table)
+    print("\nms per step, rank 0: median over repeats of each run's median (min..max over repeats); "
+          "exposed_pct_of_busy = comm_exposed / comm_busy; same_as_best = 1 when the step_ms spread overlaps the "
+          "best bucket size's of the same ranks/stage/overlap (indistinguishable here)\n" + table)
+    for path in plots(rows, a.out_dir):
+        print("plot:", path)
 
 
 if __name__ == "__main__":

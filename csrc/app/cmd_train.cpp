@@ -13,6 +13,7 @@
 #include "zerotrain/app/metrics_writer.h"
 #include "zerotrain/app/mfu.h"
 #include "zerotrain/app/train_checkpoint.h"
+#include "zerotrain/app/observe.h"
 #include "zerotrain/app/train_setup.h"
 #include "zerotrain/ckpt/weights_export.h"
 #include "zerotrain/comm/communicator.h"
@@ -152,15 +153,58 @@ int64_t progress_interval(const TrainArgs& args, const DsConfig& cfg) {
   return std::max<int64_t>(1, args.steps / 10);
 }
 
-void print_step_line(Rank0Log& log, const StepStats& st, const StepThroughput& tp, size_t peak_mem_bytes) {
+void print_step_line(Rank0Log& log, const StepStats& st, const StepThroughput& tp, size_t peak_mem_bytes,
+                     bool breakdown) {
   char mfu[48] = "";
   if (tp.has_mfu()) std::snprintf(mfu, sizeof(mfu), " | MFU %.1f%%", 100.0 * tp.tflops * 1e12 / tp.peak_flops);
+  const std::string times = breakdown && st.breakdown ? breakdown_text(*st.breakdown) : "";
   log("step %5lld | loss %.6f | lr %.3e | grad norm %.4f (clip x%.3f) | loss scale %g%s | %.1f ms | %.0f tok/s | "
-      "%.3f TFLOP/s%s | peak mem %.1f MiB\n",
+      "%.3f TFLOP/s%s | peak mem %.1f MiB%s\n",
       static_cast<long long>(st.step), st.loss, st.lr, st.grad_norm, st.clip_coefficient, st.loss_scale,
       st.skipped ? " | SKIPPED (overflow)" : "", tp.step_s * 1e3, tp.tokens_per_s, tp.tflops, mfu,
-      peak_mem_bytes / 1048576.0);
+      peak_mem_bytes / 1048576.0, times.c_str());
 }
+
+// wall_clock_breakdown, --trace, --comm-log and comms_logger around the training loop.
+struct Observers {
+  bool breakdown = false, tracing = false;
+  StepRange trace_steps;
+  double clock_origin_s = 0;              // the start-up barrier on this rank's comm log clock
+  std::optional<CommLogWriter> comm_log;
+  std::vector<StepBreakdown> steps;
+
+  Observers(TrainRun& run, const TrainArgs& args)
+      : breakdown(run.cfg.wall_clock_breakdown), tracing(!args.trace_dir.empty()),
+        trace_steps(parse_step_range("train: --trace-steps", args.trace_steps)) {
+    if (tracing) clock_origin_s = align_clocks(*run.comm);
+    if (!args.comm_log.empty()) comm_log.emplace(args.comm_log, run.comm->rank(), run.comm->world_size());
+  }
+  TimingLevel level(int64_t step) const {  // step: 1-based
+    if (tracing && trace_steps.contains(step)) return TimingLevel::Trace;
+    return breakdown ? TimingLevel::Breakdown : TimingLevel::Off;
+  }
+  void after_step(TrainRun& run, const StepStats& st) {
+    if (breakdown && st.breakdown) steps.push_back(*st.breakdown);
+    if (comm_log) comm_log->write_completed(run.comm->log());
+  }
+  // Collective: every rank calls it once, after the last step.
+  void finish(TrainRun& run, const TrainArgs& args, Rank0Log& log) {
+    Communicator& comm = *run.comm;
+    if (breakdown) log("%s", breakdown_summary(comm, steps).c_str());
+    if (tracing) {
+      write_traces(args.trace_dir, comm, run.engine->take_timelines(), clock_origin_s, run.engine->plan().closes_at);
+      log("trace: %s/trace.json (every rank) and trace.rank<r>.json; open in https://ui.perfetto.dev or chrome://tracing\n",
+          args.trace_dir.c_str());
+    }
+    comm.synchronize();
+    if (comm_log) comm_log->write_completed(comm.log());
+    const CommsLoggerConfig& cl = run.cfg.comms_logger;
+    if (!cl.enabled) return;
+    const std::vector<std::string> ops = cl.prof_all ? std::vector<std::string>{} : cl.prof_ops;
+    const std::vector<std::string> all = comm.gather_strings(comm_summary(comm.log(), comm.world_size(), ops), 0);
+    for (size_t r = 0; r < all.size(); ++r) log("rank %zu %s", r, all[r].c_str());
+  }
+};
 
 // One optimizer step: gradient_accumulation_steps micro-steps, then the update.
 StepStats optimizer_step(TrainRun& run, int64_t k, Batch& batch) {
@@ -180,8 +224,11 @@ StepStats optimizer_step(TrainRun& run, int64_t k, Batch& batch) {
 
 // Global steps start..args.steps-1 (start > 0 after --resume); checkpoints as the flags ask.
 void train_loop(TrainRun& run, const TrainArgs& args, Rank0Log& log, int64_t start, TrainCheckpoints& ckpt) {
-  std::optional<MetricsWriter> metrics;
-  if (!args.metrics.empty() && run.comm->rank() == 0) metrics.emplace(args.metrics);
+  Observers obs(run, args);
+  const int rank = run.comm->rank();
+  std::optional<MetricsWriter> metrics;  // rank 0; with wall_clock_breakdown every rank (F.rank<r>)
+  if (!args.metrics.empty() && (rank == 0 || obs.breakdown))
+    metrics.emplace(rank == 0 ? args.metrics : args.metrics + ".rank" + std::to_string(rank));
   const int64_t every = progress_interval(args, run.cfg);
   const int64_t tbs = run.cfg.train_batch_size;
   const ModelConfig& mcfg = run.model_cfg;
@@ -198,19 +245,23 @@ void train_loop(TrainRun& run, const TrainArgs& args, Rank0Log& log, int64_t sta
         static_cast<long long>(args.steps));
   Batch batch;
   for (int64_t k = start; k < args.steps; ++k) {
+    run.engine->set_timing(obs.level(k + 1));
     auto t0 = std::chrono::steady_clock::now();
     StepStats st = optimizer_step(run, k, batch);
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     StepThroughput tp = step_throughput(secs, tbs, tokens_per_sample, run.model->flops_per_sample(), peak);
     samples_done += tbs;
     if (metrics) metrics->write_step(st, tp, samples_done, tokens_per_sample, run.dev->tracker());
-    if ((k + 1) % every == 0 || k == start || k + 1 == args.steps) print_step_line(log, st, tp, run.dev->tracker().peak_total());
+    obs.after_step(run, st);
+    if ((k + 1) % every == 0 || k == start || k + 1 == args.steps)
+      print_step_line(log, st, tp, run.dev->tracker().peak_total(), obs.breakdown);
     if (k + 1 == args.steps && !std::isnan(run.data->best_loss()))
       log("best achievable loss of this data: %.6f (final loss %.6f, gap %.6f)\n", run.data->best_loss(), st.loss,
           st.loss - run.data->best_loss());
     ckpt.after_step(k + 1);
   }
   ckpt.at_end(std::max(start, args.steps));
+  obs.finish(run, args, log);
 }
 
 // Bucket by bucket to rank 0 (ckpt/weights_export.h): fp32 master weights, or the 16-bit

@@ -23,6 +23,7 @@ const Command kCommands[] = {
     {"check-config", zt::cmd_check_config, "validate a DeepSpeed config and print it fully resolved"},
     {"train", zt::cmd_train, "train a model with ZeRO stage 0-3 (run under mpirun for several ranks)"},
     {"consolidate", zt::cmd_consolidate, "a sharded checkpoint's weights as one safetensors file (one tensor in memory)"},
+    {"explain", zt::cmd_explain, "print the ZeRO plan, ownership and one step's collectives, without running"},
 };
 
 void usage(FILE* f) {

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "zerotrain/app/observe.h"
 #include "zerotrain/core/check.h"
 
 namespace zt {
@@ -54,6 +55,7 @@ void MetricsWriter::write_step(const StepStats& st, const StepThroughput& tp, in
                       {"samples_per_s", tp.samples_per_s}, {"tflops", tp.tflops},
                       {"mfu", tp.has_mfu() ? nlohmann::json(tp.mfu()) : nlohmann::json()},
                       {"mem_peak_bytes", mem.peak_total()}, {"memory", tracker_json(mem)}};
+  if (st.breakdown) add_breakdown_json(m, *st.breakdown);  // wall_clock_breakdown
   out_ << m.dump() << "\n";
   out_.flush();
 }

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "zerotrain/app/observe.h"
 #include "zerotrain/config/optim_inputs.h"
 #include "zerotrain/core/check.h"
 #include "zerotrain/optim/host_optim.h"
@@ -15,7 +16,8 @@ const char* train_usage() {
          "                       [--seed S] [--device auto|cpu|cuda] [--init-from F.safetensors]\n"
          "                       [--save-weights F.safetensors] [--metrics F.jsonl] [--memory-report F.json]\n"
          "                       [--log-every N] [--strict]\n"
-         "                       [--save-checkpoint DIR [--save-every N] [--keep-last K]] [--resume DIR [--tag T]]\n";
+         "                       [--save-checkpoint DIR [--save-every N] [--keep-last K]] [--resume DIR [--tag T]]\n"
+         "                       [--trace DIR [--trace-steps FIRST:LAST]] [--comm-log F.jsonl]\n";
 }
 
 namespace {
@@ -70,8 +72,12 @@ TrainArgs parse_train_args(int argc, char** argv) {
     else if (f == "--keep-last") a.keep_last = parse_int(f, value(), 1);
     else if (f == "--resume") a.resume = value();
     else if (f == "--tag") a.tag = value();
+    else if (f == "--trace") a.trace_dir = value();
+    else if (f == "--trace-steps") a.trace_steps = value();
+    else if (f == "--comm-log") a.comm_log = value();
     else throw InputError("train: unknown flag '" + f + "'\n" + train_usage());
   }
+  parse_step_range("train: --trace-steps", a.trace_steps);  // bad ranges fail before any set-up
   if (a.config.empty() || a.model.empty() || a.data.empty() || !steps_given)
     throw InputError(std::string("train: --config, --model, --data and --steps are required\n") + train_usage());
   check_checkpoint_args(a);

@@ -26,6 +26,10 @@ double CommLog::now_s() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
 }
 
+double CommLog::at_s(std::chrono::steady_clock::time_point t) const {
+  return std::chrono::duration<double>(t - t0_).count();
+}
+
 CommRecord* CommLog::slot(uint64_t seq) {
   CommRecord& r = ring_[seq % ring_.size()];
   return r.seq == seq ? &r : nullptr;

@@ -48,8 +48,6 @@ const Feature kFeatures[] = {
     {"wandb", "the Weights & Biases monitor", {"enabled", "group", "team", "project"}},
     {"csv_monitor", "the CSV monitor (zerotrain writes its own metrics log)", {"enabled", "output_path", "job_name"}},
     {"comet", "the Comet monitor"},
-    {"comms_logger", "the DeepSpeed comms logger (zerotrain traces collectives itself)",
-     {"enabled", "prof_all", "prof_ops", "verbose", "debug"}},
     {"autotuning", "autotuning"},
     {"nebula", "Nebula checkpointing"},
     {"datastates", "DataStates checkpointing"},
@@ -179,8 +177,36 @@ std::string home_section_of(const std::string& key) {
   return "";
 }
 
+// comms_logger (DeepSpeed's pydantic section: strict keys): a per-op summary at the end of the
+// run from the communicator's log (docs/observability.md). prof_ops filters it when prof_all is
+// false; verbose and debug are accepted and have no effect.
+void read_comms_logger(Ctx& c, Section& top) {
+  Section::Lookup l = top.take("comms_logger");
+  if (l.present() && !l.value->is_null() && !l.value->is_object()) c.fail("comms_logger", *l.value, "an object");
+  Section s(c, l.present() && !l.value->is_null() ? l.value : nullptr, "comms_logger", Section::Kind::kStrict);
+  CommsLoggerConfig& cl = c.cfg.comms_logger;
+  cl.enabled = s.get_bool("enabled", false);
+  cl.verbose = s.get_bool("verbose", false);
+  cl.prof_all = s.get_bool("prof_all", true);
+  s.get_bool("debug", false);
+  Section::Lookup ops = s.take("prof_ops");
+  Json ops_out = Json::array();
+  if (ops.present() && !ops.value->is_null()) {
+    if (!ops.value->is_array()) c.fail("comms_logger.prof_ops", *ops.value, "a list of op names");
+    for (const Json& o : *ops.value) {
+      if (!o.is_string()) c.fail("comms_logger.prof_ops", o, "an op name (string)");
+      cl.prof_ops.push_back(o.get<std::string>());
+      ops_out.push_back(o);
+    }
+  }
+  s.put_lookup("prof_ops", ops_out, ops);
+  s.finish();
+  c.cfg.resolved["comms_logger"] = s.out();
+}
+
 void read_other_sections(Ctx& c, Section& top) {
   read_activation_checkpointing(c, top);
+  read_comms_logger(c, top);
   read_checkpoint(c, top);
   for (const Feature& f : kFeatures) read_feature(c, top, f);
   for (const char* k : kIgnoredSections) {

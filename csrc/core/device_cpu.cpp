@@ -139,6 +139,13 @@ float CpuEvent::elapsed_ms_since(Event& start) {
   return std::chrono::duration<float, std::milli>(b - a).count();
 }
 
+bool CpuEvent::completion_time(std::chrono::steady_clock::time_point* t) {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  if (state_->recorded == 0 || state_->completed < state_->recorded) return false;
+  *t = state_->completed_at;
+  return true;
+}
+
 void cpu_enqueue(Stream& s, std::function<void()> fn) {
   auto* cs = dynamic_cast<CpuStream*>(&s);
   ZT_CHECK(cs != nullptr, "a CPU kernel was launched on stream '" + s.name() + "', which is not a CPU stream");

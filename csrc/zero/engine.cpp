@@ -6,9 +6,7 @@
 
 namespace zt {
 
-namespace {
-
-PlanOptions plan_options(const EngineOptions& o, int world) {
+PlanOptions plan_options_for(const EngineOptions& o, int world) {
   PlanOptions p;
   p.stage = o.stage;
   p.world = world;
@@ -24,6 +22,8 @@ PlanOptions plan_options(const EngineOptions& o, int world) {
   p.contiguous_gradients = o.contiguous_gradients;
   return p;
 }
+
+namespace {
 
 std::vector<std::vector<int>> units_of(const Model& model) {
   std::vector<std::vector<int>> units;
@@ -56,14 +56,17 @@ ModelStates::ModelStates(const EngineContext& cx) {
 }
 
 ZeroEngine::Impl::Impl(ZeroEngine& o, Model& m, Device& d, Stream& c, Communicator& k, std::unique_ptr<LrSchedule> s)
-    : cx{o.plan_, o.opt_, m, d, c, k, k.rank(), k.world_size(), d.create_event()},
+    : timer(d, c, k),
+      cx{o.plan_, o.opt_, m, d, c, k, k.rank(), k.world_size(), d.create_event(), &timer},
       states(cx),
       grad_sync(cx, states),
       param_sync(make_param_sync(cx, states)),
       host_optimizer(o.opt_.offload.optimizer ? std::make_unique<HostOptimizer>(cx, states) : nullptr),
       exchange(cx),
       sched(std::move(s)),
-      scaler(o.opt_.loss_scaler) {}
+      scaler(o.opt_.loss_scaler) {
+  if (host_optimizer) timer.add_copy_lane();
+}
 
 ZeroEngine::ZeroEngine(Model& model, Device& dev, Stream& compute, Communicator& comm, const EngineOptions& opt,
                        std::unique_ptr<LrSchedule> schedule)
@@ -72,7 +75,7 @@ ZeroEngine::ZeroEngine(Model& model, Device& dev, Stream& compute, Communicator&
   ZT_CHECK(!opt_.offload.optimizer || opt_.stage >= 1, "offload_optimizer needs ZeRO stage 1, 2 or 3");
   ZT_CHECK(!opt_.offload.params || (opt_.stage == 3 && opt_.offload.optimizer),
            "offload_param needs ZeRO stage 3 with offload_optimizer");
-  plan_ = make_engine_plan(model.params(), units_of(model), plan_options(opt_, comm.world_size()));
+  plan_ = make_engine_plan(model.params(), units_of(model), plan_options_for(opt_, comm.world_size()));
   // One static schedule: every rank must hold the same plan, units and settings.
   comm.verify_same_across_ranks(plan_.hash(), "ZeRO bucket plan and unit order");
   impl_ = std::make_unique<Impl>(*this, model, dev, compute, comm, std::move(schedule));
@@ -94,6 +97,10 @@ OffloadStats ZeroEngine::offload_stats() const {
 }
 
 double ZeroEngine::current_lr() const { return impl_->sched->current().lr; }
+
+void ZeroEngine::set_timing(TimingLevel level) { impl_->timer.set_level(level); }
+
+std::vector<StepTimeline> ZeroEngine::take_timelines() { return impl_->timer.take_timelines(); }
 
 void set_engine_test_hooks(ZeroEngine& engine, EngineTestHooks hooks) { engine.impl_->hooks = std::move(hooks); }
 

@@ -43,7 +43,7 @@ void GradSync::open(int b) {
   Slot& rs = ring_[slot];
   rs.bucket = b;
   slot_of_[b] = slot;
-  cx_.compute.wait(*rs.free);  // the slot's previous reduction has consumed it
+  cx_.compute_waits(*rs.free);  // the slot's previous reduction has consumed it
   const TensorView bucket = rs.buf.view({0, cx_.plan.bucket(b).padded});
   zero_view(cx_.dev, bucket, cx_.compute);
   if (cx_.plan.staged_grads) return;
@@ -78,7 +78,7 @@ TensorView GradSync::cast_to_wire(const TensorView& src, Slot*& ws) {
   if (wire_.empty()) return src;
   ws = &wire_[wire_next_];
   wire_next_ = (wire_next_ + 1) % static_cast<int>(wire_.size());
-  cx_.compute.wait(*ws->free);
+  cx_.compute_waits(*ws->free);
   const TensorView on_wire = ws->buf.view({0, src.numel()});
   ops::cast(cx_.compute, on_wire, src);
   return on_wire;
@@ -126,7 +126,7 @@ void GradSync::start(int b, bool first_micro, bool boundary) {
 
 // finish_grad_sync: the comm stream completes in issue order, so the last event covers all.
 void GradSync::finish() {
-  if (last_) cx_.compute.wait(*last_);
+  if (last_) cx_.compute_waits(*last_);
 }
 
 void GradSync::reset_after_step() {

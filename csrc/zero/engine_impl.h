@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "flat_buffer.h"
+#include "step_timer.h"
 #include "zerotrain/optim/host_optim.h"
 #include "zerotrain/zero/engine.h"
 #include "zerotrain/zero/engine_testing.h"
@@ -27,15 +28,19 @@ struct EngineContext {
   Communicator& comm;
   int rank = 0, world = 1;
   std::unique_ptr<Event> compute_mark;  // scratch: recorded on compute, waited by comm
+  StepTimer* timer = nullptr;           // the Impl's; brackets compute-stream stalls when timing is on
 
   // Later collectives read what the compute stream has written so far.
   void comm_waits_for_compute() {
     compute_mark->record(compute);
     comm.wait(*compute_mark);
   }
+  // The compute stream waits for an event recorded on `lane` (every such wait goes through here,
+  // so wall_clock_breakdown sees every stall).
+  void compute_waits(Event& e, Lane lane = Lane::Comm) { timer->wait(compute, e, lane); }
   // Before a collective returns its result to compute: without overlap_comm, compute waits at once.
   void compute_waits_unless_overlap(Event& done) {
-    if (!opt.overlap_comm) compute.wait(done);
+    if (!opt.overlap_comm) compute_waits(done);
   }
 };
 
@@ -164,6 +169,7 @@ struct StepVerdict {
 struct ZeroEngine::Impl {
   Impl(ZeroEngine& owner, Model& m, Device& d, Stream& c, Communicator& k, std::unique_ptr<LrSchedule> s);
 
+  StepTimer timer;                     // before cx, which points at it
   EngineContext cx;
   ModelStates states;
   GradSync grad_sync;

@@ -15,28 +15,35 @@ void ZeroEngine::micro_step(const Batch& batch) {
   const int gas = opt_.gradient_accumulation_steps;
   const bool boundary = e.micro == gas - 1;
   e.cx.model.set_batch(batch);
+  e.timer.micro_begin(e.micro == 0);
   for (int u = 0; u < plan_.num_units(); ++u) e.forward(u);
+  e.timer.forward_done();
   // The loss slot holds the mean over the accumulation window.
   const TensorView loss(const_cast<float*>(e.cx.model.loss_device()), DType::F32, {1}, e.cx.dev.kind());
   zero_ops::accumulate(e.cx.compute, e.exchange.loss_slot(), loss, 1.0f / static_cast<float>(gas), e.micro == 0);
   const float dloss = static_cast<float>(e.scaler.scale() / gas);
   for (int u = plan_.num_units() - 1; u >= 0; --u) e.backward(u, boundary, dloss);
+  e.timer.backward_done();
   e.micro = boundary ? -1 : e.micro + 1;  // -1: step() must run before the next micro-step
 }
 
 void ZeroEngine::Impl::forward(int u) {
+  timer.unit_begin(u, false);
   param_sync->before(u);  // finish_param_sync
   cx.model.forward_unit(u);
   param_sync->after(u);
+  timer.unit_end(u, false);
 }
 
 void ZeroEngine::Impl::backward(int u, bool boundary, float dloss) {
   const int pos = 2 * cx.plan.num_units() - 1 - u;
+  timer.unit_begin(u, true);
   param_sync->before(pos);  // finish_param_sync
   for (int b : cx.plan.opens_at[u]) grad_sync.open(b);
   cx.model.backward_unit(u, dloss);
   for (int b : cx.plan.closes_at[u]) grad_sync.start(b, micro == 0, boundary);  // start_grad_sync
   param_sync->after(pos);
+  timer.unit_end(u, true);
 }
 
 // Layout: [nb] doubles (squared norms), then the loss as a float in one more double slot;
@@ -64,7 +71,7 @@ StepExchange::Totals StepExchange::exchange() {
   const size_t slots = cx_.plan.buckets.size() + 1;
   cx_.comm_waits_for_compute();
   cx_.comm.all_gather(local_.data(), all_.data(), slots * 2, DType::F32, "step stats", ready_.get());
-  cx_.compute.wait(*ready_);
+  cx_.compute_waits(*ready_);
   cx_.dev.memcpy_async(host_.data(), all_.data(), all_.bytes(), CopyKind::DeviceToHost, cx_.compute);
   host_ready_->record(cx_.compute);
   host_ready_->synchronize();

@@ -73,7 +73,7 @@ void HostOptimizer::update(const OptimizerStep& step) {
     upload_params(i);
   }
   uploads_done_->record(*copy_);
-  cx_.compute.wait(*uploads_done_);
+  cx_.compute_waits(*uploads_done_, Lane::Copy);
 }
 
 // The same per-element arithmetic as the device optimizer (math::adam_update / sgd_update).
@@ -100,7 +100,7 @@ void HostOptimizer::upload_params_from_master() {
     upload_params(i);
   }
   uploads_done_->record(*copy_);
-  cx_.compute.wait(*uploads_done_);
+  cx_.compute_waits(*uploads_done_, Lane::Copy);
 }
 
 }  // namespace zt

@@ -63,7 +63,7 @@ class GroupedAllGather final : public ParamSync {
  private:
   void wait(int g) {
     if (waited_[g]) return;
-    cx_.compute.wait(*done_[g]);
+    cx_.compute_waits(*done_[g]);
     waited_[g] = true;
   }
 

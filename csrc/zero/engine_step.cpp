@@ -25,7 +25,9 @@ StepStats ZeroEngine::step() {
   e.grad_sync.reset_after_step();
   if (!st.skipped) e.param_sync->start();      // start_param_sync
   e.micro = 0;
-  return st;
+  StepStats out = st;
+  out.breakdown = e.timer.end_step(st.step);   // nullopt unless timing is on
+  return out;
 }
 
 // This rank's owned, real gradient elements per bucket (where the optimizer reads them).

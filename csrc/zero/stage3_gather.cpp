@@ -76,7 +76,7 @@ class Stage3Gatherer final : public ParamSync {
   void wait(int b) {
     Slot& s = slots_[b];
     if (s.waited) return;
-    cx_.compute.wait(*s.done);
+    cx_.compute_waits(*s.done);
     s.waited = true;
   }
 

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 
@@ -99,14 +100,20 @@ RunResult run_engine(const RunSpec& spec, MPI_Comm mpi) {
     ZeroEngine engine(*model, *dev, *compute, *comm, opt, std::move(sched));
     set_engine_test_hooks(engine, overflow_injector(spec.inject_overflow_at_steps, *dev, *compute, comm->rank(), world));
     engine.init_parameters(spec.seed);
+    engine.set_timing(spec.timing);
     Batch batch;
+    res.first_step_seq = comm->log().last_issued() + 1;
     for (int k = 0; k < spec.steps; ++k) {
+      const auto t0 = std::chrono::steady_clock::now();
       for (int j = 0; j < gas; ++j) {
         data->fill(k, sample_range(comm->rank(), world, j, gas, spec.micro_batch), spec.micro_batch, batch);
         engine.micro_step(batch);
       }
       res.steps.push_back(engine.step());
+      res.step_wall_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     }
+    res.last_step_seq = comm->log().last_issued();
+    if (spec.timing == TimingLevel::Trace) res.timelines = engine.take_timelines();
     res.params = engine.gather_parameters(0);
     for (const ParamSpec& p : model->params()) res.names.push_back(p.name);
     res.gather = engine.gather_stats();

@@ -23,6 +23,7 @@ struct RunSpec {
   // At these optimizer-step attempts (1-based), rank (step % N) writes +inf into its first owned
   // real gradient element before the norm (engine_testing.h), so overflow agreement can be tested.
   std::vector<int64_t> inject_overflow_at_steps;
+  TimingLevel timing = TimingLevel::Off;  // ZeroEngine::set_timing before the first step
 };
 
 struct RunResult {
@@ -38,6 +39,11 @@ struct RunResult {
   ZeroPlan plan;
   std::vector<std::vector<int>> unit_params;
   std::vector<CommRecord> records;         // the comm log's ring, oldest first
+  // Collectives issued by the steps: seq in [first_step_seq, last_step_seq] (init and the final
+  // gather_parameters excluded).
+  uint64_t first_step_seq = 0, last_step_seq = 0;
+  std::vector<double> step_wall_ms;        // host wall time of each step (micro-steps + step())
+  std::vector<StepTimeline> timelines;     // TimingLevel::Trace
 };
 
 RunResult run_engine(const RunSpec& spec, MPI_Comm comm);

@@ -26,6 +26,9 @@ struct TrainArgs {
   std::string save_checkpoint, resume, tag;
   int64_t save_every = 0, keep_last = 0;
   bool seed_given = false;         // --seed on the command line (a resume otherwise keeps the checkpoint's)
+  std::string trace_dir;           // --trace DIR: Chrome trace-event JSON per rank + merged
+  std::string trace_steps = "1:";  // --trace-steps FIRST:LAST (1-based, inclusive)
+  std::string comm_log;            // --comm-log FILE: per-collective JSONL
 };
 
 // Parses `train` flags; InputError names the flag and what was expected.

@@ -66,6 +66,7 @@ class CommLog {
   CommOpStats stats(CommOp op) const;
   void reset_stats();
   double now_s() const;  // the log's clock (seconds since construction)
+  double at_s(std::chrono::steady_clock::time_point t) const;  // t on the log's clock
   size_t capacity() const { return ring_.size(); }
 
  private:

@@ -182,6 +182,15 @@ struct SchedulerConfig {
   double decay_mom_rate = 0.0;
 };
 
+// comms_logger: at the end of the run each rank prints a per-op summary (count, bytes, busy
+// time, algbw/busbw) from its communicator's log.
+struct CommsLoggerConfig {
+  bool enabled = false;
+  bool verbose = false;                // accepted; the per-collective log is --comm-log
+  bool prof_all = true;                // false: only the ops in prof_ops
+  std::vector<std::string> prof_ops;   // op names ("all_reduce", "reduce_scatter", "all_gather", ...)
+};
+
 struct DsConfig {
   std::string source;  // the file
   int world_size = 1;
@@ -196,7 +205,8 @@ struct DsConfig {
   double gradient_predivide_factor = ds_defaults::kGradientPredivideFactor;
   std::string gradient_allreduce_op = ds_defaults::kGradientAllreduceOp;  // "mean" | "sum"
   std::optional<DType> communication_data_type;     // nullopt: the compute dtype
-  bool wall_clock_breakdown = false;
+  bool wall_clock_breakdown = false;  // per-step stream-timed breakdown (docs/observability.md)
+  CommsLoggerConfig comms_logger;
   bool memory_breakdown = false;
   bool dump_state = false;
   bool disable_allgather = false;

@@ -65,6 +65,7 @@ class CpuEvent final : public Event {
   void synchronize() override;
   bool query() override;
   float elapsed_ms_since(Event& start) override;
+  bool completion_time(std::chrono::steady_clock::time_point* t) override;
   const std::shared_ptr<CpuEventState>& state() const { return state_; }
 
  private:

@@ -8,6 +8,7 @@
 // CPU backend: each Stream is an ordered work queue served by its own thread; an Event is a
 // completion counter + condition variable. CUDA backend: cudaStream_t / cudaEvent_t.
 #pragma once
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -27,6 +28,10 @@ class Event {
   virtual bool query() = 0;         // true when that work is done (or nothing was recorded)
   // Milliseconds between two recorded events (both must be complete).
   virtual float elapsed_ms_since(Event& start) = 0;
+  // Where the backend stamps completions on the host (CPU: the stream worker, on the process's
+  // steady clock, shared by every stream): the completion time of the last recorded work, once
+  // complete. false where it does not (CUDA: relate events with elapsed_ms_since instead).
+  virtual bool completion_time(std::chrono::steady_clock::time_point* t) { return false; }
 };
 
 class Stream {

@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,7 @@
 #include "zerotrain/optim/lr_schedule.h"
 #include "zerotrain/optim/optimizer_hparams.h"
 #include "zerotrain/zero/plan.h"
+#include "zerotrain/zero/step_timing.h"
 
 namespace zt {
 
@@ -104,6 +106,7 @@ struct StepStats {
   double loss_scale = 1;       // scale used for this step
   double lr = 0;               // learning rate used for this step
   bool skipped = false;        // overflow: no update
+  std::optional<StepBreakdown> breakdown;  // set_timing(Breakdown or Trace): this rank's stream times
 };
 
 // Logical stage-3 gather counters (asserted by tests beside the comm log).
@@ -121,6 +124,10 @@ struct MemoryLine {
   int64_t measured = 0;    // current bytes after set-up / peak for transient categories
   int64_t peak = 0;
 };
+
+// The plan options an engine with these options builds its plan from (`zerotrain explain` builds
+// the same plan without running: make_engine_plan is a pure function).
+PlanOptions plan_options_for(const EngineOptions& o, int world);
 
 struct EngineTestHooks;
 
@@ -147,6 +154,12 @@ class ZeroEngine {
   // At the accumulation boundary (after gradient_accumulation_steps micro-steps): norm, clip,
   // overflow check, optimizer, parameter all-gather. Blocks once, for the norm and loss.
   StepStats step();
+
+  // Stream timing (step_timing.h) from the next step on: Off records nothing and costs nothing;
+  // otherwise step() waits for the step's compute work and fills StepStats::breakdown.
+  void set_timing(TimingLevel level);
+  // Traced steps' timelines (TimingLevel::Trace), collectives included; waits for the comm stream.
+  std::vector<StepTimeline> take_timelines();
 
   const ZeroPlan& plan() const { return plan_; }
   const EngineOptions& options() const { return opt_; }

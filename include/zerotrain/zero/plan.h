@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "zerotrain/comm/comm_log.h"
 #include "zerotrain/core/dtype.h"
 #include "zerotrain/model/model.h"
 
@@ -81,6 +82,17 @@ struct GatherStep {
   std::vector<int> gather, need, prefetch, release;
   int64_t live = 0;     // gathered non-persistent elements once the prefetches are issued
   int64_t current = 0;  // of which this position's own buckets
+};
+
+// One collective of a training step, in issue order (ZeroPlan::step_collectives). Fields match
+// the communicator's log (CommRecord): count as passed, bytes = the full buffer size.
+struct PlannedCollective {
+  int micro = -1;          // micro-step (0-based); -1: at the accumulation boundary or after it
+  std::string phase;       // "fwd u2", "bwd u1", "step", "after step"
+  CommOp op = CommOp::AllGather;
+  std::string label;       // the label the engine passes ("b3", "gather b3", "ag0.b3", "step stats")
+  size_t count = 0, bytes = 0;
+  DType dtype = DType::F32;
 };
 
 struct PlanOptions {
@@ -155,6 +167,11 @@ struct ZeroPlan {
   std::string describe() const;  // human-readable table: bucket, unit, elements, padding, slice
   // One step of the schedule, position by position ("bwd u3: close b3 -> reduce-scatter b3 ...").
   std::string describe_timeline() const;
+  // Every collective one optimizer step issues (without an overflow skip), in issue order
+  // (csrc/zero/plan_collectives.cpp); the engine's comm log shows exactly these.
+  std::vector<PlannedCollective> step_collectives(int gradient_accumulation_steps) const;
+  // Which rank owns which real elements of each parameter (one line per parameter).
+  std::string describe_ownership(const std::vector<std::string>& param_names = {}) const;
 };
 
 // The bucket layout alone (no schedule). persistence_threshold < 0 disables persistent buckets.

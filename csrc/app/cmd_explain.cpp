@@ -1,0 +1,130 @@
+// cmd_explain.cpp — `zerotrain explain --config DS.json --model M.json --world-size N`: the
+// schedule the engine would execute, without running it. Builds the same ZeroPlan as
+// ZeroEngine (make_engine_plan over the same options; no MPI, no collectives) and prints its
+// bucket table, which rank owns which slice of which parameter, the step's timeline and the
+// ordered list of collectives one optimizer step issues with their bytes
+// (ZeroPlan::step_collectives, checked against a real run's comm log by test_step_timing).
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "zerotrain/app/commands.h"
+#include "zerotrain/app/train_setup.h"
+#include "zerotrain/core/check.h"
+
+namespace zt {
+namespace {
+
+const char* kUsage =
+    "usage: zerotrain explain --config DS.json --model MODEL.json --world-size N [--strict]\n"
+    "  Prints, without running, the ZeRO plan the engine would execute for this config, model and\n"
+    "  world size: the bucket plan, which rank owns which slice of which parameter, the schedule\n"
+    "  position by position, and the ordered collectives of one optimizer step (per micro-step and\n"
+    "  at the boundary) with their bytes.\n"
+    "  --config DS.json   DeepSpeed config (as for train)\n"
+    "  --model M.json     model file (configs/models/*.json)\n"
+    "  --world-size N     data-parallel ranks (>= 1)\n"
+    "  --strict           unknown top-level config keys are errors\n";
+
+struct ExplainArgs {
+  std::string config, model;
+  int world = 0;
+  bool strict = false;
+};
+
+ExplainArgs parse(int argc, char** argv) {
+  ExplainArgs a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string f = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw InputError("explain: " + f + " needs a value\n" + kUsage);
+      return argv[++i];
+    };
+    if (f == "--config") a.config = value();
+    else if (f == "--model") a.model = value();
+    else if (f == "--world-size") {
+      const std::string v = value();
+      char* end = nullptr;
+      const long n = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end || n < 1 || n > 65536)
+        throw InputError("explain: --world-size '" + v + "': expected an integer between 1 and 65536");
+      a.world = static_cast<int>(n);
+    } else if (f == "--strict") a.strict = true;
+    else throw InputError("explain: unknown flag '" + f + "'\n" + kUsage);
+  }
+  if (a.config.empty() || a.model.empty() || a.world == 0)
+    throw InputError(std::string("explain: --config, --model and --world-size are required\n") + kUsage);
+  return a;
+}
+
+std::string human_bytes(double b) {
+  char buf[48];
+  if (b >= 1048576.0) std::snprintf(buf, sizeof(buf), "%.2f MiB", b / 1048576.0);
+  else if (b >= 1024.0) std::snprintf(buf, sizeof(buf), "%.1f KiB", b / 1024.0);
+  else std::snprintf(buf, sizeof(buf), "%.0f B", b);
+  return buf;
+}
+
+int run(const ExplainArgs& a) {
+  const ModelConfig mcfg = parse_model_config_file(a.model);
+  ConfigOptions copt;
+  copt.world_size = a.world;
+  copt.world_size_origin = "--world-size";
+  copt.strict = a.strict;
+  copt.hidden_size = model_hidden_size(mcfg);
+  const DsConfig cfg = load_ds_config(a.config, copt);
+  for (const std::string& w : cfg.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+  const EngineOptions eopt = engine_options_from(cfg);
+  // The model gives the parameters and units; one sample's activations are all it allocates.
+  std::unique_ptr<Device> dev = make_cpu_device();
+  std::unique_ptr<Stream> stream = dev->create_stream("compute");
+  ModelOptions mopt;
+  mopt.compute_dtype = eopt.compute_dtype;
+  mopt.micro_batch = 1;
+  mopt.device = dev.get();
+  mopt.stream = stream.get();
+  std::unique_ptr<Model> model = load_model(a.model, mopt);
+  std::vector<std::vector<int>> units;
+  std::vector<std::string> names;
+  for (int u = 0; u < model->num_units(); ++u) units.push_back(model->unit_params(u));
+  for (const ParamSpec& p : model->params()) names.push_back(p.name);
+  const ZeroPlan plan = make_engine_plan(model->params(), units, plan_options_for(eopt, a.world));
+
+  const int gas = eopt.gradient_accumulation_steps;
+  std::printf("model: %s\n", model->describe().c_str());
+  std::printf("ZeRO stage %d, world size %d, gradient_accumulation_steps %d, overlap_comm %s, %s compute\n\n",
+              eopt.stage, a.world, gas, eopt.overlap_comm ? "on" : "off", dtype_name(eopt.compute_dtype));
+  std::printf("%s\n%s\n%s\n", plan.describe().c_str(), plan.describe_ownership(names).c_str(),
+              plan.describe_timeline().c_str());
+  const std::vector<PlannedCollective> cs = plan.step_collectives(gas);
+  std::printf("collectives of one optimizer step, in issue order (bytes = the full buffer, as nccl-tests):\n");
+  double total = 0;
+  int k = 0;
+  for (const PlannedCollective& c : cs) {
+    const std::string when = c.micro >= 0 ? "micro " + std::to_string(c.micro) : "boundary";
+    std::printf("  %4d  %-9s %-11s %-15s %-14s count %-9zu %12zu B  %s\n", ++k, when.c_str(), c.phase.c_str(),
+                comm_op_name(c.op), c.label.c_str(), c.count, c.bytes, dtype_name(c.dtype));
+    total += static_cast<double>(c.bytes);
+  }
+  std::printf("  total: %d collectives, %s per rank per step\n", k, human_bytes(total).c_str());
+  return 0;
+}
+
+}  // namespace
+
+int cmd_explain(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "-h" || std::string(argv[i]) == "--help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+  }
+  try {
+    return run(parse(argc, argv));
+  } catch (const InputError& e) {
+    std::fprintf(stderr, "zerotrain explain: error: %s\n", e.what());
+    return kExitBadInput;
+  }
+}
+
+}  // namespace zt

@@ -1,0 +1,218 @@
+// observe.cpp — breakdown lines and fields, traces, the comm log JSONL and the comms_logger
+// summary (include/zerotrain/app/observe.h).
+#include "zerotrain/app/observe.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
+#include "zerotrain/core/check.h"
+
+namespace zt {
+
+namespace {
+std::string fmt(const char* f, double a) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), f, a);
+  return buf;
+}
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+std::string overlap_text(double pct) { return pct < 0 ? "n/a (no communication)" : fmt("%.0f%%", pct); }
+}  // namespace
+
+std::string breakdown_text(const StepBreakdown& b) {
+  std::string s = " | fwd " + fmt("%.1f", b.fwd_ms) + " ms bwd " + fmt("%.1f", b.bwd_ms) + " ms optim " +
+                  fmt("%.1f", b.optim_ms) + " ms | comm busy " + fmt("%.1f", b.comm_busy_ms) + " ms exposed " +
+                  fmt("%.1f", b.comm_exposed_ms) + " ms overlap " + overlap_text(b.overlap_pct());
+  if (b.has_copy_lane)
+    s += " | copy exposed " + fmt("%.1f", b.copy_exposed_ms) + " ms";
+  return s;
+}
+
+void add_breakdown_json(nlohmann::json& row, const StepBreakdown& b) {
+  row["fwd_ms"] = b.fwd_ms;
+  row["bwd_ms"] = b.bwd_ms;
+  row["optim_ms"] = b.optim_ms;
+  row["comm_busy_ms"] = b.comm_busy_ms;
+  row["comm_exposed_ms"] = b.comm_exposed_ms;
+  row["overlap_pct"] = b.overlap_pct() < 0 ? nlohmann::json() : nlohmann::json(b.overlap_pct());
+  row["breakdown_window_ms"] = b.window_ms;
+  row["collectives"] = b.collectives;
+  if (b.has_copy_lane) {
+    row["copy_busy_ms"] = nullptr;  // not measured yet: the copy stream's work is not bracketed
+    row["copy_exposed_ms"] = b.copy_exposed_ms;
+  }
+}
+
+std::string breakdown_summary(Communicator& comm, const std::vector<StepBreakdown>& steps) {
+  const size_t skip = steps.size() > 1 ? 1 : 0;  // the first step warms caches up
+  std::vector<double> f, bw, o, busy, ex;
+  for (size_t k = skip; k < steps.size(); ++k) {
+    f.push_back(steps[k].fwd_ms);
+    bw.push_back(steps[k].bwd_ms);
+    o.push_back(steps[k].optim_ms);
+    busy.push_back(steps[k].comm_busy_ms);
+    ex.push_back(steps[k].comm_exposed_ms);
+  }
+  char line[256];
+  const double mb = median(busy), me = median(ex);
+  std::snprintf(line, sizeof(line), "  rank %d: fwd %.1f ms  bwd %.1f ms  optim %.1f ms  comm busy %.1f ms  exposed %.1f ms  overlap %s",
+                comm.rank(), median(f), median(bw), median(o), mb, me,
+                overlap_text(mb > 0 ? std::clamp(100 * (1 - me / mb), 0.0, 100.0) : -1).c_str());
+  const std::vector<std::string> all = comm.gather_strings(line, 0);
+  if (comm.rank() != 0) return {};
+  std::string out = "wall_clock_breakdown per rank (medians over " + std::to_string(steps.size() - skip) +
+                    " steps" + (skip ? ", the first left out" : "") + "):\n";
+  for (const std::string& l : all) out += l + "\n";
+  return out;
+}
+
+StepRange parse_step_range(const std::string& flag, const std::string& text) {
+  const size_t colon = text.find(':');
+  auto num = [&](const std::string& s, int64_t dflt) -> int64_t {
+    if (s.empty()) return dflt;
+    char* end = nullptr;
+    const long long v = std::strtoll(s.c_str(), &end, 10);
+    if (*end || v < 1) throw InputError(flag + " '" + text + "': expected FIRST:LAST, 1-based steps (e.g. 3:5 or 3:)");
+    return v;
+  };
+  if (colon == std::string::npos) throw InputError(flag + " '" + text + "': expected FIRST:LAST, 1-based steps (e.g. 3:5 or 3:)");
+  StepRange r{num(text.substr(0, colon), 1), num(text.substr(colon + 1), INT64_MAX)};
+  if (r.last < r.first) throw InputError(flag + " '" + text + "': LAST is before FIRST");
+  return r;
+}
+
+double align_clocks(Communicator& comm) {
+  const uint64_t seq = comm.barrier("clock sync");
+  comm.synchronize();
+  const std::optional<CommRecord> r = comm.log().find(seq);
+  return r ? r->completed_s : comm.log().now_s();
+}
+
+namespace {
+// One rank's trace events: lanes as threads (0 compute, 1 comm, 2 copy), times in µs since the
+// start-up barrier; flows from the backward that completes a bucket to the bucket's reduction.
+nlohmann::json trace_events(int rank, const std::vector<StepTimeline>& steps, double origin_s,
+                            const std::vector<std::vector<int>>& closes_at) {
+  std::vector<int> closer;  // bucket -> unit whose backward completes it
+  for (size_t u = 0; u < closes_at.size(); ++u)
+    for (int b : closes_at[u]) {
+      if (static_cast<size_t>(b) >= closer.size()) closer.resize(b + 1, -1);
+      closer[b] = static_cast<int>(u);
+    }
+  nlohmann::json ev = nlohmann::json::array();
+  ev.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", rank}, {"args", {{"name", "rank " + std::to_string(rank)}}}});
+  for (Lane l : {Lane::Compute, Lane::Comm, Lane::Copy})
+    ev.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", rank}, {"tid", static_cast<int>(l)},
+                  {"args", {{"name", lane_name(l)}}}});
+  auto us = [&](double s) { return (s - origin_s) * 1e6; };
+  int64_t flow = static_cast<int64_t>(rank) << 32;
+  for (const StepTimeline& st : steps) {
+    for (const TimelineSlice& s : st.slices) {
+      nlohmann::json e = {{"name", s.name}, {"ph", "X"}, {"pid", rank}, {"tid", static_cast<int>(s.lane)},
+                          {"ts", us(s.begin_s)}, {"dur", std::max(0.0, (s.end_s - s.begin_s) * 1e6)},
+                          {"cat", lane_name(s.lane)}};
+      nlohmann::json args = {{"step", st.step}};
+      if (s.lane == Lane::Comm) {
+        args.update({{"seq", s.seq}, {"op", s.op}, {"label", s.label}, {"bytes", s.bytes}, {"dtype", s.dtype},
+                     {"bucket", s.bucket < 0 ? nlohmann::json() : nlohmann::json(s.bucket)}});
+      }
+      e["args"] = args;
+      ev.push_back(e);
+      // Flow: the latest backward of the bucket's closing unit that began before this reduction.
+      const bool reduction = s.lane == Lane::Comm && (s.op == "reduce_scatter" || s.op == "all_reduce");
+      if (!reduction || s.bucket < 0 || static_cast<size_t>(s.bucket) >= closer.size()) continue;
+      const TimelineSlice* src = nullptr;
+      for (const TimelineSlice& c : st.slices)
+        if (c.lane == Lane::Compute && c.backward && c.unit == closer[s.bucket] && c.begin_s <= s.begin_s) src = &c;
+      if (!src) continue;
+      ++flow;
+      const double end_us = us(src->end_s), dur = (src->end_s - src->begin_s) * 1e6;
+      ev.push_back({{"name", "grads ready"}, {"cat", "flow"}, {"ph", "s"}, {"id", flow}, {"pid", rank},
+                    {"tid", 0}, {"ts", end_us - std::min(0.5, dur / 2)}});
+      ev.push_back({{"name", "grads ready"}, {"cat", "flow"}, {"ph", "f"}, {"bp", "e"}, {"id", flow},
+                    {"pid", rank}, {"tid", 1}, {"ts", us(s.begin_s)}});
+    }
+  }
+  return ev;
+}
+
+void write_json(const std::filesystem::path& p, const nlohmann::json& events) {
+  std::ofstream f(p);
+  if (!f) throw InputError("train: --trace: cannot write " + p.string());
+  f << nlohmann::json({{"traceEvents", events}, {"displayTimeUnit", "ms"}}).dump() << "\n";
+}
+}  // namespace
+
+void write_traces(const std::string& dir, Communicator& comm, const std::vector<StepTimeline>& steps,
+                  double clock_origin_s, const std::vector<std::vector<int>>& closes_at) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw InputError("train: --trace " + dir + ": cannot create the directory (" + ec.message() + ")");
+  const nlohmann::json mine = trace_events(comm.rank(), steps, clock_origin_s, closes_at);
+  write_json(std::filesystem::path(dir) / ("trace.rank" + std::to_string(comm.rank()) + ".json"), mine);
+  const std::vector<std::string> all = comm.gather_strings(mine.dump(), 0);
+  if (comm.rank() != 0) return;
+  nlohmann::json merged = nlohmann::json::array();
+  for (const std::string& r : all)
+    for (auto& e : nlohmann::json::parse(r)) merged.push_back(std::move(e));
+  write_json(std::filesystem::path(dir) / "trace.json", merged);
+}
+
+CommLogWriter::CommLogWriter(const std::string& path, int rank, int world) : rank_(rank) {
+  const std::string p = rank == 0 ? path : path + ".rank" + std::to_string(rank);
+  out_.open(p);
+  if (!out_) throw InputError("train: --comm-log " + p + ": cannot open for writing");
+  (void)world;
+}
+
+void CommLogWriter::write_completed(const CommLog& log) {
+  const uint64_t done = log.last_completed();
+  for (; written_ < done; ++written_) {
+    const uint64_t seq = written_ + 1;
+    const std::optional<CommRecord> r = log.find(seq);
+    if (!r) {
+      out_ << nlohmann::json({{"rank", rank_}, {"seq", seq}, {"dropped", true}}).dump() << "\n";
+      continue;
+    }
+    out_ << nlohmann::json({{"rank", rank_}, {"seq", seq}, {"op", comm_op_name(r->op)}, {"label", r->label},
+                            {"count", r->count}, {"bytes", r->bytes}, {"dtype", dtype_name(r->dtype)},
+                            {"issued_s", r->issued_s}, {"started_s", r->started_s}, {"completed_s", r->completed_s},
+                            {"busy_ms", (r->completed_s - r->started_s) * 1e3}})
+                .dump()
+         << "\n";
+  }
+  out_.flush();
+}
+
+std::string comm_summary(const CommLog& log, int world, const std::vector<std::string>& ops) {
+  std::string out = "comms_logger (this rank; algbw = bytes / busy time, busbw as nccl-tests):\n";
+  char line[256];
+  std::snprintf(line, sizeof(line), "  %-15s %8s %14s %12s %12s %12s\n", "op", "count", "bytes", "busy ms", "algbw GB/s",
+                "busbw GB/s");
+  out += line;
+  for (int i = 0; i < kNumCommOps; ++i) {
+    const CommOp op = static_cast<CommOp>(i);
+    const CommOpStats s = log.stats(op);
+    if (s.calls == 0) continue;
+    if (!ops.empty() && std::find(ops.begin(), ops.end(), comm_op_name(op)) == ops.end()) continue;
+    const double n = world;
+    const double factor = op == CommOp::AllReduce ? 2 * (n - 1) / n
+                          : (op == CommOp::ReduceScatter || op == CommOp::AllGather) ? (n - 1) / n
+                          : op == CommOp::Broadcast ? 1.0 : 0.0;
+    const double alg = s.busy_s > 0 ? static_cast<double>(s.bytes) / s.busy_s / 1e9 : 0;
+    std::snprintf(line, sizeof(line), "  %-15s %8llu %14llu %12.2f %12.3f %12.3f\n", comm_op_name(op),
+                  static_cast<unsigned long long>(s.calls), static_cast<unsigned long long>(s.bytes), s.busy_s * 1e3,
+                  alg, alg * factor);
+    out += line;
+  }
+  return out;
+}
+
+}  // namespace zt

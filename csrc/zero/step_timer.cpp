@@ -1,0 +1,225 @@
+// step_timer.cpp — markers, stall brackets and the per-step breakdown (step_timer.h).
+#include "step_timer.h"
+
+#include <algorithm>
+#include <cctype>
+
+namespace zt {
+
+const char* lane_name(Lane l) {
+  switch (l) {
+    case Lane::Compute: return "compute";
+    case Lane::Comm: return "comm";
+    case Lane::Copy: return "copy";
+  }
+  return "?";
+}
+
+namespace {
+double overlap_of(double exposed, double busy) {
+  if (busy <= 0) return -1;
+  return std::clamp(100.0 * (1.0 - exposed / busy), 0.0, 100.0);
+}
+
+// "b4", "gather b4", "ag0.b4" -> 4; -1 when the label names no bucket.
+int bucket_of(const std::string& label) {
+  const size_t b = label.rfind('b');
+  if (b == std::string::npos || b + 1 >= label.size()) return -1;
+  for (size_t i = b + 1; i < label.size(); ++i)
+    if (!std::isdigit(static_cast<unsigned char>(label[i]))) return -1;
+  return std::stoi(label.substr(b + 1));
+}
+
+double total_busy_s(const CommLog& log) {
+  double s = 0;
+  for (int op = 0; op < kNumCommOps; ++op) s += log.stats(static_cast<CommOp>(op)).busy_s;
+  return s;
+}
+}  // namespace
+
+double StepBreakdown::overlap_pct() const { return overlap_of(comm_exposed_ms, comm_busy_ms); }
+double StepBreakdown::copy_overlap_pct() const { return overlap_of(copy_exposed_ms, copy_busy_ms); }
+
+int StepTimer::take_event() {
+  if (used_ == static_cast<int>(pool_.size())) pool_.push_back(dev_.create_event(true));
+  return used_++;
+}
+
+int StepTimer::mark(Kind k, int unit, bool backward) {
+  const int ev = take_event();
+  pool_[ev]->record(compute_);
+  marks_.push_back({ev, k, unit, backward});
+  return ev;
+}
+
+void StepTimer::micro_begin(bool first_of_step) {
+  if (first_of_step) {
+    level_ = next_level_;
+    active_ = level_ != TimingLevel::Off;
+    used_ = 0;
+    marks_.clear();
+    stalls_.clear();
+    if (!active_) {
+      chained_ = false;
+      return;
+    }
+    if (!chained_) {
+      busy_s_snapshot_ = total_busy_s(comm_.log());
+      completed_snapshot_ = comm_.log().last_completed();
+    }
+    first_seq_ = comm_.log().last_issued() + 1;
+  }
+  if (!active_) return;
+  phase_ = Phase::Fwd;
+  mark(Kind::MicroBegin);
+}
+
+void StepTimer::forward_done() {
+  if (!active_) return;
+  mark(Kind::FwdDone);
+  phase_ = Phase::Bwd;
+}
+
+void StepTimer::backward_done() {
+  if (!active_) return;
+  mark(Kind::BwdDone);
+  phase_ = Phase::Optim;
+}
+
+void StepTimer::unit_begin(int unit, bool backward) {
+  if (active_ && level_ == TimingLevel::Trace) mark(Kind::UnitBegin, unit, backward);
+}
+
+void StepTimer::unit_end(int unit, bool backward) {
+  if (active_ && level_ == TimingLevel::Trace) mark(Kind::UnitEnd, unit, backward);
+}
+
+void StepTimer::wait(Stream& waiter, Event& e, Lane lane) {
+  if (!active_ || &waiter != &compute_) return waiter.wait(e);
+  const int before = take_event();
+  pool_[before]->record(compute_);
+  waiter.wait(e);
+  const int after = take_event();
+  pool_[after]->record(compute_);
+  stalls_.push_back({before, after, lane, phase_});
+}
+
+std::optional<StepBreakdown> StepTimer::end_step(int64_t step) {
+  if (!active_) return std::nullopt;
+  active_ = false;
+  const int end = mark(Kind::End);
+  pool_[end]->synchronize();  // every marker of the step was recorded before it, on the same stream
+  Event& origin = *pool_[marks_.front().ev];
+  std::vector<double> t(static_cast<size_t>(used_));
+  for (int i = 0; i < used_; ++i) t[i] = pool_[i]->elapsed_ms_since(origin);
+
+  StepBreakdown b;
+  b.has_copy_lane = has_copy_lane_;
+  double prev = 0, last_bwd = 0;  // the phase boundary before the current segment
+  for (const Mark& m : marks_) {
+    if (m.kind == Kind::FwdDone) b.fwd_ms += t[m.ev] - prev, prev = t[m.ev];
+    if (m.kind == Kind::BwdDone) b.bwd_ms += t[m.ev] - prev, prev = last_bwd = t[m.ev];
+  }
+  b.optim_ms = t[end] - last_bwd;
+  b.window_ms = t[end];
+  for (const Stall& s : stalls_) {
+    const double d = t[s.after] - t[s.before];
+    (s.lane == Lane::Copy ? b.copy_exposed_ms : b.comm_exposed_ms) += d;
+    (s.phase == Phase::Fwd ? b.fwd_ms : s.phase == Phase::Bwd ? b.bwd_ms : b.optim_ms) -= d;
+  }
+  const CommLog& log = comm_.log();
+  const double busy = total_busy_s(log);
+  const uint64_t completed = log.last_completed();
+  b.comm_busy_ms = (busy - busy_s_snapshot_) * 1e3;
+  b.collectives = static_cast<int64_t>(completed - completed_snapshot_);
+  busy_s_snapshot_ = busy;
+  completed_snapshot_ = completed;
+  chained_ = true;
+
+  if (level_ == TimingLevel::Trace) {
+    std::chrono::steady_clock::time_point tp;
+    // Origin on the log's clock: exact where the backend stamps events on the host; otherwise the
+    // end marker has just completed, so now - (end - origin) (late by the host's wake-up).
+    const double origin_s = origin.completion_time(&tp) ? log.at_s(tp) : log.now_s() - t[end] / 1e3;
+    timelines_.push_back({step, {}});
+    add_compute_slices(timelines_.back(), t, origin_s);
+    pending_.push_back({timelines_.size() - 1, first_seq_, log.last_issued()});
+  }
+  add_completed_collectives();
+  return b;
+}
+
+void StepTimer::add_compute_slices(StepTimeline& tl, const std::vector<double>& t, double origin_s) {
+  auto at = [&](int ev) { return origin_s + t[ev] / 1e3; };
+  std::vector<TimelineSlice> out;
+  int open = -1, last_bwd = -1;
+  for (const Mark& m : marks_) {
+    if (m.kind == Kind::UnitBegin) open = m.ev;
+    if (m.kind == Kind::BwdDone) last_bwd = m.ev;
+    if (m.kind == Kind::UnitEnd && open >= 0) {
+      TimelineSlice s;
+      s.name = std::string(m.backward ? "bwd u" : "fwd u") + std::to_string(m.unit);
+      s.begin_s = at(open);
+      s.end_s = at(m.ev);
+      s.unit = m.unit;
+      s.backward = m.backward;
+      out.push_back(std::move(s));
+      open = -1;
+    }
+  }
+  if (last_bwd >= 0) {
+    TimelineSlice s;
+    s.name = "step (norm, optimizer, param sync)";
+    s.begin_s = at(last_bwd);
+    s.end_s = at(marks_.back().ev);
+    out.push_back(std::move(s));
+  }
+  for (const Stall& st : stalls_) {
+    TimelineSlice s;
+    s.name = std::string("wait ") + lane_name(st.lane);
+    s.begin_s = at(st.before);
+    s.end_s = at(st.after);
+    out.push_back(std::move(s));
+  }
+  // Time order; an enclosing slice before the slices it contains (same begin: longer first).
+  std::stable_sort(out.begin(), out.end(), [](const TimelineSlice& a, const TimelineSlice& b) {
+    return a.begin_s != b.begin_s ? a.begin_s < b.begin_s : a.end_s > b.end_s;
+  });
+  tl.slices = std::move(out);
+}
+
+void StepTimer::add_completed_collectives() {
+  const CommLog& log = comm_.log();
+  const uint64_t done = log.last_completed();
+  for (Pending& p : pending_) {
+    for (; p.next <= p.last && p.next <= done; ++p.next) {
+      const std::optional<CommRecord> r = log.find(p.next);
+      if (!r) continue;  // dropped from the ring (more collectives in flight than its capacity)
+      TimelineSlice s;
+      s.lane = Lane::Comm;
+      s.op = comm_op_name(r->op);
+      s.label = r->label;
+      s.name = s.op + " " + r->label;
+      s.begin_s = r->started_s;
+      s.end_s = r->completed_s;
+      s.seq = r->seq;
+      s.bucket = bucket_of(r->label);
+      s.bytes = r->bytes;
+      s.dtype = dtype_name(r->dtype);
+      timelines_[p.timeline].slices.push_back(std::move(s));
+    }
+  }
+  pending_.erase(std::remove_if(pending_.begin(), pending_.end(), [](const Pending& p) { return p.next > p.last; }),
+                 pending_.end());
+}
+
+std::vector<StepTimeline> StepTimer::take_timelines() {
+  comm_.synchronize();
+  add_completed_collectives();
+  pending_.clear();
+  std::vector<StepTimeline> out = std::move(timelines_);
+  timelines_.clear();
+  return out;
+}
+
+}  // namespace zt

@@ -1,0 +1,86 @@
+// step_timer.h — the engine's stream-side clock (wall_clock_breakdown and --trace): markers and
+// stall brackets recorded as timing events on the compute stream, the comm log's stamps for the
+// collectives. include/zerotrain/zero/step_timing.h says what each number means.
+//
+// Invariants: at TimingLevel::Off no event is created or recorded and wait() is Stream::wait.
+// A level set with set_level() applies from the next step's first micro-step, so a step is timed
+// entirely or not at all. Events come from a pool reused every step (never freed mid-step: the
+// step's events are read in end_step(), after the step's last marker completed).
+#pragma once
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "zerotrain/comm/communicator.h"
+#include "zerotrain/core/device.h"
+#include "zerotrain/zero/step_timing.h"
+
+namespace zt {
+
+class StepTimer {
+ public:
+  StepTimer(Device& dev, Stream& compute, Communicator& comm) : dev_(dev), compute_(compute), comm_(comm) {}
+
+  void set_level(TimingLevel l) { next_level_ = l; }
+  // Markers on the compute stream (no-ops unless this step is timed).
+  void micro_begin(bool first_of_step);
+  void forward_done();
+  void backward_done();
+  void unit_begin(int unit, bool backward);   // Trace only
+  void unit_end(int unit, bool backward);
+  // `waiter`.wait(e) where e was recorded on `lane`; on the compute stream of a timed step the
+  // blocked time is bracketed and counted as that lane's exposed time.
+  void wait(Stream& waiter, Event& e, Lane lane);
+  // The engine has a copy lane (offload): report copy_* figures.
+  void add_copy_lane() { has_copy_lane_ = true; }
+  // At the end of step(): blocks until the step's compute work completed, then returns its
+  // breakdown (nullopt when the step was not timed). With Trace, the step's compute slices are
+  // added to the timelines; its collectives (seq range issued during the step) join them as
+  // they complete, at a later end_step() or at take_timelines().
+  std::optional<StepBreakdown> end_step(int64_t step);
+  // Waits for the comm stream, completes every traced step's collectives and hands them over.
+  std::vector<StepTimeline> take_timelines();
+
+ private:
+  enum class Phase : uint8_t { Fwd, Bwd, Optim };
+  enum class Kind : uint8_t { MicroBegin, FwdDone, BwdDone, UnitBegin, UnitEnd, End };
+  struct Mark {
+    int ev;
+    Kind kind;
+    int unit = -1;
+    bool backward = false;
+  };
+  struct Stall {
+    int before, after;
+    Lane lane;
+    Phase phase;
+  };
+  int mark(Kind k, int unit = -1, bool backward = false);  // records a pooled event on compute
+  int take_event();
+  void add_compute_slices(StepTimeline& tl, const std::vector<double>& t_ms, double origin_log_s);
+  void add_completed_collectives();  // pending seq ranges -> comm slices, as far as complete
+
+  Device& dev_;
+  Stream& compute_;
+  Communicator& comm_;
+  TimingLevel next_level_ = TimingLevel::Off, level_ = TimingLevel::Off;
+  bool active_ = false;   // inside a timed step
+  Phase phase_ = Phase::Optim;
+  bool has_copy_lane_ = false;
+  std::vector<std::unique_ptr<Event>> pool_;  // timing events; [0, used_) belong to this step
+  int used_ = 0;
+  std::vector<Mark> marks_;
+  std::vector<Stall> stalls_;
+  bool chained_ = false;          // the previous step was timed: the snapshots below are its end
+  double busy_s_snapshot_ = 0;    // Σ busy_s over ops at the previous timed step's end
+  uint64_t completed_snapshot_ = 0;
+  uint64_t first_seq_ = 0;        // first collective issued in this step
+  struct Pending {
+    size_t timeline;              // index into timelines_
+    uint64_t next, last;          // collectives [next, last] not yet added
+  };
+  std::vector<Pending> pending_;
+  std::vector<StepTimeline> timelines_;
+};
+
+}  // namespace zt

@@ -1,0 +1,57 @@
+// observe.h — `zerotrain train`'s views of where the time goes (docs/observability.md):
+// the wall_clock_breakdown text and JSON fields, the per-rank summary, Chrome/Perfetto traces
+// (--trace), the per-collective JSONL (--comm-log) and the comms_logger per-op summary.
+#pragma once
+#include <cstdint>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "zerotrain/comm/communicator.h"
+#include "zerotrain/zero/step_timing.h"
+
+namespace zt {
+
+// " | fwd 4.6 ms bwd 7.2 ms optim 0.8 ms | comm busy 0.5 ms exposed 0.6 ms overlap 0%".
+std::string breakdown_text(const StepBreakdown& b);
+// fwd_ms, bwd_ms, optim_ms, comm_busy_ms, comm_exposed_ms, overlap_pct (null: no communication),
+// breakdown_window_ms, collectives; copy_* when the engine has a copy lane.
+void add_breakdown_json(nlohmann::json& row, const StepBreakdown& b);
+// Rank 0 prints one line per rank: medians over the steps after the first. Every rank calls it.
+std::string breakdown_summary(Communicator& comm, const std::vector<StepBreakdown>& steps);
+
+// --trace-steps a:b (1-based, inclusive; "a:" = from a on). InputError naming the flag.
+struct StepRange {
+  int64_t first = 1, last = INT64_MAX;
+  bool contains(int64_t step) const { return step >= first && step <= last; }
+};
+StepRange parse_step_range(const std::string& flag, const std::string& text);
+
+// Writes DIR/trace.rank<r>.json on every rank and DIR/trace.json (every rank, pid = rank) on
+// rank 0, times aligned to each rank's start-up barrier (clock_origin_s, on its comm log clock).
+// Every rank must call it.
+void write_traces(const std::string& dir, Communicator& comm, const std::vector<StepTimeline>& steps,
+                  double clock_origin_s, const std::vector<std::vector<int>>& closes_at);
+// A barrier on the comm stream; returns the barrier's completion time on this rank's log clock
+// (the trace's zero: every rank leaves the same barrier at nearly the same moment).
+double align_clocks(Communicator& comm);
+
+// --comm-log FILE: one JSON object per completed collective, appended as the run goes (rank r
+// writes FILE on rank 0 and FILE.rank<r> elsewhere).
+class CommLogWriter {
+ public:
+  CommLogWriter(const std::string& path, int rank, int world);
+  void write_completed(const CommLog& log);  // every collective completed since the last call
+ private:
+  std::ofstream out_;
+  int rank_ = 0;
+  uint64_t written_ = 0;
+};
+
+// comms_logger: per op (filtered by prof_ops unless empty) count, bytes, busy time and achieved
+// algorithm / bus bandwidth (nccl-tests' definitions), for this rank.
+std::string comm_summary(const CommLog& log, int world, const std::vector<std::string>& ops);
+
+}  // namespace zt

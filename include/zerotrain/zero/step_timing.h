@@ -1,0 +1,73 @@
+// step_timing.h — where a training step's time goes, measured on the streams themselves
+// (wall_clock_breakdown, --trace). Nothing here is a host timer around an asynchronous call.
+//
+// How each number is measured (both backends, one code path: csrc/zero/step_timer.cpp):
+//  * Markers are timing events recorded on the compute stream: before the first forward of each
+//    micro-step, after its last forward, after its last backward, and at the end of step().
+//    Their differences are compute-stream time (CUDA: GPU timestamps; CPU: the stream worker
+//    stamps the event's completion on the process's steady clock).
+//  * A stall is the compute stream blocked in Stream::wait on another stream's event: the engine
+//    brackets every such wait with two timing events on the compute stream; the second completes
+//    only when the wait is satisfied, so (after - before) is exactly the blocked time (CPU: the
+//    worker thread's time inside the wait task; CUDA: cudaStreamWaitEvent between two events).
+//    Every comm -> compute dependency of a step goes through such a wait (the step has no other
+//    host-side wait on the comm stream), so the stalls on comm events are the exposed
+//    communication, "communication outside any compute" included.
+//  * comm_busy: the communicator log's start/end stamps of every collective completed during the
+//    step, taken on the comm stream (CPU: the comm thread around the MPI exchange; NCCL: the
+//    watchdog's polling of events bracketing the collective — coarser, see docs/observability.md).
+// Invariant: fwd + bwd + optim + comm_exposed + copy_exposed == window (the compute stream's span
+// of the step, first forward to the end of step()), by construction: each stall is attributed to
+// the phase it was issued in and subtracted from that phase's span.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace zt {
+
+// What the engine records: Off (nothing; no event, no wait, no cost), Breakdown (per-step
+// totals; step() waits once for the step's compute work to finish), Trace (Breakdown + one slice
+// per unit, stall and collective for a timeline).
+enum class TimingLevel : uint8_t { Off = 0, Breakdown, Trace };
+
+// The stream a stall waited for.
+enum class Lane : uint8_t { Compute = 0, Comm, Copy };
+const char* lane_name(Lane l);  // "compute", "comm", "copy"
+
+struct StepBreakdown {
+  double window_ms = 0;        // compute-stream span: first forward marker -> end of step()
+  double fwd_ms = 0;           // forward units (+ the host's hand-off between micro-steps), stalls excluded
+  double bwd_ms = 0;           // backward units + bucket hand-offs, stalls excluded
+  double optim_ms = 0;         // norm, step statistics, optimizer, param-sync issue, stalls excluded
+  double comm_busy_ms = 0;     // comm stream executing collectives completed during the step
+  double comm_exposed_ms = 0;  // compute stream stalled on communication events
+  double copy_busy_ms = 0;     // copy lane (offload) busy, when the engine has one
+  double copy_exposed_ms = 0;  // compute stream stalled on copy-lane events
+  bool has_copy_lane = false;
+  int64_t collectives = 0;     // collectives completed during the step
+  // 100 * (1 - exposed / busy), clamped to [0, 100]; -1 when nothing was communicated.
+  double overlap_pct() const;
+  double copy_overlap_pct() const;
+};
+
+// One slice of a step's timeline, in seconds on the communicator log's clock (CommLog::now_s).
+struct TimelineSlice {
+  Lane lane = Lane::Compute;
+  std::string name;             // "fwd u3", "bwd u1", "step", "wait comm", "reduce_scatter b4", ...
+  double begin_s = 0, end_s = 0;
+  // Collectives (comm lane) only:
+  uint64_t seq = 0;
+  std::string op, label, dtype;
+  int bucket = -1;              // parsed from the label ("b4", "gather b4", "ag0.b4"); -1: none
+  uint64_t bytes = 0;
+  int unit = -1;                // compute unit slices: the unit; -1 otherwise
+  bool backward = false;        // compute unit slices: a backward
+};
+
+struct StepTimeline {
+  int64_t step = 0;
+  std::vector<TimelineSlice> slices;  // compute, stall and comm slices, each lane in time order
+};
+
+}  // namespace zt
