@@ -13,7 +13,7 @@ const char* train_usage() {
   return "usage: zerotrain train --config DS.json --model MODEL.json --data SPEC --steps N (0: load/init and save only)\n"
          "                       [--seed S] [--device auto|cpu|cuda] [--init-from F.safetensors]\n"
          "                       [--save-weights F.safetensors] [--metrics F.jsonl] [--memory-report F.json]\n"
-         "                       [--log-every N] [--strict]\n";
+         "                       [--log-every N] [--strict] [--recompute none|block|selective]\n";
 }
 
 namespace {
@@ -55,11 +55,27 @@ TrainArgs parse_train_args(int argc, char** argv) {
     else if (f == "--memory-report") a.memory_report = value();
     else if (f == "--log-every") a.log_every = parse_int(f, value(), 1);
     else if (f == "--strict") a.strict = true;
+    else if (f == "--recompute") {
+      a.recompute = value();
+      recompute_from(a.recompute, "train: --recompute");  // validates
+    }
     else throw InputError("train: unknown flag '" + f + "'\n" + train_usage());
   }
   if (a.config.empty() || a.model.empty() || a.data.empty() || !steps_given)
     throw InputError(std::string("train: --config, --model, --data and --steps are required\n") + train_usage());
   return a;
+}
+
+Recompute recompute_from(const std::string& name, const std::string& what) {
+  if (name == "none") return Recompute::None;
+  if (name == "block") return Recompute::Block;
+  if (name == "selective") return Recompute::Selective;
+  throw InputError(what + " '" + name + "': expected none, block or selective");
+}
+
+Recompute recompute_of(const DsConfig& cfg, const std::string& flag) {
+  return flag.empty() ? recompute_from(cfg.activation_recompute, "config activation_checkpointing.zerotrain_recompute")
+                      : recompute_from(flag, "train: --recompute");
 }
 
 int64_t model_hidden_size(const ModelConfig& m) {

@@ -20,11 +20,17 @@ struct TrainArgs {
   std::string init_from, save_weights, metrics, memory_report;
   bool strict = false;
   int64_t log_every = 0;           // 0: steps_per_print (or ~10 lines when unset)
+  std::string recompute;           // --recompute: overrides activation_checkpointing (empty: config)
 };
 
 // Parses `train` flags; InputError names the flag and what was expected.
 TrainArgs parse_train_args(int argc, char** argv);
 const char* train_usage();
+
+// "none" | "block" | "selective"; InputError naming `what` otherwise.
+Recompute recompute_from(const std::string& name, const std::string& what);
+// The recompute granularity: `flag` (train --recompute) when given, else the config's.
+Recompute recompute_of(const DsConfig& cfg, const std::string& flag);
 
 // Hidden size h for the "auto" rules: GPT n_embd, MLP widest hidden layer.
 int64_t model_hidden_size(const ModelConfig& m);
