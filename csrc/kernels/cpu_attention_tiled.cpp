@@ -8,8 +8,6 @@
 // Memory: per pair O(T·hs) fp32 copies plus one tile_q×tile_k score tile — never T×T.
 // Determinism: the tiling depends only on (T, tile_q, tile_k); OpenBLAS never splits K, so every
 // element is summed in the same order for any thread count.
-#include <cblas.h>
-
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -20,30 +18,9 @@
 namespace zt::cpu_ops {
 namespace {
 
-// head h of batch row b, channels [offset + h·hs, +hs) of rows with row_stride, as fp32 [T,hs].
-template <typename T>
-void load_rows(const T* base, int64_t b, int64_t h, int64_t T_, int64_t row_stride, int64_t offset, int64_t hs,
-               float* dst) {
-  for (int64_t t = 0; t < T_; ++t) {
-    const T* src = base + (b * T_ + t) * row_stride + offset + h * hs;
-    for (int64_t i = 0; i < hs; ++i) dst[t * hs + i] = to_f32(src[i]);
-  }
-}
-
-template <typename T>
-void add_rows(T* base, int64_t b, int64_t h, int64_t T_, int64_t row_stride, int64_t offset, int64_t hs,
-              const float* src) {
-  for (int64_t t = 0; t < T_; ++t) {
-    T* dst = base + (b * T_ + t) * row_stride + offset + h * hs;
-    for (int64_t i = 0; i < hs; ++i) dst[i] = from_f32<T>(to_f32(dst[i]) + src[t * hs + i]);
-  }
-}
-
 void mm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda, const float* B,
         int64_t ldb, float beta, float* C, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(M),
-              static_cast<int>(N), static_cast<int>(K), alpha, A, static_cast<int>(lda), B, static_cast<int>(ldb),
-              beta, C, static_cast<int>(ldc));
+  sgemm_rm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 struct Tiles {
@@ -74,9 +51,9 @@ void attention_tiled_forward(const TensorView& out, const TensorView& stats, con
       const size_t n_el = static_cast<size_t>(T_ * hs);
       std::vector<float> q(n_el), k(n_el), v(n_el), acc(static_cast<size_t>(tl.q * hs));
       std::vector<float> S(static_cast<size_t>(tl.q * tl.k)), m(tl.q), l(tl.q);
-      load_rows(x, b, h, T_, 3 * C, 0, hs, q.data());
-      load_rows(x, b, h, T_, 3 * C, C, hs, k.data());
-      load_rows(x, b, h, T_, 3 * C, 2 * C, hs, v.data());
+      load_head(x, b, h, T_, 3 * C, 0, hs, q.data());
+      load_head(x, b, h, T_, 3 * C, C, hs, k.data());
+      load_head(x, b, h, T_, 3 * C, 2 * C, hs, v.data());
       for (int64_t r0 = 0; r0 < T_; r0 += tl.q) {
         const int64_t rows = std::min(tl.q, T_ - r0);
         std::fill(m.begin(), m.end(), -INFINITY);
@@ -135,11 +112,11 @@ void attention_tiled_backward(const TensorView& dqkv, const TensorView& dout, co
       const size_t n_el = static_cast<size_t>(T_ * hs), tile = static_cast<size_t>(tl.q * tl.k);
       std::vector<float> q(n_el), k(n_el), v(n_el), go(n_el), yo(n_el), dq(n_el, 0.0f), dk(n_el, 0.0f),
           dv(n_el, 0.0f), D(T_), P(tile), dP(tile);
-      load_rows(x, b, h, T_, 3 * C, 0, hs, q.data());
-      load_rows(x, b, h, T_, 3 * C, C, hs, k.data());
-      load_rows(x, b, h, T_, 3 * C, 2 * C, hs, v.data());
-      load_rows(dy, b, h, T_, C, 0, hs, go.data());
-      load_rows(y, b, h, T_, C, 0, hs, yo.data());
+      load_head(x, b, h, T_, 3 * C, 0, hs, q.data());
+      load_head(x, b, h, T_, 3 * C, C, hs, k.data());
+      load_head(x, b, h, T_, 3 * C, 2 * C, hs, v.data());
+      load_head(dy, b, h, T_, C, 0, hs, go.data());
+      load_head(y, b, h, T_, C, 0, hs, yo.data());
       for (int64_t t = 0; t < T_; ++t) {  // D_t = dout_t · out_t = Σ_j p_j dp_j
         float d = 0.0f;
         for (int64_t i = 0; i < hs; ++i) d += go[t * hs + i] * yo[t * hs + i];
@@ -171,9 +148,9 @@ void attention_tiled_backward(const TensorView& dqkv, const TensorView& dout, co
           mm(true, false, cols, hs, rows, 1.0f, dP.data(), cols, qB, hs, 1.0f, dk.data() + c0 * hs, hs);
         }
       }
-      add_rows(dx, b, h, T_, 3 * C, 0, hs, dq.data());
-      add_rows(dx, b, h, T_, 3 * C, C, hs, dk.data());
-      add_rows(dx, b, h, T_, 3 * C, 2 * C, hs, dv.data());
+      add_head(dx, b, h, T_, 3 * C, 0, hs, dq.data());
+      add_head(dx, b, h, T_, 3 * C, C, hs, dk.data());
+      add_head(dx, b, h, T_, 3 * C, 2 * C, hs, dv.data());
     }
   });
 }

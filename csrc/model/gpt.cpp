@@ -156,7 +156,10 @@ class Gpt final : public ModelBase {
  private:
   // Allocates exactly gpt_buffer_plan's list (the memory prediction is its sum).
   void allocate() {
-    for (const BufferSpec& b : gpt_buffer_plan(cfg_, opt_)) bufs_[b.name] = dev_.alloc(static_cast<size_t>(b.bytes), b.category);
+    const std::vector<BufferSpec> plan = gpt_buffer_plan(cfg_, opt_);
+    const size_t from_base = ModelBase::base_buffers(0).size();  // listed first, allocated by ModelBase
+    for (size_t i = from_base; i < plan.size(); ++i)
+      bufs_[plan[i].name] = dev_.alloc(static_cast<size_t>(plan[i].bytes), plan[i].category);
     tokens_ = &buf("tokens");
     targets_ = &buf("targets");
     for (int64_t l = 0; l <= cfg_.n_layer; ++l) residual_.push_back(&buf("residual." + std::to_string(l)));

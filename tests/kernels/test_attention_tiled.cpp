@@ -1,6 +1,7 @@
 // Tiled (memory-efficient) causal attention against the materialised kernel and a double
 // reference: forward and every input gradient, many T (around the tile edges), heads 1-4, tile
 // sizes that do and do not divide T; finite differences in double; 16-bit tolerances.
+#include "attention_ref.h"
 #include "kernel_test_util.h"
 #include "zerotrain/kernels/attention_tile.h"
 
@@ -58,29 +59,8 @@ TEST_F(TiledAttentionTest, MatchesMaterialisedFp32) {
   }
 }
 
-// Double reference (independent of both kernels) for the finite-difference check.
 std::vector<double> attention_ref(const std::vector<double>& qkv, const Case& d) {
-  const int64_t hs = d.C / d.H;
-  const double scale = 1.0 / std::sqrt(static_cast<double>(hs));
-  std::vector<double> out(d.B * d.T * d.C, 0.0);
-  auto at = [&](int64_t b, int64_t t, int64_t part, int64_t h, int64_t i) {
-    return qkv[(b * d.T + t) * 3 * d.C + part * d.C + h * hs + i];
-  };
-  for (int64_t b = 0; b < d.B; ++b)
-    for (int64_t h = 0; h < d.H; ++h)
-      for (int64_t t = 0; t < d.T; ++t) {
-        std::vector<double> p(t + 1);
-        double mx = -1e300, sum = 0;
-        for (int64_t u = 0; u <= t; ++u) {
-          double sc = 0;
-          for (int64_t i = 0; i < hs; ++i) sc += at(b, t, 0, h, i) * at(b, u, 1, h, i);
-          mx = std::max(mx, p[u] = sc * scale);
-        }
-        for (int64_t u = 0; u <= t; ++u) sum += (p[u] = std::exp(p[u] - mx));
-        for (int64_t u = 0; u <= t; ++u)
-          for (int64_t i = 0; i < hs; ++i) out[(b * d.T + t) * d.C + h * hs + i] += p[u] / sum * at(b, u, 2, h, i);
-      }
-  return out;
+  return causal_attention_ref(qkv, d.B, d.T, d.C, d.H);
 }
 
 // Every dtype: forward against the double reference, dqkv against double finite differences,
