@@ -55,6 +55,46 @@ TEST_P(GpuSequence, AttentionBackwardIsDeterministic) {
   EXPECT_EQ(d1.gpu_raw(), d2.gpu_raw());
 }
 
+// Tiled attention: the CUDA kernel (tensor-core tile GEMMs for 16-bit) against the CPU reference
+// kernel, forward (out and the (max, sum) statistics) and backward; T around the 64 / 32 tiles,
+// head sizes that are not a multiple of 16 (zero padding), and T = 4096. Then determinism.
+TEST_P(GpuSequence, TiledAttentionMatchesCpu) {
+  const DType dt = GetParam();
+  struct Case { int64_t B, T, C, H; };
+  for (Case c : {Case{1, 1, 8, 2}, Case{2, 33, 24, 3}, Case{2, 65, 128, 2}, Case{1, 130, 64, 1}, Case{1, 4096, 64, 1}}) {
+    Dual qkv(*this, *gpu_, dt, {c.B, c.T, 3 * c.C}, uniform(c.B * c.T * 3 * c.C, -2.0f, 2.0f));
+    Dual out(*this, *gpu_, dt, {c.B, c.T, c.C}, {});
+    Dual stats(*this, *gpu_, DType::F32, {c.B, c.H, c.T, 2}, {});
+    ops::attention_tiled_forward(cs(), out.cpu(), stats.cpu(), qkv.cpu(), c.B, c.T, c.C, c.H, 0, 0);
+    ops::attention_tiled_forward(gs(), out.gpu(), stats.gpu(), qkv.gpu(), c.B, c.T, c.C, c.H, 0, 0);
+    sync();
+    std::ostringstream sz;
+    sz << " B=" << c.B << " T=" << c.T << " C=" << c.C << " H=" << c.H << tag(dt);
+    expect_close(out.gpu_values(), out.cpu_values(), att_tol(dt), att_tol(dt), "tiled out" + sz.str());
+    expect_close(stats.gpu_values(), stats.cpu_values(), 1e-4, 1e-4, "tiled stats" + sz.str());
+    // Backward from the CPU's out and statistics on both sides; dqkv accumulates onto random values.
+    out.upload();
+    stats.upload();
+    Dual dout(*this, *gpu_, dt, {c.B, c.T, c.C}, uniform(c.B * c.T * c.C));
+    Dual dqkv(*this, *gpu_, dt, {c.B, c.T, 3 * c.C}, uniform(c.B * c.T * 3 * c.C, -0.1f, 0.1f));
+    ops::attention_tiled_backward(cs(), dqkv.cpu(), dout.cpu(), qkv.cpu(), out.cpu(), stats.cpu(), c.B, c.T, c.C, c.H, 0, 0);
+    ops::attention_tiled_backward(gs(), dqkv.gpu(), dout.gpu(), qkv.gpu(), out.gpu(), stats.gpu(), c.B, c.T, c.C, c.H, 0, 0);
+    sync();
+    expect_close(dqkv.gpu_values(), dqkv.cpu_values(), att_tol(dt), att_tol(dt), "tiled dqkv" + sz.str());
+  }
+  const int64_t B = 2, T = 100, C = 64, H = 4;
+  Dual qkv(*this, *gpu_, dt, {B, T, 3 * C}, uniform(B * T * 3 * C));
+  Dual out(*this, *gpu_, dt, {B, T, C}, {}), stats(*this, *gpu_, DType::F32, {B, H, T, 2}, {});
+  Dual dout(*this, *gpu_, dt, {B, T, C}, uniform(B * T * C));
+  auto start = uniform(B * T * 3 * C);
+  Dual d1(*this, *gpu_, dt, {B, T, 3 * C}, start), d2(*this, *gpu_, dt, {B, T, 3 * C}, start);
+  ops::attention_tiled_forward(gs(), out.gpu(), stats.gpu(), qkv.gpu(), B, T, C, H, 0, 0);
+  ops::attention_tiled_backward(gs(), d1.gpu(), dout.gpu(), qkv.gpu(), out.gpu(), stats.gpu(), B, T, C, H, 0, 0);
+  ops::attention_tiled_backward(gs(), d2.gpu(), dout.gpu(), qkv.gpu(), out.gpu(), stats.gpu(), B, T, C, H, 0, 0);
+  sync();
+  EXPECT_EQ(d1.gpu_raw(), d2.gpu_raw());
+}
+
 TEST_P(GpuSequence, EmbeddingForwardBitwiseBackwardDeterministic) {
   const DType dt = GetParam();
   struct Case { int64_t B, T, C, V; };

@@ -13,7 +13,6 @@
 #include <cstring>
 
 #include "engine_harness.h"
-#include "zerotrain/comm/mpi_env.h"
 #include "zerotrain/model/mlp.h"
 #include "zerotrain/model/model_config.h"
 #include "zerotrain/zero/memory_predict.h"
@@ -157,16 +156,3 @@ TEST(Estimate, ActivationsAndWorkspaceAreLinearInT) {
 }
 
 }  // namespace
-
-int main(int argc, char** argv) {
-  MpiEnvironment env(&argc, &argv);
-  ::testing::InitGoogleTest(&argc, argv);
-  if (env.rank() != 0) {
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-  }
-  int rc = RUN_ALL_TESTS();
-  int any = 0;
-  MPI_Allreduce(&rc, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  return any;
-}
