@@ -11,6 +11,7 @@
 #include <string>
 
 #include "zerotrain/app/commands.h"
+#include "zerotrain/app/estimate.h"
 #include "zerotrain/app/train_setup.h"
 #include "zerotrain/config/ds_config.h"
 #include "zerotrain/core/check.h"
@@ -26,6 +27,7 @@ void usage(FILE* f) {
                "  --strict         unknown top-level keys are errors instead of warnings\n"
                "  --explain        print where every value came from (stderr)\n"
                "  --hidden-size H  model hidden size for the \"auto\" bucket rules\n"
+               "  --model M.json   also print the memory estimate for this model (stderr; as `zerotrain estimate`)\n"
                "  --set PATH=VALUE value for a key the file sets to \"auto\", e.g. --set optimizer.params.lr=3e-4\n");
 }
 
@@ -47,6 +49,7 @@ int cmd_check_config(int argc, char** argv) {
   opt.world_size = proc.world_size;
   opt.world_size_origin = proc.rank >= 0 ? "from the launcher (mpirun/srun)" : "default: 1, not launched by mpirun";
   bool explain = false;
+  std::string model;
   try {
     for (int i = 1; i < argc; ++i) {
       std::string a = argv[i];
@@ -76,6 +79,8 @@ int cmd_check_config(int argc, char** argv) {
           throw InputError(std::string("check-config: --hidden-size: found '") + v + "'; expected a positive integer");
         }
         opt.hidden_size = h;
+      } else if (a == "--model") {
+        model = value("--model");
       } else if (a == "--set") {
         std::string kv = value("--set");
         size_t eq = kv.find('=');
@@ -98,12 +103,20 @@ int cmd_check_config(int argc, char** argv) {
       if (printer) usage(stderr);
       return kExitBadInput;
     }
+    ModelConfig mcfg;
+    if (!model.empty()) {
+      mcfg = parse_model_config_file(model);
+      if (!opt.hidden_size) opt.hidden_size = model_hidden_size(mcfg);
+    }
     DsConfig cfg = load_ds_config(file, opt);
     (void)offload_options_from(cfg);  // the trainer's offload verdict
+    const std::string estimate =
+        model.empty() ? "" : estimate_report(estimate_memory(cfg, mcfg, opt.world_size, recompute_of(cfg, "")));
     if (printer) {
       for (const std::string& w : cfg.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
       if (explain) std::fprintf(stderr, "%s", cfg.explain().c_str());
       std::printf("%s\n", cfg.resolved_json().dump(2).c_str());
+      if (!estimate.empty()) std::fprintf(stderr, "%s", estimate.c_str());
       std::fflush(stdout);
     }
     return 0;

@@ -11,6 +11,7 @@
 #include "zerotrain/app/commands.h"
 #include "zerotrain/app/train_setup.h"
 #include "zerotrain/core/check.h"
+#include "zerotrain/zero/memory_predict.h"
 
 namespace zt {
 namespace {
@@ -84,11 +85,9 @@ int run(const ExplainArgs& a) {
   mopt.device = dev.get();
   mopt.stream = stream.get();
   std::unique_ptr<Model> model = load_model(a.model, mopt);
-  std::vector<std::vector<int>> units;
   std::vector<std::string> names;
-  for (int u = 0; u < model->num_units(); ++u) units.push_back(model->unit_params(u));
   for (const ParamSpec& p : model->params()) names.push_back(p.name);
-  const ZeroPlan plan = make_engine_plan(model->params(), units, plan_options_for(eopt, a.world));
+  const ZeroPlan plan = plan_for_model(*model, eopt, a.world);
 
   const int gas = eopt.gradient_accumulation_steps;
   std::printf("model: %s\n", model->describe().c_str());

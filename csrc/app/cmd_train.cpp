@@ -114,6 +114,7 @@ void set_up(TrainRun& run, const TrainArgs& args, Rank0Log& log) {
   ModelOptions mopt;
   mopt.compute_dtype = eopt.compute_dtype;
   mopt.micro_batch = run.cfg.train_micro_batch_size_per_gpu;
+  mopt.recompute = recompute_of(run.cfg, args.recompute);
   mopt.device = run.dev.get();
   mopt.stream = run.compute.get();
   run.model = load_model(args.model, mopt);

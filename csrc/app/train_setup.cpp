@@ -15,7 +15,7 @@ const char* train_usage() {
   return "usage: zerotrain train --config DS.json --model MODEL.json --data SPEC --steps N (0: load/init and save only)\n"
          "                       [--seed S] [--device auto|cpu|cuda] [--init-from F.safetensors]\n"
          "                       [--save-weights F.safetensors] [--metrics F.jsonl] [--memory-report F.json]\n"
-         "                       [--log-every N] [--strict]\n"
+         "                       [--log-every N] [--strict] [--recompute none|block|selective]\n"
          "                       [--save-checkpoint DIR [--save-every N] [--keep-last K]] [--resume DIR [--tag T]]\n"
          "                       [--trace DIR [--trace-steps FIRST:LAST]] [--comm-log F.jsonl]\n";
 }
@@ -75,6 +75,10 @@ TrainArgs parse_train_args(int argc, char** argv) {
     else if (f == "--trace") a.trace_dir = value();
     else if (f == "--trace-steps") a.trace_steps = value();
     else if (f == "--comm-log") a.comm_log = value();
+    else if (f == "--recompute") {
+      a.recompute = value();
+      recompute_from(a.recompute, "train: --recompute");  // validates
+    }
     else throw InputError("train: unknown flag '" + f + "'\n" + train_usage());
   }
   parse_step_range("train: --trace-steps", a.trace_steps);  // bad ranges fail before any set-up
@@ -82,6 +86,18 @@ TrainArgs parse_train_args(int argc, char** argv) {
     throw InputError(std::string("train: --config, --model, --data and --steps are required\n") + train_usage());
   check_checkpoint_args(a);
   return a;
+}
+
+Recompute recompute_from(const std::string& name, const std::string& what) {
+  if (name == "none") return Recompute::None;
+  if (name == "block") return Recompute::Block;
+  if (name == "selective") return Recompute::Selective;
+  throw InputError(what + " '" + name + "': expected none, block or selective");
+}
+
+Recompute recompute_of(const DsConfig& cfg, const std::string& flag) {
+  return flag.empty() ? recompute_from(cfg.activation_recompute, "config activation_checkpointing.zerotrain_recompute")
+                      : recompute_from(flag, "train: --recompute");
 }
 
 int64_t model_hidden_size(const ModelConfig& m) {

@@ -105,11 +105,26 @@ void read_activation_checkpointing(Ctx& c, Section& top) {
   if (l.present() && !l.value->is_object()) c.fail("activation_checkpointing", *l.value, "an object");
   Section s(c, l.present() ? l.value : nullptr, "activation_checkpointing", Section::Kind::kLoose);
   bool partition = s.get_bool("partition_activations", false);
+  // Accepted: zerotrain allocates every kept block input once at start-up (nothing to defragment).
   s.get_bool("contiguous_memory_optimization", false);
   bool cpu = s.get_bool("cpu_checkpointing", false);
   Section::Lookup ln = s.take("number_checkpoints");
-  if (ln.present() && !ln.value->is_null()) to_int(c, s.key_path(ln.key), *ln.value, BoolAsInt::kReject);
+  int64_t checkpoints = 0;
+  if (ln.present() && !ln.value->is_null()) checkpoints = to_int(c, s.key_path(ln.key), *ln.value, BoolAsInt::kReject);
   s.put_lookup("number_checkpoints", ln.present() ? *ln.value : Json(nullptr), ln);
+  // zerotrain's granularity key (DeepSpeed ignores unknown keys of this section): "none" | "block"
+  // | "selective". Without it, number_checkpoints >= 1 turns on block recompute of every block.
+  Section::Lookup lr = s.take("zerotrain_recompute");
+  std::string recompute = checkpoints >= 1 ? "block" : "none";
+  if (lr.present()) {
+    const Json& v = *lr.value;
+    const std::string w = v.is_string() ? v.get<std::string>() : "";
+    if (w != "none" && w != "block" && w != "selective") c.fail(s.key_path("zerotrain_recompute"), v, "\"none\", \"block\" or \"selective\"");
+    recompute = w;
+  }
+  s.put("zerotrain_recompute", recompute, lr.present() ? ConfigSource::kFile : ConfigSource::kDefault,
+        lr.present() ? "" : (checkpoints >= 1 ? "number_checkpoints >= 1: block recompute" : ""));
+  c.cfg.activation_recompute = recompute;
   s.get_bool("synchronize_checkpoint_boundary", false);
   s.get_bool("profile", false);
   s.finish();

@@ -22,26 +22,6 @@
 namespace zt::cpu_ops {
 namespace {
 
-// Copies head h of q, k, v (or of dq, dk, dv shaped the same) for batch b into fp32 [T,hs] rows.
-template <typename T>
-void load_head(const T* base, int64_t b, int64_t h, int64_t T_, int64_t row_stride, int64_t offset, int64_t hs,
-               float* dst) {
-  for (int64_t t = 0; t < T_; ++t) {
-    const T* src = base + (b * T_ + t) * row_stride + offset + h * hs;
-    for (int64_t i = 0; i < hs; ++i) dst[t * hs + i] = to_f32(src[i]);
-  }
-}
-
-// base[b,t,offset + h*hs + i] += src[t*hs + i] (one rounding per element).
-template <typename T>
-void add_head(T* base, int64_t b, int64_t h, int64_t T_, int64_t row_stride, int64_t offset, int64_t hs,
-              const float* src) {
-  for (int64_t t = 0; t < T_; ++t) {
-    T* dst = base + (b * T_ + t) * row_stride + offset + h * hs;
-    for (int64_t i = 0; i < hs; ++i) dst[i] = from_f32<T>(to_f32(dst[i]) + src[t * hs + i]);
-  }
-}
-
 // Query rows per block: small enough that a block's GEMMs (at most R·T·hs multiply-adds) stay
 // under OpenBLAS's single-thread threshold (65536·4), so callers on several OpenMP threads never
 // queue on OpenBLAS's shared thread pool; at least 8 rows so each GEMM has some width.
@@ -49,15 +29,19 @@ int64_t block_rows(int64_t T_, int64_t hs) {
   return std::clamp<int64_t>(262143 / std::max<int64_t>(1, T_ * hs), 8, 64);
 }
 
-// C[M,N] (ldc) = alpha op(A) op(B) + beta C, fp32 row-major, K > 0.
 void mm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda, const float* B,
         int64_t ldb, float beta, float* C, int64_t ldc) {
+  sgemm_rm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+}  // namespace
+
+void sgemm_rm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+              const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(M),
               static_cast<int>(N), static_cast<int>(K), alpha, A, static_cast<int>(lda), B, static_cast<int>(ldb),
               beta, C, static_cast<int>(ldc));
 }
-
-}  // namespace
 
 void attention_forward(const TensorView& out, const TensorView& att, const TensorView& qkv, int64_t B, int64_t T_,
                        int64_t C, int64_t H) {

@@ -24,4 +24,27 @@ void dispatch_dtype(DType t, F&& f) {
 // OpenMP regions only pay off above this many elements of work.
 constexpr int64_t kParallelGrain = 1 << 14;
 
+// Attention heads (cpu_attention*.cpp): head h of batch row b is channels [offset + h·hs, +hs)
+// of rows of length row_stride; load_head widens it to fp32 [T,hs], add_head adds an fp32 [T,hs]
+// back (one rounding per element).
+template <typename T>
+void load_head(const T* base, int64_t b, int64_t h, int64_t T_, int64_t row_stride, int64_t offset, int64_t hs,
+               float* dst) {
+  for (int64_t t = 0; t < T_; ++t) {
+    const T* src = base + (b * T_ + t) * row_stride + offset + h * hs;
+    for (int64_t i = 0; i < hs; ++i) dst[t * hs + i] = to_f32(src[i]);
+  }
+}
+template <typename T>
+void add_head(T* base, int64_t b, int64_t h, int64_t T_, int64_t row_stride, int64_t offset, int64_t hs,
+              const float* src) {
+  for (int64_t t = 0; t < T_; ++t) {
+    T* dst = base + (b * T_ + t) * row_stride + offset + h * hs;
+    for (int64_t i = 0; i < hs; ++i) dst[i] = from_f32<T>(to_f32(dst[i]) + src[t * hs + i]);
+  }
+}
+// C[M,N] (ldc) = alpha op(A) op(B) + beta C, fp32 row-major sgemm, K > 0 (cpu_attention.cpp).
+void sgemm_rm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+              const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+
 }  // namespace zt::cpu_ops

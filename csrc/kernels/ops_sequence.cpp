@@ -40,6 +40,40 @@ void attention_backward(Stream& s, const TensorView& dqkv, const TensorView& dat
 }
 
 namespace {
+void check_tiles(int64_t tile_q, int64_t tile_k, const char* op) {
+  ZT_CHECK(tile_q >= 0 && tile_k >= 0, std::string("ops::") + op + ": tile sizes must be >= 0 (0 = default), got " +
+                                           std::to_string(tile_q) + ", " + std::to_string(tile_k));
+}
+}  // namespace
+
+void attention_tiled_forward(Stream& s, const TensorView& out, const TensorView& stats, const TensorView& qkv,
+                             int64_t B, int64_t T, int64_t C, int64_t H, int64_t tile_q, int64_t tile_k) {
+  const char* op = "attention_tiled_forward";
+  check_attention_dims(B, T, C, H, op);
+  check_tiles(tile_q, tile_k, op);
+  check_tensor(s, qkv, op, "qkv");
+  check_numel(qkv, B * T * 3 * C, op, "qkv");
+  check_like(s, out, B * T * C, qkv, op, "out");
+  check_f32(s, stats, B * H * T * 2, op, "stats");
+  dispatch::attention_tiled_forward(s, out, stats, qkv, B, T, C, H, tile_q, tile_k);
+}
+
+void attention_tiled_backward(Stream& s, const TensorView& dqkv, const TensorView& dout, const TensorView& qkv,
+                              const TensorView& out, const TensorView& stats, int64_t B, int64_t T, int64_t C,
+                              int64_t H, int64_t tile_q, int64_t tile_k) {
+  const char* op = "attention_tiled_backward";
+  check_attention_dims(B, T, C, H, op);
+  check_tiles(tile_q, tile_k, op);
+  check_tensor(s, qkv, op, "qkv");
+  check_numel(qkv, B * T * 3 * C, op, "qkv");
+  check_pair(s, op, qkv, "qkv", dqkv, "dqkv");
+  check_like(s, dout, B * T * C, qkv, op, "dout");
+  check_like(s, out, B * T * C, qkv, op, "out");
+  check_f32(s, stats, B * H * T * 2, op, "stats");
+  dispatch::attention_tiled_backward(s, dqkv, dout, qkv, out, stats, B, T, C, H, tile_q, tile_k);
+}
+
+namespace {
 // out-like [B,T,C], wte [V,C] with V >= 1, wpe [T',C] with T' >= T, all one dtype.
 void check_embedding(const Stream& s, const char* op, const TensorView& x, const char* xn, const TensorView& wte,
                      const char* wten, const TensorView& wpe, const char* wpen, const int32_t* tokens, int64_t B,

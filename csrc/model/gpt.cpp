@@ -1,20 +1,26 @@
 // gpt.cpp — GPT-2 forward/backward over zt::ops (see gpt.h).
 //
-// Activations (model-owned, sized for micro_batch × n_ctx; N = B·T rows of the current batch):
+// Activations (model-owned, sized for micro_batch × n_ctx; N = B·T rows of the current batch),
+// listed with their sizes by gpt_buffer_plan (the allocation and the memory prediction):
 //   residual[l]  [N,C]    input of block l; residual[L] feeds ln_f
-//   per block:   ln1, ln2 [N,C] + fp32 mean/rstd [N]; qkv [N,3C]; att [B,H,T,T] fp32 (softmax);
+//   per block:   ln1, ln2 [N,C] + fp32 mean/rstd [N]; qkv [N,3C]; att: tiled attention's
+//                statistics [B,H,T,2] fp32, or the materialised softmax [B,H,T,T] fp32;
 //                atty [N,C] (attention output before c_proj); mid [N,C] (residual after attn);
 //                fc [N,4C] (pre-GELU), fc_gelu [N,4C]
+//   recompute:   Block keeps only residual[l] per block and one shared set of the block buffers
+//                above, refilled by recomputing block l's forward before its backward; Selective
+//                shares att, atty and fc_gelu (recomputed from qkv and fc) and keeps the rest.
 //   head:        lnf [N,C] + mean/rstd; logits [N,V], which the forward overwrites in place with
 //                softmax − onehot (the unit-dloss logit gradient) after computing losses [N].
 // The head backward scales by dloss/N_t inside the gemms (alpha; N_t = positions whose target is not
 // ignored: PyTorch's mean), so backward is repeatable and fp16 never stores the tiny scaled gradient.
 // Workspace (not saved between units): proj [N,C] (c_proj outputs), dres [N,C] (gradient of the
 // residual stream, carried from unit to unit in backward), dC [N,C], dqkv [N,3C], d4a/d4b [N,4C],
-// datt [B,H,T,T] fp32.
+// and with the materialised attention datt [B,H,T,T] fp32.
 #include "zerotrain/model/gpt.h"
 
 #include <cmath>
+#include <map>
 #include <sstream>
 
 #include "model_base.h"
@@ -30,9 +36,30 @@ constexpr int kPerBlock = 12;
 // Parameter offsets within a block, in forward order.
 enum BlockParam { LN1_W, LN1_B, ATTN_W, ATTN_B, APROJ_W, APROJ_B, LN2_W, LN2_B, FC_W, FC_B, FPROJ_W, FPROJ_B };
 
+// One block's buffers (owned by Gpt::bufs_; shared between blocks under recompute).
 struct BlockActs {
-  DeviceBuffer ln1, ln1_mean, ln1_rstd, qkv, att, atty, mid, ln2, ln2_mean, ln2_rstd, fc, fc_gelu;
+  const DeviceBuffer *ln1, *ln1_mean, *ln1_rstd, *qkv, *att, *atty, *mid, *ln2, *ln2_mean, *ln2_rstd, *fc, *fc_gelu;
 };
+
+// Block buffer names and element counts (fp32 or compute dtype); `shared` when recompute shares it.
+struct BlockBuf {
+  const char* name;
+  int64_t numel;
+  bool f32, shared;
+};
+std::vector<BlockBuf> block_bufs(const GptConfig& c, int64_t Bm, Recompute r) {
+  const int64_t N = Bm * c.n_ctx, C = c.n_embd;
+  const int64_t att = c.attention == AttentionKind::Tiled ? Bm * c.n_head * c.n_ctx * 2 : Bm * c.n_head * c.n_ctx * c.n_ctx;
+  const bool blk = r == Recompute::Block, sel = r == Recompute::Selective || blk;
+  return {{"ln1", N * C, false, blk},     {"ln1_mean", N, true, blk}, {"ln1_rstd", N, true, blk},
+          {"qkv", 3 * N * C, false, blk}, {"att", att, true, sel},    {"atty", N * C, false, sel},
+          {"mid", N * C, false, blk},     {"ln2", N * C, false, blk}, {"ln2_mean", N, true, blk},
+          {"ln2_rstd", N, true, blk},     {"fc", 4 * N * C, false, blk}, {"fc_gelu", 4 * N * C, false, sel}};
+}
+
+std::string block_buf_name(const BlockBuf& b, int64_t l) {
+  return b.shared ? std::string("block.") + b.name : "h." + std::to_string(l) + "." + b.name;
+}
 
 class Gpt final : public ModelBase {
  public:
@@ -61,7 +88,7 @@ class Gpt final : public ModelBase {
     }
     lnf_w_ = add_param("ln_f.weight", {C}, static_cast<int>(L) + 1, InitKind::Ones, 0.0f);
     lnf_b_ = add_param("ln_f.bias", {C}, static_cast<int>(L) + 1, InitKind::Zeros, 0.0f);
-    allocate();
+    if (!opt.plan_only) allocate();
   }
 
   ~Gpt() override { stream_.synchronize(); }  // enqueued work may still use the activations
@@ -69,10 +96,13 @@ class Gpt final : public ModelBase {
   std::string describe() const override {
     std::ostringstream s;
     s << "gpt: vocab_size=" << cfg_.vocab_size << " n_ctx=" << cfg_.n_ctx << " n_layer=" << cfg_.n_layer
-      << " n_head=" << cfg_.n_head << " n_embd=" << cfg_.n_embd << " params=" << num_params();
+      << " n_head=" << cfg_.n_head << " n_embd=" << cfg_.n_embd << " params=" << num_params()
+      << " attention=" << (cfg_.attention == AttentionKind::Tiled ? "tiled" : "materialised")
+      << " recompute=" << recompute_name(opt_.recompute);
     return s.str();
   }
   int num_units() const override { return static_cast<int>(cfg_.n_layer) + 2; }
+  std::vector<BufferSpec> buffer_plan() const override { return gpt_buffer_plan(cfg_, opt_); }
   int64_t hidden_size() const override { return cfg_.n_embd; }
   double flops_per_sample() const override { return gpt_flops_per_sequence(cfg_, cfg_.n_ctx); }
 
@@ -103,7 +133,7 @@ class Gpt final : public ModelBase {
     B_ = b.B;
     T_ = b.T;
     loss_divisor_ = count_targets(b.targets);
-    upload({{tokens_.data(), b.inputs.data(), n * sizeof(int32_t)}, {targets_.data(), b.targets.data(), n * sizeof(int32_t)}});
+    upload({{tokens_->data(), b.inputs.data(), n * sizeof(int32_t)}, {targets_->data(), b.targets.data(), n * sizeof(int32_t)}});
   }
 
   void forward_unit(int unit) override {
@@ -125,41 +155,38 @@ class Gpt final : public ModelBase {
   }
 
  private:
+  // Allocates exactly gpt_buffer_plan's list (the memory prediction is its sum).
   void allocate() {
-    const int64_t Nmax = opt_.micro_batch * cfg_.n_ctx, C = cfg_.n_embd, V = cfg_.vocab_size;
-    const int64_t attn = opt_.micro_batch * cfg_.n_head * cfg_.n_ctx * cfg_.n_ctx;
-    tokens_ = dev_.alloc(static_cast<size_t>(Nmax) * sizeof(int32_t), MemCategory::Activations);
-    targets_ = dev_.alloc(static_cast<size_t>(Nmax) * sizeof(int32_t), MemCategory::Activations);
-    for (int64_t l = 0; l <= cfg_.n_layer; ++l) residual_.push_back(alloc_act(Nmax * C));
+    const std::vector<BufferSpec> plan = gpt_buffer_plan(cfg_, opt_);
+    const size_t from_base = ModelBase::base_buffers(0).size();  // listed first, allocated by ModelBase
+    for (size_t i = from_base; i < plan.size(); ++i)
+      bufs_[plan[i].name] = dev_.alloc(static_cast<size_t>(plan[i].bytes), plan[i].category);
+    tokens_ = &buf("tokens");
+    targets_ = &buf("targets");
+    for (int64_t l = 0; l <= cfg_.n_layer; ++l) residual_.push_back(&buf("residual." + std::to_string(l)));
     for (int64_t l = 0; l < cfg_.n_layer; ++l) {
-      BlockActs a;
-      a.ln1 = alloc_act(Nmax * C);
-      a.ln1_mean = alloc_f32(Nmax);
-      a.ln1_rstd = alloc_f32(Nmax);
-      a.qkv = alloc_act(Nmax * 3 * C);
-      a.att = alloc_f32(attn);
-      a.atty = alloc_act(Nmax * C);
-      a.mid = alloc_act(Nmax * C);
-      a.ln2 = alloc_act(Nmax * C);
-      a.ln2_mean = alloc_f32(Nmax);
-      a.ln2_rstd = alloc_f32(Nmax);
-      a.fc = alloc_act(Nmax * 4 * C);
-      a.fc_gelu = alloc_act(Nmax * 4 * C);
-      blocks_.push_back(std::move(a));
+      std::map<std::string, const DeviceBuffer*> m;
+      for (const BlockBuf& b : block_bufs(cfg_, opt_.micro_batch, opt_.recompute)) m[b.name] = &buf(block_buf_name(b, l));
+      blocks_.push_back({m["ln1"], m["ln1_mean"], m["ln1_rstd"], m["qkv"], m["att"], m["atty"], m["mid"], m["ln2"],
+                         m["ln2_mean"], m["ln2_rstd"], m["fc"], m["fc_gelu"]});
     }
-    lnf_ = alloc_act(Nmax * C);
-    lnf_mean_ = alloc_f32(Nmax);
-    lnf_rstd_ = alloc_f32(Nmax);
-    logits_ = alloc_act(Nmax * V);
-    losses_ = alloc_f32(Nmax);
-    const MemCategory ws = MemCategory::Workspace;
-    proj_ = alloc_act(Nmax * C, ws);
-    dres_ = alloc_act(Nmax * C, ws);
-    dC_ = alloc_act(Nmax * C, ws);
-    dqkv_ = alloc_act(Nmax * 3 * C, ws);
-    d4a_ = alloc_act(Nmax * 4 * C, ws);
-    d4b_ = alloc_act(Nmax * 4 * C, ws);
-    datt_ = alloc_f32(attn, ws);
+    lnf_ = &buf("lnf");
+    lnf_mean_ = &buf("lnf_mean");
+    lnf_rstd_ = &buf("lnf_rstd");
+    logits_ = &buf("logits");
+    losses_ = &buf("losses");
+    proj_ = &buf("ws.proj");
+    dres_ = &buf("ws.dres");
+    dC_ = &buf("ws.dC");
+    dqkv_ = &buf("ws.dqkv");
+    d4a_ = &buf("ws.d4a");
+    d4b_ = &buf("ws.d4b");
+    if (cfg_.attention == AttentionKind::Materialised) datt_ = &buf("ws.datt");
+  }
+  const DeviceBuffer& buf(const std::string& name) const {
+    auto it = bufs_.find(name);
+    ZT_CHECK(it != bufs_.end(), "gpt: no buffer " + name);
+    return it->second;
   }
 
   int p(int layer, BlockParam k) const { return 2 + kPerBlock * layer + k; }
@@ -180,65 +207,96 @@ class Gpt final : public ModelBase {
 
   void embed_forward() {
     const int64_t C = cfg_.n_embd;
-    ops::embedding_forward(stream_, act(residual_[0], {N(), C}), tokens_.as<int32_t>(), param(0), param(1), B_, T_, C);
+    ops::embedding_forward(stream_, act(*residual_[0], {N(), C}), tokens_->as<int32_t>(), param(0), param(1), B_, T_, C);
   }
   void embed_backward() {
     const int64_t C = cfg_.n_embd;
-    ops::embedding_backward(stream_, grad(0), grad(1), act(dres_, {N(), C}), tokens_.as<int32_t>(), B_, T_, C);
+    ops::embedding_backward(stream_, grad(0), grad(1), act(*dres_, {N(), C}), tokens_->as<int32_t>(), B_, T_, C);
   }
 
-  void block_forward(int l) {
+  // atty (and att: statistics or probabilities) from qkv.
+  void attention_core(const BlockActs& a) {
     const int64_t C = cfg_.n_embd, n = N();
-    BlockActs& a = blocks_[l];
-    TensorView x = act(residual_[l], {n, C}), mid = act(a.mid, {n, C}), proj = act(proj_, {n, C});
-    ops::layernorm_forward(stream_, act(a.ln1, {n, C}), f32(a.ln1_mean, {n}), f32(a.ln1_rstd, {n}), x,
+    if (cfg_.attention == AttentionKind::Tiled)
+      ops::attention_tiled_forward(stream_, act(*a.atty, {n, C}), stats_view(*a.att), act(*a.qkv, {n, 3 * C}), B_, T_,
+                                   C, cfg_.n_head, 0, 0);
+    else
+      ops::attention_forward(stream_, act(*a.atty, {n, C}), att_view(*a.att), act(*a.qkv, {n, 3 * C}), B_, T_, C,
+                             cfg_.n_head);
+  }
+
+  // Block l's forward. recompute: refill the block's buffers for its backward (same ops, same
+  // inputs, same order as the forward: the same bits) and skip the MLP's c_proj and the final
+  // residual add, whose outputs backward does not read.
+  void block_forward(int l, bool recompute = false) {
+    const int64_t C = cfg_.n_embd, n = N();
+    const BlockActs& a = blocks_[l];
+    TensorView x = act(*residual_[l], {n, C}), mid = act(*a.mid, {n, C}), proj = act(*proj_, {n, C});
+    ops::layernorm_forward(stream_, act(*a.ln1, {n, C}), f32(*a.ln1_mean, {n}), f32(*a.ln1_rstd, {n}), x,
                            param(p(l, LN1_W)), param(p(l, LN1_B)), kLnEps);
-    linear_forward(act(a.qkv, {n, 3 * C}), act(a.ln1, {n, C}), p(l, ATTN_W), p(l, ATTN_B), C, 3 * C);
-    ops::attention_forward(stream_, act(a.atty, {n, C}), att_view(a.att), act(a.qkv, {n, 3 * C}), B_, T_, C,
-                           cfg_.n_head);
-    linear_forward(proj, act(a.atty, {n, C}), p(l, APROJ_W), p(l, APROJ_B), C, C);
+    linear_forward(act(*a.qkv, {n, 3 * C}), act(*a.ln1, {n, C}), p(l, ATTN_W), p(l, ATTN_B), C, 3 * C);
+    attention_core(a);
+    linear_forward(proj, act(*a.atty, {n, C}), p(l, APROJ_W), p(l, APROJ_B), C, C);
     ops::residual_add(stream_, mid, x, proj);
-    ops::layernorm_forward(stream_, act(a.ln2, {n, C}), f32(a.ln2_mean, {n}), f32(a.ln2_rstd, {n}), mid,
+    ops::layernorm_forward(stream_, act(*a.ln2, {n, C}), f32(*a.ln2_mean, {n}), f32(*a.ln2_rstd, {n}), mid,
                            param(p(l, LN2_W)), param(p(l, LN2_B)), kLnEps);
-    linear_forward(act(a.fc, {n, 4 * C}), act(a.ln2, {n, C}), p(l, FC_W), p(l, FC_B), C, 4 * C);
-    ops::gelu_forward(stream_, act(a.fc_gelu, {n, 4 * C}), act(a.fc, {n, 4 * C}));
-    linear_forward(proj, act(a.fc_gelu, {n, 4 * C}), p(l, FPROJ_W), p(l, FPROJ_B), 4 * C, C);
-    ops::residual_add(stream_, act(residual_[l + 1], {n, C}), mid, proj);
+    linear_forward(act(*a.fc, {n, 4 * C}), act(*a.ln2, {n, C}), p(l, FC_W), p(l, FC_B), C, 4 * C);
+    ops::gelu_forward(stream_, act(*a.fc_gelu, {n, 4 * C}), act(*a.fc, {n, 4 * C}));
+    if (recompute) return;
+    linear_forward(proj, act(*a.fc_gelu, {n, 4 * C}), p(l, FPROJ_W), p(l, FPROJ_B), 4 * C, C);
+    ops::residual_add(stream_, act(*residual_[l + 1], {n, C}), mid, proj);
+  }
+
+  // Before block l's backward: what recompute dropped is recomputed from what was kept.
+  void recompute_block(int l) {
+    const int64_t C = cfg_.n_embd, n = N();
+    const BlockActs& a = blocks_[l];
+    if (opt_.recompute == Recompute::Block) {
+      block_forward(l, /*recompute=*/true);
+    } else if (opt_.recompute == Recompute::Selective) {
+      attention_core(a);
+      ops::gelu_forward(stream_, act(*a.fc_gelu, {n, 4 * C}), act(*a.fc, {n, 4 * C}));
+    }
   }
 
   // On entry dres = d residual[l+1]; on exit dres = d residual[l].
   void block_backward(int l) {
+    recompute_block(l);
     const int64_t C = cfg_.n_embd, n = N();
-    BlockActs& a = blocks_[l];
-    TensorView dres = act(dres_, {n, C}), dC = act(dC_, {n, C});
-    TensorView d4a = act(d4a_, {n, 4 * C}), d4b = act(d4b_, {n, 4 * C}), dqkv = act(dqkv_, {n, 3 * C});
+    const BlockActs& a = blocks_[l];
+    TensorView dres = act(*dres_, {n, C}), dC = act(*dC_, {n, C});
+    TensorView d4a = act(*d4a_, {n, 4 * C}), d4b = act(*d4b_, {n, 4 * C}), dqkv = act(*dqkv_, {n, 3 * C});
     // MLP branch: residual[l+1] = mid + c_proj(gelu(c_fc(ln_2(mid)))).
-    linear_backward(d4a, dres, act(a.fc_gelu, {n, 4 * C}), p(l, FPROJ_W), p(l, FPROJ_B), 4 * C, C);
+    linear_backward(d4a, dres, act(*a.fc_gelu, {n, 4 * C}), p(l, FPROJ_W), p(l, FPROJ_B), 4 * C, C);
     zero(d4b);
-    ops::gelu_backward(stream_, d4b, act(a.fc, {n, 4 * C}), d4a);
-    linear_backward(dC, d4b, act(a.ln2, {n, C}), p(l, FC_W), p(l, FC_B), C, 4 * C);
-    ops::layernorm_backward(stream_, dres, grad(p(l, LN2_W)), grad(p(l, LN2_B)), dC, act(a.mid, {n, C}),
-                            param(p(l, LN2_W)), f32(a.ln2_mean, {n}), f32(a.ln2_rstd, {n}));
+    ops::gelu_backward(stream_, d4b, act(*a.fc, {n, 4 * C}), d4a);
+    linear_backward(dC, d4b, act(*a.ln2, {n, C}), p(l, FC_W), p(l, FC_B), C, 4 * C);
+    ops::layernorm_backward(stream_, dres, grad(p(l, LN2_W)), grad(p(l, LN2_B)), dC, act(*a.mid, {n, C}),
+                            param(p(l, LN2_W)), f32(*a.ln2_mean, {n}), f32(*a.ln2_rstd, {n}));
     // Attention branch: mid = residual[l] + c_proj(attn(c_attn(ln_1(residual[l])))).
-    linear_backward(dC, dres, act(a.atty, {n, C}), p(l, APROJ_W), p(l, APROJ_B), C, C);
+    linear_backward(dC, dres, act(*a.atty, {n, C}), p(l, APROJ_W), p(l, APROJ_B), C, C);
     zero(dqkv);
-    ops::attention_backward(stream_, dqkv, att_view(datt_), dC, act(a.qkv, {n, 3 * C}), att_view(a.att), B_, T_, C,
-                            cfg_.n_head);
-    linear_backward(dC, dqkv, act(a.ln1, {n, C}), p(l, ATTN_W), p(l, ATTN_B), C, 3 * C);
-    ops::layernorm_backward(stream_, dres, grad(p(l, LN1_W)), grad(p(l, LN1_B)), dC, act(residual_[l], {n, C}),
-                            param(p(l, LN1_W)), f32(a.ln1_mean, {n}), f32(a.ln1_rstd, {n}));
+    if (cfg_.attention == AttentionKind::Tiled)
+      ops::attention_tiled_backward(stream_, dqkv, dC, act(*a.qkv, {n, 3 * C}), act(*a.atty, {n, C}),
+                                    stats_view(*a.att), B_, T_, C, cfg_.n_head, 0, 0);
+    else
+      ops::attention_backward(stream_, dqkv, att_view(*datt_), dC, act(*a.qkv, {n, 3 * C}), att_view(*a.att), B_, T_,
+                              C, cfg_.n_head);
+    linear_backward(dC, dqkv, act(*a.ln1, {n, C}), p(l, ATTN_W), p(l, ATTN_B), C, 3 * C);
+    ops::layernorm_backward(stream_, dres, grad(p(l, LN1_W)), grad(p(l, LN1_B)), dC, act(*residual_[l], {n, C}),
+                            param(p(l, LN1_W)), f32(*a.ln1_mean, {n}), f32(*a.ln1_rstd, {n}));
   }
 
   void head_forward() {
     const int64_t C = cfg_.n_embd, V = cfg_.vocab_size, n = N();
     const int L = static_cast<int>(cfg_.n_layer);
-    TensorView lnf = act(lnf_, {n, C}), logits = act(logits_, {n, V});
-    ops::layernorm_forward(stream_, lnf, f32(lnf_mean_, {n}), f32(lnf_rstd_, {n}), act(residual_[L], {n, C}),
+    TensorView lnf = act(*lnf_, {n, C}), logits = act(*logits_, {n, V});
+    ops::layernorm_forward(stream_, lnf, f32(*lnf_mean_, {n}), f32(*lnf_rstd_, {n}), act(*residual_[L], {n, C}),
                            param(lnf_w_), param(lnf_b_), kLnEps);
     ops::gemm(stream_, false, true, n, V, C, 1.0f, lnf, param(0), 0.0f, logits);
     // logits become softmax − onehot in place (dloss 1); the real dloss/N is applied in backward.
-    ops::softmax_cross_entropy(stream_, f32(losses_, {n}), logits, logits, targets_.as<int32_t>(), 1.0f);
-    mean_loss(f32(losses_, {n}), n);
+    ops::softmax_cross_entropy(stream_, f32(*losses_, {n}), logits, logits, targets_->as<int32_t>(), 1.0f);
+    mean_loss(f32(*losses_, {n}), n);
   }
 
   // dres := d residual[L] (overwrites); dwte += head part; ln_f grads +=.
@@ -246,27 +304,56 @@ class Gpt final : public ModelBase {
     const int64_t C = cfg_.n_embd, V = cfg_.vocab_size, n = N();
     const int L = static_cast<int>(cfg_.n_layer);
     const float alpha = dloss / loss_divisor();  // mean over the non-ignored positions
-    TensorView dlogits = act(logits_, {n, V}), dC = act(dC_, {n, C}), dres = act(dres_, {n, C});
-    ops::gemm(stream_, true, false, V, C, n, alpha, dlogits, act(lnf_, {n, C}), 1.0f, grad(0));
+    TensorView dlogits = act(*logits_, {n, V}), dC = act(*dC_, {n, C}), dres = act(*dres_, {n, C});
+    ops::gemm(stream_, true, false, V, C, n, alpha, dlogits, act(*lnf_, {n, C}), 1.0f, grad(0));
     ops::gemm(stream_, false, false, n, C, V, alpha, dlogits, param(0), 0.0f, dC);
     zero(dres);
-    ops::layernorm_backward(stream_, dres, grad(lnf_w_), grad(lnf_b_), dC, act(residual_[L], {n, C}), param(lnf_w_),
-                            f32(lnf_mean_, {n}), f32(lnf_rstd_, {n}));
+    ops::layernorm_backward(stream_, dres, grad(lnf_w_), grad(lnf_b_), dC, act(*residual_[L], {n, C}), param(lnf_w_),
+                            f32(*lnf_mean_, {n}), f32(*lnf_rstd_, {n}));
   }
 
+  TensorView stats_view(const DeviceBuffer& b) const { return f32(b, {B_, cfg_.n_head, T_, 2}); }
   TensorView att_view(const DeviceBuffer& b) const { return f32(b, {B_, cfg_.n_head, T_, T_}); }
 
   GptConfig cfg_;
   int lnf_w_ = -1, lnf_b_ = -1;
   int64_t B_ = 0, T_ = 0;  // shape of the current batch (set_batch)
-  DeviceBuffer tokens_, targets_;  // int32 [B,T] on the device
-  std::vector<DeviceBuffer> residual_;
+  std::map<std::string, DeviceBuffer> bufs_;  // every buffer, by gpt_buffer_plan name
+  const DeviceBuffer *tokens_ = nullptr, *targets_ = nullptr;  // int32 [B,T] on the device
+  std::vector<const DeviceBuffer*> residual_;
   std::vector<BlockActs> blocks_;
-  DeviceBuffer lnf_, lnf_mean_, lnf_rstd_, logits_, losses_;
-  DeviceBuffer proj_, dres_, dC_, dqkv_, d4a_, d4b_, datt_;
+  const DeviceBuffer *lnf_ = nullptr, *lnf_mean_ = nullptr, *lnf_rstd_ = nullptr, *logits_ = nullptr, *losses_ = nullptr;
+  const DeviceBuffer *proj_ = nullptr, *dres_ = nullptr, *dC_ = nullptr, *dqkv_ = nullptr, *d4a_ = nullptr,
+                     *d4b_ = nullptr, *datt_ = nullptr;
 };
 
 }  // namespace
+
+std::vector<BufferSpec> gpt_buffer_plan(const GptConfig& c, const ModelOptions& opt) {
+  const int64_t Bm = opt.micro_batch, N = Bm * c.n_ctx, C = c.n_embd, e = static_cast<int64_t>(dtype_size(opt.compute_dtype));
+  const MemCategory A = MemCategory::Activations, W = MemCategory::Workspace;
+  std::vector<BufferSpec> out = model_detail::ModelBase::base_buffers(N);
+  out.push_back({"tokens", N * 4, A});
+  out.push_back({"targets", N * 4, A});
+  for (int64_t l = 0; l <= c.n_layer; ++l) out.push_back({"residual." + std::to_string(l), N * C * e, A});
+  const std::vector<BlockBuf> bb = block_bufs(c, Bm, opt.recompute);
+  for (const BlockBuf& b : bb)
+    if (b.shared) out.push_back({block_buf_name(b, 0), b.numel * (b.f32 ? 4 : e), A});
+  for (int64_t l = 0; l < c.n_layer; ++l)
+    for (const BlockBuf& b : bb)
+      if (!b.shared) out.push_back({block_buf_name(b, l), b.numel * (b.f32 ? 4 : e), A});
+  out.push_back({"lnf", N * C * e, A});
+  out.push_back({"lnf_mean", N * 4, A});
+  out.push_back({"lnf_rstd", N * 4, A});
+  out.push_back({"logits", N * c.vocab_size * e, A});
+  out.push_back({"losses", N * 4, A});
+  for (const char* w : {"ws.proj", "ws.dres", "ws.dC"}) out.push_back({w, N * C * e, W});
+  out.push_back({"ws.dqkv", 3 * N * C * e, W});
+  out.push_back({"ws.d4a", 4 * N * C * e, W});
+  out.push_back({"ws.d4b", 4 * N * C * e, W});
+  if (c.attention == AttentionKind::Materialised) out.push_back({"ws.datt", Bm * c.n_head * c.n_ctx * c.n_ctx * 4, W});
+  return out;
+}
 
 int64_t gpt_num_params(const GptConfig& c) {
   const int64_t C = c.n_embd;

@@ -18,6 +18,33 @@
 #include "zerotrain/model/gpt.h"
 
 namespace zt {
+
+// What the Mlp constructor allocates, in the same order and sizes (its memory prediction).
+std::vector<BufferSpec> mlp_buffer_plan(const MlpConfig& cfg, const ModelOptions& opt) {
+  const int64_t Bm = opt.micro_batch, e = static_cast<int64_t>(dtype_size(opt.compute_dtype));
+  const MemCategory A = MemCategory::Activations, W = MemCategory::Workspace;
+  const int layers = static_cast<int>(cfg.dims.size()) - 1;
+  std::vector<BufferSpec> out = model_detail::ModelBase::base_buffers(Bm);
+  out.push_back({"x0", Bm * cfg.dims[0] * e, A});
+  int64_t widest = 0;
+  for (int i = 0; i < layers; ++i) {
+    const int64_t d = cfg.dims[i + 1];
+    widest = std::max(widest, d);
+    out.push_back({"pre." + std::to_string(i), Bm * d * e, A});
+    if (i + 1 < layers) out.push_back({"post." + std::to_string(i), Bm * d * e, A});
+    if (i + 1 < layers) out.push_back({"ws.dpost." + std::to_string(i), Bm * d * e, W});
+  }
+  out.push_back({"ws.dpre", Bm * widest * e, W});
+  out.push_back({"target", cfg.task == MlpTask::Regression ? Bm * cfg.dims.back() * e : Bm * 4, A});
+  out.push_back({"losses", Bm * 4, A});
+  out.push_back({"dpred", Bm * cfg.dims.back() * e, A});
+  return out;
+}
+
+std::vector<BufferSpec> model_buffer_plan(const ModelConfig& cfg, const ModelOptions& opt) {
+  return cfg.type == ModelConfig::Type::GPT ? gpt_buffer_plan(cfg.gpt, opt) : mlp_buffer_plan(cfg.mlp, opt);
+}
+
 namespace {
 
 using model_detail::ModelBase;
@@ -32,6 +59,7 @@ class Mlp final : public ModelBase {
       add_param("fc." + std::to_string(i) + ".weight", {out, in}, i, InitKind::Normal, std);
       add_param("fc." + std::to_string(i) + ".bias", {out}, i, InitKind::Zeros, 0.0f);
     }
+    if (opt.plan_only) return;
     const int64_t Bm = opt.micro_batch;
     x0_ = alloc_act(Bm * cfg.dims[0]);
     int64_t widest = 0;
@@ -50,7 +78,8 @@ class Mlp final : public ModelBase {
     dpred_ = alloc_act(Bm * out);
   }
 
-  ~Mlp() override { stream_.synchronize(); }  // enqueued work may still use the activations
+  ~Mlp() override { stream_.synchronize(); }
+  std::vector<BufferSpec> buffer_plan() const override { return mlp_buffer_plan(cfg_, opt_); }  // enqueued work may still use the activations
 
   std::string describe() const override {
     std::ostringstream s;

@@ -31,7 +31,22 @@ int64_t Model::num_params() const {
   return n;
 }
 
+const char* recompute_name(Recompute r) {
+  switch (r) {
+    case Recompute::None: return "none";
+    case Recompute::Block: return "block";
+    case Recompute::Selective: return "selective";
+  }
+  return "?";
+}
+
 namespace model_detail {
+
+// Must list what the constructor below allocates in the Activations category.
+std::vector<BufferSpec> ModelBase::base_buffers(int64_t max_rows) {
+  return {{"loss", static_cast<int64_t>(sizeof(float)), MemCategory::Activations},
+          {"ones", max_rows * static_cast<int64_t>(sizeof(float)), MemCategory::Activations}};
+}
 
 TensorView make_view(void* data, DType t, DeviceKind dev, const std::vector<int64_t>& shape) {
   ZT_CHECK(shape.size() <= static_cast<size_t>(TensorView::kMaxDims), "make_view: too many dims");
@@ -44,6 +59,7 @@ ModelBase::ModelBase(const ModelOptions& opt, int64_t max_rows)
     : opt_(opt), dev_(*opt.device), stream_(*opt.stream), dt_(opt.compute_dtype) {
   ZT_CHECK(opt.device != nullptr && opt.stream != nullptr, "ModelOptions needs a device and a stream");
   ZT_CHECK(opt.micro_batch > 0, "ModelOptions.micro_batch must be positive");
+  if (opt.plan_only) return;
   loss_ = dev_.alloc(sizeof(float), MemCategory::Activations, /*zero=*/true);
   ones_ = dev_.alloc(static_cast<size_t>(max_rows) * sizeof(float), MemCategory::Activations);
   staging_done_ = dev_.create_event();

@@ -23,6 +23,8 @@ class ModelBase : public Model {
   void bind_param(int index, void* data) override;
   void bind_grad(int index, void* data) override;
   const float* loss_device() const override { return loss_.as<float>(); }
+  // The buffers the base allocates for max_rows loss rows (loss scalar, ones vector).
+  static std::vector<BufferSpec> base_buffers(int64_t max_rows);
 
  protected:
   // max_rows: the most loss rows one micro-batch can have (sizes the ones vector).

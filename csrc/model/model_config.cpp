@@ -90,7 +90,7 @@ MlpConfig parse_mlp(const json& doc, const std::string& source) {
 }
 
 GptConfig parse_gpt(const json& doc, const std::string& source) {
-  check_keys(doc, source, {"vocab_size", "n_ctx", "n_layer", "n_head", "n_embd", "init_std"});
+  check_keys(doc, source, {"vocab_size", "n_ctx", "n_layer", "n_head", "n_embd", "init_std", "attention"});
   GptConfig c;
   c.vocab_size = get_positive_int(doc, source, "vocab_size", int64_t(1) << 30);
   c.n_ctx = get_positive_int(doc, source, "n_ctx", int64_t(1) << 20);
@@ -101,6 +101,12 @@ GptConfig parse_gpt(const json& doc, const std::string& source) {
     fail(source, "n_embd", "must be divisible by n_head (" + std::to_string(c.n_embd) + " % " +
                                std::to_string(c.n_head) + " != 0)");
   c.init_std = get_init_std(doc, source, 0.02f);
+  if (auto a = doc.find("attention"); a != doc.end()) {
+    const std::string v = a->is_string() ? a->get<std::string>() : "";
+    if (v == "tiled") c.attention = AttentionKind::Tiled;
+    else if (v == "materialised" || v == "materialized") c.attention = AttentionKind::Materialised;
+    else fail(source, "attention", "expected \"tiled\" or \"materialised\", got " + a->dump());
+  }
   return c;
 }
 

@@ -3,35 +3,9 @@
 #include <algorithm>
 
 #include "engine_impl.h"
+#include "zerotrain/zero/memory_predict.h"
 
 namespace zt {
-
-PlanOptions plan_options_for(const EngineOptions& o, int world) {
-  PlanOptions p;
-  p.stage = o.stage;
-  p.world = world;
-  p.bucket_elems = o.reduce_bucket_size;
-  p.allgather_bucket_elems = o.allgather_bucket_size;
-  p.persistence_threshold = o.param_persistence_threshold;
-  p.prefetch_elems = o.prefetch_bucket_size;
-  p.max_live_elems = o.max_live_parameters;
-  p.max_reuse_distance = o.max_reuse_distance;
-  p.compute = o.compute_dtype;
-  p.grad_accum = o.grad_accum_dtype;
-  p.wire = o.wire_dtype;
-  p.contiguous_gradients = o.contiguous_gradients;
-  return p;
-}
-
-namespace {
-
-std::vector<std::vector<int>> units_of(const Model& model) {
-  std::vector<std::vector<int>> units;
-  for (int u = 0; u < model.num_units(); ++u) units.push_back(model.unit_params(u));
-  return units;
-}
-
-}  // namespace
 
 ModelStates::ModelStates(const EngineContext& cx) {
   const ZeroPlan& plan = cx.plan;
@@ -75,7 +49,7 @@ ZeroEngine::ZeroEngine(Model& model, Device& dev, Stream& compute, Communicator&
   ZT_CHECK(!opt_.offload.optimizer || opt_.stage >= 1, "offload_optimizer needs ZeRO stage 1, 2 or 3");
   ZT_CHECK(!opt_.offload.params || (opt_.stage == 3 && opt_.offload.optimizer),
            "offload_param needs ZeRO stage 3 with offload_optimizer");
-  plan_ = make_engine_plan(model.params(), units_of(model), plan_options_for(opt_, comm.world_size()));
+  plan_ = plan_for_model(model, opt_, comm.world_size());  // memory_predict.h
   // One static schedule: every rank must hold the same plan, units and settings.
   comm.verify_same_across_ranks(plan_.hash(), "ZeRO bucket plan and unit order");
   impl_ = std::make_unique<Impl>(*this, model, dev, compute, comm, std::move(schedule));

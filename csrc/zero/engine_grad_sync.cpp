@@ -2,8 +2,11 @@
 // reduced on the comm stream as soon as the backward that completes them was issued.
 //   stage 0:    all-reduce the bucket in the full gradient buffer (at the boundary)
 //   stage 1:    reduce-scatter it; the sum lands in this rank's slice of the full buffer (boundary)
-//   stages 2-3: reduce-scatter the bucket's ring slot every micro-step; the owned slice is added
-//               into the shard accumulator on the comm stream, then the slot is free again.
+//   stages 2-3: reduce-scatter the bucket's ring region every micro-step; the owned slice is added
+//               into the shard accumulator on the comm stream, then the region is free again.
+// Ring (stages 2-3): one arena, bucket b at plan.ring_offset[b]; bucket b's `free` event is
+// recorded on the comm stream after its accumulate, and opening b waits on the events of every
+// bucket whose region overlaps b's (plan.ring_overlaps[b]) before zeroing it.
 #include "engine_impl.h"
 #include "zerotrain/kernels/ops.h"
 #include "zerotrain/zero/zero_ops.h"
@@ -12,11 +15,12 @@ namespace zt {
 
 GradSync::GradSync(EngineContext& cx, ModelStates& st) : cx_(cx), st_(st) {
   const ZeroPlan& plan = cx.plan;
-  for (int k = 0; k < plan.ring_slots; ++k)
-    ring_.push_back({FlatBuffer(cx.dev, plan.compute, plan.ring_slot_elems, MemCategory::Buckets), cx.comm.create_event()});
+  if (plan.ring_elems > 0) {
+    ring_ = FlatBuffer(cx.dev, plan.compute, plan.ring_elems, MemCategory::Buckets);
+    for (size_t b = 0; b < plan.buckets.size(); ++b) ring_free_.push_back(cx.comm.create_event());
+  }
   for (int k = 0; k < plan.wire_slots; ++k)
     wire_.push_back({FlatBuffer(cx.dev, plan.wire, plan.wire_slot_elems, MemCategory::Buckets), cx.comm.create_event()});
-  slot_of_.assign(plan.buckets.size(), -1);
   if (plan.flow.grads == Layout::Full)
     for (size_t b = 0; b < plan.buckets.size(); ++b) reduce_done_.push_back(cx.comm.create_event());
   bind_grads();
@@ -32,19 +36,16 @@ void GradSync::bind_grads() {
   }
 }
 
+TensorView GradSync::ring_region(int b) const {
+  return ring_.view({cx_.plan.ring_offset[b], cx_.plan.bucket(b).padded});
+}
+
 void GradSync::open(int b) {
-  if (ring_.empty()) return;  // stages 0-1: gradients accumulate in place
-  const int n = static_cast<int>(ring_.size());
-  int slot = -1;
-  for (int k = 0; k < n && slot < 0; ++k)
-    if (ring_[(ring_next_ + k) % n].bucket < 0) slot = (ring_next_ + k) % n;
-  ZT_CHECK(slot >= 0, "bucket ring exhausted (plan/ring sizing bug)");
-  ring_next_ = (slot + 1) % n;
-  Slot& rs = ring_[slot];
-  rs.bucket = b;
-  slot_of_[b] = slot;
-  cx_.compute_waits(*rs.free);  // the slot's previous reduction has consumed it
-  const TensorView bucket = rs.buf.view({0, cx_.plan.bucket(b).padded});
+  if (ring_free_.empty()) return;  // stages 0-1: gradients accumulate in place
+  // Every earlier user of these bytes was a bucket in ring_overlaps[b]; its last reduction has
+  // consumed them once its free event completed (never recorded yet: nothing to wait for).
+  for (int j : cx_.plan.ring_overlaps[b]) cx_.compute_waits(*ring_free_[j]);
+  const TensorView bucket = ring_region(b);
   zero_view(cx_.dev, bucket, cx_.compute);
   if (cx_.plan.staged_grads) return;
   for (int p : cx_.plan.bucket(b).params)
@@ -58,7 +59,7 @@ TensorView GradSync::gather_into_reduced(int b, bool boundary) {
   const ZeroPlan& plan = cx_.plan;
   const PlanBucket& bk = plan.bucket(b);
   const bool full = plan.flow.grads == Layout::Full;
-  const TensorView dst = full ? st_.grads.view(plan.bucket_range(b)) : ring_[slot_of_[b]].buf.view({0, bk.padded});
+  const TensorView dst = full ? st_.grads.view(plan.bucket_range(b)) : ring_region(b);
   if (plan.staged_grads) {
     for (int p : bk.params) {
       const TensorView staged = st_.staged[p].view();
@@ -101,7 +102,7 @@ Event* GradSync::issue(int b, const TensorView& src, const TensorView& on_wire, 
     zero_ops::accumulate(cx_.comm.stream(), dest, reduced, 1.0f, first_micro);  // overwrite on the first micro-step
   else if (reduced.data != dest.data)
     ops::cast(cx_.comm.stream(), dest, reduced);
-  return plan.flow.grads == Layout::Full ? reduce_done_[b].get() : ring_[slot_of_[b]].free.get();
+  return plan.flow.grads == Layout::Full ? reduce_done_[b].get() : ring_free_[b].get();
 }
 
 // start_grad_sync: bucket b's gradients are complete on the compute stream.
@@ -116,10 +117,6 @@ void GradSync::start(int b, bool first_micro, bool boundary) {
   Event* done = issue(b, src, on_wire, first_micro);
   if (ws) ws->free->record(cx_.comm.stream());
   done->record(cx_.comm.stream());
-  if (slot_of_[b] >= 0) {
-    ring_[slot_of_[b]].bucket = -1;
-    slot_of_[b] = -1;
-  }
   last_ = done;
   cx_.compute_waits_unless_overlap(*done);
 }

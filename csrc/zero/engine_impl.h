@@ -58,7 +58,7 @@ class GradSync {
  public:
   GradSync(EngineContext& cx, ModelStates& st);
   void bind_grads();                                    // where backward writes (stages 0-1 / staged)
-  void open(int b);                                     // stages 2-3: bucket b gets a ring slot
+  void open(int b);                                     // stages 2-3: bucket b's ring region is zeroed
   void start(int b, bool first_micro, bool boundary);   // bucket b's grads are complete
   void finish();                                        // compute waits for every reduction issued
   void reset_after_step();                              // zero the full grads (stages 0-1)
@@ -67,18 +67,18 @@ class GradSync {
   struct Slot {
     FlatBuffer buf;
     std::unique_ptr<Event> free;  // recorded on the comm stream when the slot's reduction is consumed
-    int bucket = -1;              // bucket using the slot, -1 when free
   };
+  TensorView ring_region(int b) const;  // bucket b's region of the ring arena
   TensorView gather_into_reduced(int b, bool boundary);
   TensorView cast_to_wire(const TensorView& src, Slot*& ws);
   Event* issue(int b, const TensorView& src, const TensorView& on_wire, bool first_micro);
 
   EngineContext& cx_;
   ModelStates& st_;
-  std::vector<Slot> ring_;   // stages 2-3; a slot is reused only after its `free` event
-  std::vector<Slot> wire_;   // wire dtype slots, double buffered, same rule
-  std::vector<int> slot_of_; // bucket -> ring slot while open
-  int ring_next_ = 0, wire_next_ = 0;
+  FlatBuffer ring_;          // stages 2-3: the ring arena (plan.ring_elems)
+  std::vector<std::unique_ptr<Event>> ring_free_;  // per bucket: its reduction consumed its region
+  std::vector<Slot> wire_;   // wire dtype slots, double buffered, reused only after `free`
+  int wire_next_ = 0;
   std::vector<std::unique_ptr<Event>> reduce_done_;  // stages 0-1: per bucket
   Event* last_ = nullptr;    // covers every reduction issued (the comm stream completes in order)
 };

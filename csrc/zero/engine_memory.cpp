@@ -1,9 +1,10 @@
-// engine_memory.cpp — predicted vs measured bytes per category: the ZeRO formulas (docs/design.md)
-// over the actual plan, including its padding, ring / wire slots and stage-3 gather buffers.
+// engine_memory.cpp — the memory prediction (memory_predict.h: a pure function of plan, options and
+// the model's buffer list) and the engine's report of it beside the tracker's measurements.
 #include <algorithm>
 #include <cstdio>
 
 #include "engine_impl.h"
+#include "zerotrain/zero/memory_predict.h"
 
 namespace zt {
 
@@ -18,42 +19,107 @@ int64_t host_staging_bytes(const ZeroPlan& plan, int rank, const EngineOptions& 
 }
 }  // namespace
 
-// Predicted bytes per category, from the plan alone (the measured side is the tracker's).
-std::vector<MemoryLine> ZeroEngine::memory_lines() const {
-  const Impl& e = *impl_;
-  const ZeroPlan& plan = plan_;
-  const bool adam = opt_.optimizer.kind == OptimizerKind::Adam;
-  const bool sgd_mom = opt_.optimizer.kind == OptimizerKind::SGD && opt_.optimizer.momentum != 0.0;
+PlanOptions plan_options_of(const EngineOptions& o, int world) {
+  PlanOptions p;
+  p.stage = o.stage;
+  p.world = world;
+  p.bucket_elems = o.reduce_bucket_size;
+  p.allgather_bucket_elems = o.allgather_bucket_size;
+  p.persistence_threshold = o.param_persistence_threshold;
+  p.prefetch_elems = o.prefetch_bucket_size;
+  p.max_live_elems = o.max_live_parameters;
+  p.max_reuse_distance = o.max_reuse_distance;
+  p.compute = o.compute_dtype;
+  p.grad_accum = o.grad_accum_dtype;
+  p.wire = o.wire_dtype;
+  p.contiguous_gradients = o.contiguous_gradients;
+  return p;
+}
+
+ZeroPlan plan_for_model(const Model& model, const EngineOptions& o, int world) {
+  std::vector<std::vector<int>> units;
+  for (int u = 0; u < model.num_units(); ++u) units.push_back(model.unit_params(u));
+  return make_engine_plan(model.params(), units, plan_options_of(o, world));
+}
+
+bool is_host_category(MemCategory c) {
+  return c == MemCategory::PinnedHost || c == MemCategory::HostMaster || c == MemCategory::HostMoments ||
+         c == MemCategory::HostParams || c == MemCategory::HostStaging;
+}
+
+int64_t MemoryPrediction::device_total() const {
+  int64_t t = 0;
+  for (int i = 0; i < kNumMemCategories; ++i)
+    if (!is_host_category(static_cast<MemCategory>(i)) && bytes[i] > 0) t += bytes[i];
+  return t;
+}
+
+int64_t MemoryPrediction::host_total() const {
+  int64_t t = 0;
+  for (int i = 0; i < kNumMemCategories; ++i)
+    if (is_host_category(static_cast<MemCategory>(i)) && bytes[i] > 0) t += bytes[i];
+  return t;
+}
+
+// The ZeRO formulas (docs/design.md) over the actual plan — padding, ring arena, wire slots,
+// stage-3 gather peak — plus the model's buffer list and the engine's step-statistics buffers.
+MemoryPrediction predict_memory(const ZeroPlan& plan, const EngineOptions& o, int rank,
+                                const std::vector<BufferSpec>& model_buffers) {
+  MemoryPrediction p;
+  auto at = [&](MemCategory c) -> int64_t& { return p.bytes[static_cast<int>(c)]; };
+  auto item = [&](const std::string& name, int64_t bytes, MemCategory c) {
+    if (bytes > 0) p.items.push_back({name, bytes, c});
+  };
+  const bool adam = o.optimizer.kind == OptimizerKind::Adam;
+  const bool sgd_mom = o.optimizer.kind == OptimizerKind::SGD && o.optimizer.momentum != 0.0;
   const int64_t opt_numel = plan.numel_in(plan.flow.optimizer);
-  std::vector<int64_t> pred(kNumMemCategories, -1);
-  auto at = [&](MemCategory c) -> int64_t& { return pred[static_cast<int>(c)]; };
   const int64_t params = bytes_of(plan.numel_in(plan.flow.params), plan.compute);
-  at(MemCategory::Params) = opt_.offload.params ? 0 : params;
+  at(MemCategory::Params) = o.offload.params ? 0 : params;
   at(MemCategory::Grads) = bytes_of(plan.numel_in(plan.flow.grads), plan.grad_dtype) +
                            (plan.staged_grads ? bytes_of(plan.numel, plan.compute) : 0);
-  const int64_t master = bytes_of(opt_numel, opt_.master_dtype);
-  const int64_t moments = bytes_of(opt_numel, opt_.moments_dtype) * (adam ? 2 : sgd_mom ? 1 : 0);
-  const bool host = opt_.offload.optimizer;
+  const int64_t master = bytes_of(opt_numel, o.master_dtype);
+  const int64_t moments = bytes_of(opt_numel, o.moments_dtype) * (adam ? 2 : sgd_mom ? 1 : 0);
+  const bool host = o.offload.optimizer;
   at(MemCategory::Master) = host ? 0 : master;
   at(MemCategory::OptimMoments) = host ? 0 : moments;
   at(MemCategory::HostMaster) = host ? master : 0;
   at(MemCategory::HostMoments) = host ? moments : 0;
-  at(MemCategory::HostParams) = opt_.offload.params ? params : 0;
-  at(MemCategory::HostStaging) = host ? host_staging_bytes(plan, e.cx.rank, opt_) : 0;
-  at(MemCategory::Buckets) = plan.ring_slots * bytes_of(plan.ring_slot_elems, plan.compute) +
-                             plan.wire_slots * bytes_of(plan.wire_slot_elems, plan.wire);
+  at(MemCategory::HostParams) = o.offload.params ? params : 0;
+  at(MemCategory::HostStaging) = host ? host_staging_bytes(plan, rank, o) : 0;
+  const int64_t ring = bytes_of(plan.ring_elems, plan.compute), wire = plan.wire_slots * bytes_of(plan.wire_slot_elems, plan.wire);
+  at(MemCategory::Buckets) = ring + wire;
+  item("bucket ring arena", ring, MemCategory::Buckets);
+  item("wire slots", wire, MemCategory::Buckets);
   int64_t persistent = 0;
   for (const PlanBucket& b : plan.buckets) persistent += b.persistent ? b.padded : 0;
-  at(MemCategory::Gather) = plan.flow.gather_before_use
-                                ? bytes_of(persistent + e.param_sync->stats().peak_live_elems, plan.compute)
-                                : 0;
+  at(MemCategory::Gather) = plan.flow.gather_before_use ? bytes_of(persistent + plan.peak_live_elems, plan.compute) : 0;
+  item("persistent buckets", plan.flow.gather_before_use ? bytes_of(persistent, plan.compute) : 0, MemCategory::Gather);
+  item("gather/prefetch peak", plan.flow.gather_before_use ? bytes_of(plan.peak_live_elems, plan.compute) : 0,
+       MemCategory::Gather);
+  at(MemCategory::Activations) = 0;
+  at(MemCategory::Workspace) = 0;
+  for (const BufferSpec& b : model_buffers) {
+    at(b.category) += b.bytes;
+    p.items.push_back(b);
+  }
+  // StepExchange (engine_micro_step.cpp): (buckets + 1) doubles, local and gathered from every rank.
+  const int64_t stats = static_cast<int64_t>(plan.buckets.size() + 1) * 8;
+  at(MemCategory::Workspace) += stats * (1 + plan.world);
+  item("step statistics", stats * (1 + plan.world), MemCategory::Workspace);
+  return p;
+}
+
+// Predicted bytes per category (predict_memory) beside what the tracker measured.
+std::vector<MemoryLine> ZeroEngine::memory_lines() const {
+  const Impl& e = *impl_;
+  const MemoryPrediction pred = predict_memory(plan_, opt_, e.cx.rank, e.cx.model.buffer_plan());
   const MemoryTracker& t = e.cx.dev.tracker();
   std::vector<MemoryLine> lines;
   for (int i = 0; i < kNumMemCategories; ++i) {
     MemCategory c = static_cast<MemCategory>(i);
     MemoryLine l;
     l.category = c;
-    l.predicted = pred[i];
+    l.predicted = pred.bytes[i];
     l.measured = static_cast<int64_t>(t.current(c));
     l.peak = static_cast<int64_t>(t.peak(c));
     lines.push_back(l);

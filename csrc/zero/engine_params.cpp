@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "engine_impl.h"
+#include "zerotrain/zero/memory_predict.h"
 #include "zerotrain/kernels/cpu_ops.h"
 #include "zerotrain/kernels/ops.h"
 
@@ -28,10 +29,16 @@ void ZeroEngine::Impl::fill_master(const ZeroEngine::ParamSliceSource& src) {
   if (host_optimizer) {
     if (from_host.numel() > 0) cpu_ops::cast(states.master.view(), from_host);  // master lives on the host
   } else {
-    FlatBuffer staging(cx.dev, DType::F32, states.master.numel(), MemCategory::Workspace, false);
-    copy_view(cx.dev, staging.view(), from_host, cx.compute, CopyKind::HostToDevice);
-    if (staging.numel() > 0) ops::cast(cx.compute, states.master.view(), staging.view());
-    cx.compute.synchronize();  // `host` and `staging` die here
+    // Staged through at most kInitStagingElems fp32 elements (not a model-sized buffer); the
+    // cast is element-wise, so chunking gives the same bits. Each chunk waits for the previous.
+    const int64_t n = states.master.numel(), chunk = std::min(n, kInitStagingElems);
+    FlatBuffer staging(cx.dev, DType::F32, chunk, MemCategory::Workspace, false);
+    for (int64_t at = 0; at < n; at += chunk) {
+      const int64_t len = std::min(chunk, n - at);
+      copy_view(cx.dev, staging.view({0, len}), from_host.slice1d(at, len), cx.compute, CopyKind::HostToDevice);
+      ops::cast(cx.compute, states.master.view({at, len}), staging.view({0, len}));
+      cx.compute.synchronize();  // the staging chunk is reused next; `host` dies after the loop
+    }
   }
   write_params_from_master();
 }

@@ -51,18 +51,42 @@ void backward_spans(ZeroPlan& plan) {
   }
 }
 
-// Stages 2-3: as many ring slots as buckets open at once during backward, plus one so a new
-// bucket never waits on the reduction of the one just closed. Each slot holds the largest bucket.
+// Stages 2-3: each bucket gets a fixed region of one ring arena, first fit in backward order.
+// A bucket holds its region from the backward that opens it until one backward after the one
+// that closes it (its reduce-scatter is issued after the closing backward; the extra position
+// means a new bucket never waits on the reduction of the one just closed, as a spare slot did).
+// The arena is therefore about the largest sum of buckets live at once — within a small multiple
+// of reduce_bucket_size plus the largest bucket open at once — not (open + 1) x the largest bucket.
 void size_ring(ZeroPlan& plan) {
   if (plan.flow.grads != Layout::Shard) return;
-  int open = 0, max_open = 0;
-  for (int u = plan.num_units() - 1; u >= 0; --u) {
-    open += static_cast<int>(plan.opens_at[u].size());
-    max_open = std::max(max_open, open);
-    open -= static_cast<int>(plan.closes_at[u].size());
+  const int U = plan.num_units();
+  const size_t nb = plan.buckets.size();
+  struct Held { int64_t begin, end; int last_pos; };  // region and the last backward position holding it
+  std::vector<Held> held;
+  plan.ring_offset.assign(nb, 0);
+  for (int pos = 0; pos < U; ++pos) {  // backward position pos runs unit U-1-pos
+    const int u = U - 1 - pos;
+    held.erase(std::remove_if(held.begin(), held.end(), [&](const Held& h) { return h.last_pos < pos; }), held.end());
+    for (int b : plan.opens_at[u]) {
+      const int64_t n = plan.bucket(b).padded;
+      std::sort(held.begin(), held.end(), [](const Held& x, const Held& y) { return x.begin < y.begin; });
+      int64_t at = 0;
+      for (const Held& h : held) {
+        if (at + n <= h.begin) break;
+        at = std::max(at, h.end);
+      }
+      plan.ring_offset[b] = at;
+      held.push_back({at, at + n, U - 1 - plan.bucket(b).closes_at + 1});
+      plan.ring_elems = std::max(plan.ring_elems, at + n);
+    }
   }
-  plan.ring_slots = max_open + 1;
-  plan.ring_slot_elems = max_padded(plan);
+  plan.ring_overlaps.assign(nb, {});
+  for (size_t b = 0; b < nb; ++b)
+    for (size_t j = 0; j < nb; ++j) {
+      const int64_t b0 = plan.ring_offset[b], b1 = b0 + plan.buckets[b].padded;
+      const int64_t j0 = plan.ring_offset[j], j1 = j0 + plan.buckets[j].padded;
+      if (b0 < j1 && j0 < b1) plan.ring_overlaps[b].push_back(static_cast<int>(j));
+    }
 }
 
 // Stages 1-2: consecutive buckets grouped up to allgather_bucket_elems.

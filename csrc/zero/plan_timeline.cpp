@@ -79,9 +79,9 @@ std::string step_text(const ZeroPlan& plan) {
 std::string ZeroPlan::describe_timeline() const {
   const int U = num_units();
   std::string out = "schedule (ZeRO stage " + std::to_string(flow.stage) + ", N=" + std::to_string(world) + "):\n";
-  if (ring_slots > 0)
-    out += "  bucket ring: " + std::to_string(ring_slots) + " slots x " + elems(ring_slot_elems) + " (" +
-           dtype_name(compute) + ")\n";
+  if (ring_elems > 0)
+    out += "  bucket ring: one arena of " + elems(ring_elems) + " (" + dtype_name(compute) +
+           "), a fixed region per bucket\n";
   for (int u = 0; u < U; ++u) out += "  fwd u" + std::to_string(u) + ": " + forward_text(*this, u) + "\n";
   for (int u = U - 1; u >= 0; --u) {
     const int pos = 2 * U - 1 - u;

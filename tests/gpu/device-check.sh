@@ -65,7 +65,7 @@ RESERVE=5  # seconds kept for the summary
 # Only what the steps below run.
 TARGETS=(zerotrain test_gpu_kernels test_gpu_alloc test_gpu_offload test_comm_nccl zt_comm_bench bench_gpu_kernels)
 # Short kernel subset for the sanitizers (shared-memory reductions, attention, loss, optimizer).
-SANITIZE_FILTER='*LayerNormForwardBackward/bf16:*SquaredNormMatchesAndIsDeterministic/fp32:*ColumnReductionsAreDeterministic/fp32:*SoftmaxCrossEntropyWithIgnoredTargetsAndAliasing/bf16:*AttentionForwardBackward/bf16:GpuTest.AdamAllDtypeCombinations'
+SANITIZE_FILTER='*LayerNormForwardBackward/bf16:*SquaredNormMatchesAndIsDeterministic/fp32:*ColumnReductionsAreDeterministic/fp32:*SoftmaxCrossEntropyWithIgnoredTargetsAndAliasing/bf16:*AttentionForwardBackward/bf16:*TiledAttentionMatchesCpu/bf16:GpuTest.AdamAllDtypeCombinations'
 
 # name limit_s log  — the plan, in order (also what --dry-run prints).
 PLAN=(
@@ -80,6 +80,7 @@ PLAN=(
   "train-fp32 60 train.log"
   "gpt2-bf16 60 perf.log"
   "offload 40 train.log"
+  "long-t 60 train.log"
   "torch-gpt2 60 perf.log"
   "comm-bench 30 perf.log"
   "kernel-bench 30 perf.log"
@@ -319,8 +320,9 @@ if have zerotrain; then
   step train-fp32 "bash tests/gpu/device-extra.sh stages-fp32"
   step gpt2-bf16 "bash tests/gpu/device-extra.sh gpt2-bf16"
   step offload "bash tests/gpu/device-extra.sh offload"
+  step long-t "bash tests/gpu/device-extra.sh long-t"
 else
-  skip train-fp32 "zerotrain not built"; skip gpt2-bf16 "zerotrain not built"; skip offload "zerotrain not built"
+  skip train-fp32 "zerotrain not built"; skip gpt2-bf16 "zerotrain not built"; skip offload "zerotrain not built"; skip long-t "zerotrain not built"
 fi
 if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
   step torch-gpt2 "python3 tests/gpu/torch_gpt2.py --steps 20 --batch 8"

@@ -133,6 +133,26 @@ sys.exit(0 if ok else 1)
 PY
 }
 
+# One bf16 training step of GPT-2 124M at T=4096 (B=1, tiled attention, block recompute): the
+# long-sequence path end to end; prints the step time and the peak memory.
+long_t() {
+  python3 -c "import json; m = json.load(open('configs/models/gpt2-124m.json')); m['n_ctx'] = 4096; json.dump(m, open('$TMP/gpt2_4k.json', 'w'))"
+  echo '{"train_batch_size": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 2},
+         "activation_checkpointing": {"zerotrain_recompute": "block"},
+         "optimizer": {"type": "AdamW", "params": {"lr": 6e-4}}}' >"$TMP/long.json"
+  if ! train "$DEVICE" "$TMP/long.json" "$TMP/gpt2_4k.json" markov:vocab=256,order=1,seed=1 2 "$TMP/long.jsonl" \
+       "$TMP/long.log"; then
+    tail -n 30 "$TMP/long.log"; echo "NOTE: T=4096 training step failed"; return 1
+  fi
+  python3 - "$TMP/long.jsonl" <<'PY'
+import json, math, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+print(f"NOTE: T=4096 GPT-2 124M bf16 step ok: {rows[-1]['step_ms']:.0f} ms/step, {rows[-1]['tokens_per_s']:.0f} tok/s, "
+      f"peak mem {rows[-1]['mem_peak_bytes'] / 2**30:.2f} GiB, losses {[round(r['loss'], 3) for r in rows]}")
+sys.exit(0 if all(math.isfinite(r["loss"]) for r in rows) else 1)
+PY
+}
+
 comm_bench() {
   if "${MPI[@]}" "$BUILD/benchmarks/zt_comm_bench" --device cuda --min-bytes 1M --max-bytes 64M --step-factor 8 \
        >"$TMP/comm.log" 2>&1; then
@@ -145,7 +165,8 @@ comm_bench() {
 case ${1:-} in
   stages-fp32) stages_fp32 ;;
   gpt2-bf16) gpt2_bf16 ;;
+  long-t) long_t ;;
   comm-bench) comm_bench ;;
   offload) offload ;;
-  *) echo "usage: device-extra.sh stages-fp32|gpt2-bf16|offload|comm-bench" >&2; exit 2 ;;
+  *) echo "usage: device-extra.sh stages-fp32|gpt2-bf16|offload|long-t|comm-bench" >&2; exit 2 ;;
 esac

@@ -5,7 +5,13 @@
 namespace zt::gputest {
 namespace {
 
-class GpuSequence : public GpuTest, public ::testing::WithParamInterface<DType> {};
+struct TiledCase { int64_t B, T, C, H; };
+
+class GpuSequence : public GpuTest, public ::testing::WithParamInterface<DType> {
+ protected:
+  // Tiled attention, CUDA vs the CPU reference kernel, forward and backward, for each case.
+  void check_tiled_against_cpu(DType dt, const std::vector<TiledCase>& cases);
+};
 
 // 16-bit attention rounds the probabilities / score gradients to the compute dtype before the
 // GEMMs that consume them (cuBLAS cannot mix fp32 and 16-bit operands): a few units of error.
@@ -51,6 +57,56 @@ TEST_P(GpuSequence, AttentionBackwardIsDeterministic) {
   ops::attention_forward(gs(), out.gpu(), att.gpu(), qkv.gpu(), B, T, C, H);
   ops::attention_backward(gs(), d1.gpu(), datt.gpu(), dout.gpu(), qkv.gpu(), att.gpu(), B, T, C, H);
   ops::attention_backward(gs(), d2.gpu(), datt.gpu(), dout.gpu(), qkv.gpu(), att.gpu(), B, T, C, H);
+  sync();
+  EXPECT_EQ(d1.gpu_raw(), d2.gpu_raw());
+}
+
+// Tiled attention: the CUDA kernel (tensor-core tile GEMMs for 16-bit) against the CPU reference
+// kernel, forward (out and the (max, sum) statistics) and backward; T around the 64 / 32 tiles,
+// head sizes that are not a multiple of 16 (zero padding), and T = 4096. Then determinism.
+
+void GpuSequence::check_tiled_against_cpu(DType dt, const std::vector<TiledCase>& cases) {
+  for (const TiledCase& c : cases) {
+    Dual qkv(*this, *gpu_, dt, {c.B, c.T, 3 * c.C}, uniform(c.B * c.T * 3 * c.C, -2.0f, 2.0f));
+    Dual out(*this, *gpu_, dt, {c.B, c.T, c.C}, {});
+    Dual stats(*this, *gpu_, DType::F32, {c.B, c.H, c.T, 2}, {});
+    ops::attention_tiled_forward(cs(), out.cpu(), stats.cpu(), qkv.cpu(), c.B, c.T, c.C, c.H, 0, 0);
+    ops::attention_tiled_forward(gs(), out.gpu(), stats.gpu(), qkv.gpu(), c.B, c.T, c.C, c.H, 0, 0);
+    sync();
+    std::ostringstream sz;
+    sz << " B=" << c.B << " T=" << c.T << " C=" << c.C << " H=" << c.H << tag(dt);
+    expect_close(out.gpu_values(), out.cpu_values(), att_tol(dt), att_tol(dt), "tiled out" + sz.str());
+    expect_close(stats.gpu_values(), stats.cpu_values(), 1e-4, 1e-4, "tiled stats" + sz.str());
+    // Backward from the CPU's out and statistics on both sides; dqkv accumulates onto random values.
+    out.upload();
+    stats.upload();
+    Dual dout(*this, *gpu_, dt, {c.B, c.T, c.C}, uniform(c.B * c.T * c.C));
+    Dual dqkv(*this, *gpu_, dt, {c.B, c.T, 3 * c.C}, uniform(c.B * c.T * 3 * c.C, -0.1f, 0.1f));
+    ops::attention_tiled_backward(cs(), dqkv.cpu(), dout.cpu(), qkv.cpu(), out.cpu(), stats.cpu(), c.B, c.T, c.C, c.H, 0, 0);
+    ops::attention_tiled_backward(gs(), dqkv.gpu(), dout.gpu(), qkv.gpu(), out.gpu(), stats.gpu(), c.B, c.T, c.C, c.H, 0, 0);
+    sync();
+    expect_close(dqkv.gpu_values(), dqkv.cpu_values(), att_tol(dt), att_tol(dt), "tiled dqkv" + sz.str());
+  }
+}
+
+TEST_P(GpuSequence, TiledAttentionMatchesCpu) {
+  check_tiled_against_cpu(GetParam(), {{1, 1, 8, 2}, {2, 33, 24, 3}, {2, 65, 128, 2}, {1, 130, 64, 1}});
+}
+
+// Not in the sanitizer subset (device-check.sh): T = 4096 is long under memcheck.
+TEST_P(GpuSequence, TiledAttentionLongSequence) { check_tiled_against_cpu(GetParam(), {{1, 4096, 64, 1}}); }
+
+TEST_P(GpuSequence, TiledAttentionIsDeterministic) {
+  const DType dt = GetParam();
+  const int64_t B = 2, T = 100, C = 64, H = 4;
+  Dual qkv(*this, *gpu_, dt, {B, T, 3 * C}, uniform(B * T * 3 * C));
+  Dual out(*this, *gpu_, dt, {B, T, C}, {}), stats(*this, *gpu_, DType::F32, {B, H, T, 2}, {});
+  Dual dout(*this, *gpu_, dt, {B, T, C}, uniform(B * T * C));
+  auto start = uniform(B * T * 3 * C);
+  Dual d1(*this, *gpu_, dt, {B, T, 3 * C}, start), d2(*this, *gpu_, dt, {B, T, 3 * C}, start);
+  ops::attention_tiled_forward(gs(), out.gpu(), stats.gpu(), qkv.gpu(), B, T, C, H, 0, 0);
+  ops::attention_tiled_backward(gs(), d1.gpu(), dout.gpu(), qkv.gpu(), out.gpu(), stats.gpu(), B, T, C, H, 0, 0);
+  ops::attention_tiled_backward(gs(), d2.gpu(), dout.gpu(), qkv.gpu(), out.gpu(), stats.gpu(), B, T, C, H, 0, 0);
   sync();
   EXPECT_EQ(d1.gpu_raw(), d2.gpu_raw());
 }

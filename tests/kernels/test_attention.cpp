@@ -1,5 +1,6 @@
 // Causal self-attention: forward (out, att probabilities) against a double reference; backward
 // (dqkv) against central finite differences of the double forward; determinism.
+#include "attention_ref.h"
 #include "kernel_test_util.h"
 
 namespace zt::test {
@@ -7,36 +8,8 @@ namespace {
 
 struct Dims { int64_t B, T, C, H; };
 
-// out[B,T,C] of GPT-2 causal attention over qkv[B,T,3C]; optional probabilities att[B,H,T,T].
 std::vector<double> attention_ref(const std::vector<double>& qkv, Dims d, std::vector<double>* att = nullptr) {
-  const int64_t hs = d.C / d.H;
-  const double scale = 1.0 / std::sqrt(static_cast<double>(hs));
-  std::vector<double> out(d.B * d.T * d.C, 0.0);
-  if (att) att->assign(d.B * d.H * d.T * d.T, 0.0);
-  auto at = [&](int64_t b, int64_t t, int64_t part, int64_t h, int64_t i) {
-    return qkv[(b * d.T + t) * 3 * d.C + part * d.C + h * hs + i];
-  };
-  for (int64_t b = 0; b < d.B; ++b) {
-    for (int64_t h = 0; h < d.H; ++h) {
-      for (int64_t t = 0; t < d.T; ++t) {
-        std::vector<double> p(t + 1);
-        double mx = -1e300, sum = 0;
-        for (int64_t u = 0; u <= t; ++u) {
-          double sc = 0;
-          for (int64_t i = 0; i < hs; ++i) sc += at(b, t, 0, h, i) * at(b, u, 1, h, i);
-          p[u] = sc * scale;
-          mx = std::max(mx, p[u]);
-        }
-        for (int64_t u = 0; u <= t; ++u) sum += (p[u] = std::exp(p[u] - mx));
-        for (int64_t u = 0; u <= t; ++u) {
-          p[u] /= sum;
-          if (att) (*att)[((b * d.H + h) * d.T + t) * d.T + u] = p[u];
-          for (int64_t i = 0; i < hs; ++i) out[(b * d.T + t) * d.C + h * hs + i] += p[u] * at(b, u, 2, h, i);
-        }
-      }
-    }
-  }
-  return out;
+  return causal_attention_ref(qkv, d.B, d.T, d.C, d.H, att);
 }
 
 class AttentionTest : public KernelTest, public ::testing::WithParamInterface<DType> {};

@@ -74,6 +74,7 @@ RunResult run_engine(const RunSpec& spec, MPI_Comm mpi) {
   ModelOptions mopt;
   mopt.compute_dtype = spec.opt.compute_dtype;
   mopt.micro_batch = spec.micro_batch;
+  mopt.recompute = spec.recompute;
   mopt.device = dev.get();
   mopt.stream = compute.get();
   RunResult res;

@@ -16,6 +16,7 @@ struct RunSpec {
   EngineOptions opt;
   int steps = 5;
   int64_t micro_batch = 2;
+  Recompute recompute = Recompute::None;  // GPT activation recompute
   std::string model_json;        // model file contents
   std::string data = "markov:vocab=16,order=1,seed=5";
   uint64_t seed = 7;

@@ -106,8 +106,12 @@ TEST(EnginePlan, BackwardSpansAndRingFollowTiedParameters) {
   EXPECT_EQ(plan.bucket(0).closes_at, 0);
   EXPECT_EQ(plan.opens_at[2], (std::vector<int>{0, 2}));
   EXPECT_EQ(plan.closes_at[0], (std::vector<int>{0}));
-  EXPECT_EQ(plan.ring_slots, 3);  // b0 and b2 open together at u2; then b1 while b0 is open: max 2, +1
-  EXPECT_EQ(plan.ring_slot_elems, 30);
+  // Ring arena, first fit in backward order: u2 opens b0 [0,10) and b2 [10,40); b2 is held one
+  // position past its close (u2), so b1 (opened at u1, b0 still open) goes to [40,60). 60
+  // elements, where a ring of (max open + 1) slots of the largest bucket held 3 x 30 = 90.
+  EXPECT_EQ(plan.ring_offset, (std::vector<int64_t>{0, 40, 10}));
+  EXPECT_EQ(plan.ring_elems, 60);
+  EXPECT_EQ(plan.ring_overlaps[0], (std::vector<int>{0}));
   EXPECT_EQ(plan.wire_slots, 0);
   EXPECT_TRUE(plan.ag_groups.size() == 1 && plan.ag_groups[0].count == 3);
   EXPECT_NE(plan.describe_timeline().find("bwd u2: open b0 b2; backward; close b2 -> reduce-scatter b2"),

@@ -29,11 +29,17 @@ struct TrainArgs {
   std::string trace_dir;           // --trace DIR: Chrome trace-event JSON per rank + merged
   std::string trace_steps = "1:";  // --trace-steps FIRST:LAST (1-based, inclusive)
   std::string comm_log;            // --comm-log FILE: per-collective JSONL
+  std::string recompute;           // --recompute: overrides activation_checkpointing (empty: config)
 };
 
 // Parses `train` flags; InputError names the flag and what was expected.
 TrainArgs parse_train_args(int argc, char** argv);
 const char* train_usage();
+
+// "none" | "block" | "selective"; InputError naming `what` otherwise.
+Recompute recompute_from(const std::string& name, const std::string& what);
+// The recompute granularity: `flag` (train --recompute) when given, else the config's.
+Recompute recompute_of(const DsConfig& cfg, const std::string& flag);
 
 // Hidden size h for the "auto" rules: GPT n_embd, MLP widest hidden layer.
 int64_t model_hidden_size(const ModelConfig& m);

@@ -221,6 +221,9 @@ struct DsConfig {
   std::optional<OptimizerConfig> optimizer;         // nullopt: no "optimizer" (or no type)
   std::optional<SchedulerConfig> scheduler;
   std::string checkpoint_tag_validation = "WARN";   // "WARN" | "IGNORE" | "FAIL"
+  // activation_checkpointing: "none" | "block" | "selective" (zerotrain_recompute, or "block"
+  // when number_checkpoints >= 1); `train --recompute` overrides it.
+  std::string activation_recompute = "none";
 
   // The resolved config: DeepSpeed's key names and nesting, every default filled in.
   Json resolved;

@@ -68,6 +68,22 @@ ZT_OP(attention_backward,
        const TensorView& att, int64_t B, int64_t T, int64_t C, int64_t H),
       (dqkv, datt_scratch, dout, qkv, att, B, T, C, H))
 
+// Memory-efficient causal attention, tiled over queries and keys with an online softmax
+// (scheme and per-tile math: zerotrain/kernels/attention_tile.h). out[B,T,C] overwrites;
+// stats[B,H,T,2] (fp32) receives each query row's (max, sum of exp(score - max)), O(B·H·T)
+// instead of att's B·H·T·T. tile_q / tile_k: query / key rows per tile, 0 = the defaults
+// (attn_tile::kTileQ / kTileK); the CUDA backend runs only the defaults.
+ZT_OP(attention_tiled_forward,
+      (const TensorView& out, const TensorView& stats, const TensorView& qkv, int64_t B, int64_t T, int64_t C,
+       int64_t H, int64_t tile_q, int64_t tile_k),
+      (out, stats, qkv, B, T, C, H, tile_q, tile_k))
+// dqkv[B,T,3C] +=. out and stats are the forward's outputs; each tile's probabilities are
+// recomputed from qkv and stats. No workspace.
+ZT_OP(attention_tiled_backward,
+      (const TensorView& dqkv, const TensorView& dout, const TensorView& qkv, const TensorView& out,
+       const TensorView& stats, int64_t B, int64_t T, int64_t C, int64_t H, int64_t tile_q, int64_t tile_k),
+      (dqkv, dout, qkv, out, stats, B, T, C, H, tile_q, tile_k))
+
 // Token + position embedding: out[B,T,C] = wte[tokens[b,t]] + wpe[t] (overwrites).
 // tokens[B,T] are int32 on the op's device.
 ZT_OP(embedding_forward,

@@ -17,6 +17,8 @@
 namespace zt {
 
 std::unique_ptr<Model> make_gpt(const GptConfig& cfg, const ModelOptions& opt);
+// Every buffer make_gpt allocates for opt (micro_batch, compute_dtype, recompute); pure.
+std::vector<BufferSpec> gpt_buffer_plan(const GptConfig& cfg, const ModelOptions& opt);
 
 // Forward+backward FLOPs of one sequence of T tokens (PaLM convention):
 // T · (6·N + 12·L·C·T), N = all parameters (wte counted once: it is the tied head's matmul).

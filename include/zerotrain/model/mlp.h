@@ -14,6 +14,8 @@
 namespace zt {
 
 std::unique_ptr<Model> make_mlp(const MlpConfig& cfg, const ModelOptions& opt);
+// Every buffer make_mlp allocates for opt; pure.
+std::vector<BufferSpec> mlp_buffer_plan(const MlpConfig& cfg, const ModelOptions& opt);
 
 // Builds the model a parsed model file describes.
 std::unique_ptr<Model> make_model(const ModelConfig& cfg, const ModelOptions& opt);

@@ -44,6 +44,23 @@ struct Batch {
   std::vector<float> features, targets_f;
 };
 
+// Activation recompute (activation checkpointing) granularity, GPT only (the MLP keeps all):
+//   None      every block's activations are kept from forward to backward;
+//   Block     only each block's input (the residual stream) is kept; the block's forward is
+//             recomputed in its backward into one shared set of block buffers;
+//   Selective the attention internals (output + softmax statistics / probabilities) and the
+//             MLP's GELU output are recomputed; the rest of each block is kept.
+// Recomputing runs the same ops on the same inputs in the same order: results are bitwise equal.
+enum class Recompute : uint8_t { None, Block, Selective };
+const char* recompute_name(Recompute r);  // "none" | "block" | "selective"
+
+// One buffer a model allocates for a micro-batch shape: what the memory prediction sums.
+struct BufferSpec {
+  std::string name;
+  int64_t bytes = 0;
+  MemCategory category = MemCategory::Activations;
+};
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -65,6 +82,10 @@ class Model {
   // Mean loss of the last forward, as a device pointer to one float (valid after the last unit).
   virtual const float* loss_device() const = 0;
 
+  // Every buffer the model allocates (activations, workspace), from the same pure function
+  // that the offline estimate calls (model_buffer_plan): prediction and allocation agree.
+  virtual std::vector<BufferSpec> buffer_plan() const = 0;
+
   // ---- added by the model layer ----
   // Every parameter index unit `unit` reads in forward and backward, ascending. Usually the
   // params with spec.unit == unit; a shared parameter (GPT's tied wte, owned by unit 0) is also
@@ -80,9 +101,17 @@ class Model {
 struct ModelOptions {
   DType compute_dtype = DType::F32;
   int64_t micro_batch = 1;       // B the activations are sized for
+  Recompute recompute = Recompute::None;
+  // Parameters and buffer_plan() only, nothing allocated (the offline estimate): forward /
+  // backward must not be called.
+  bool plan_only = false;
   Device* device = nullptr;
   Stream* stream = nullptr;      // compute stream
 };
+
+struct ModelConfig;
+// The buffers make_model would allocate for cfg under opt (device and stream unused): pure.
+std::vector<BufferSpec> model_buffer_plan(const ModelConfig& cfg, const ModelOptions& opt);
 
 // Parses a model JSON file (configs/models/*.json); InputError on a bad file (names path and key).
 std::unique_ptr<Model> load_model(const std::string& path, const ModelOptions& opt);

@@ -3,7 +3,9 @@
 //   MLP: {"type": "mlp", "dims": [in, h1, ..., out], "activation": "gelu"|"relu",
 //         "task": "regression"|"classification", "init_std": s (optional)}
 //   GPT: {"type": "gpt", "vocab_size": V, "n_ctx": T, "n_layer": L, "n_head": H, "n_embd": C,
-//         "init_std": s (optional, default 0.02)}
+//         "init_std": s (optional, default 0.02),
+//         "attention": "tiled" (default: memory-efficient, O(B·H·T) statistics) | "materialised"
+//                      (keeps the B·H·T·T probabilities; for teaching and testing)}
 // Keys "name", "description" and any key starting with "_" are free-form and ignored; any other
 // unknown key is an error (catches typos). Every error is an InputError naming file and key.
 #pragma once
@@ -26,8 +28,11 @@ struct MlpConfig {
   float init_std = 0.0f;
 };
 
+enum class AttentionKind : uint8_t { Tiled, Materialised };
+
 struct GptConfig {
   int64_t vocab_size = 0, n_ctx = 0, n_layer = 0, n_head = 0, n_embd = 0;
+  AttentionKind attention = AttentionKind::Tiled;
   float init_std = 0.02f;          // GPT-2: 0.02; c_proj weights use init_std / sqrt(2 L)
 };
 

@@ -125,10 +125,6 @@ struct MemoryLine {
   int64_t peak = 0;
 };
 
-// The plan options an engine with these options builds its plan from (`zerotrain explain` builds
-// the same plan without running: make_engine_plan is a pure function).
-PlanOptions plan_options_for(const EngineOptions& o, int world);
-
 struct EngineTestHooks;
 
 class ZeroEngine {

@@ -127,8 +127,12 @@ struct ZeroPlan {
   // ---- backward schedule: buckets opened / closed by each unit's backward ----
   std::vector<std::vector<int>> opens_at, closes_at;
   // ---- bucket ring (stages 2-3) and wire slots (wire dtype != the reduced buffer's) ----
-  int ring_slots = 0;
-  int64_t ring_slot_elems = 0;
+  // The ring is one arena of ring_elems compute-dtype elements; bucket b's gradients live at
+  // [ring_offset[b], + padded) while it is open. ring_overlaps[b]: every bucket (b included)
+  // whose region intersects b's — opening b waits for their last reductions to be consumed.
+  int64_t ring_elems = 0;
+  std::vector<int64_t> ring_offset;
+  std::vector<std::vector<int>> ring_overlaps;
   int wire_slots = 0;
   int64_t wire_slot_elems = 0;
   // ---- post-step all-gather groups (stages 1-2): [first, end) bucket ids ----

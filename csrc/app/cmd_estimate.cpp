@@ -1,0 +1,102 @@
+// cmd_estimate.cpp — `zerotrain estimate --config DS.json --model M.json --world-size N
+//   [--nodes K] [--device-memory SIZE] [--host-memory SIZE] [--recompute none|block|selective]
+//   [--json FILE]`: per rank and per category, what a run would hold (estimate.h), in well under
+// a second and allocating nothing. Exit 0 when it fits, 1 with the deficit when the per-rank
+// device total exceeds --device-memory (or a node's host total exceeds --host-memory), 2 on
+// bad input.
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "zerotrain/app/commands.h"
+#include "zerotrain/app/estimate.h"
+#include "zerotrain/app/train_setup.h"
+#include "zerotrain/core/check.h"
+
+namespace zt {
+namespace {
+
+const char* kUsage =
+    "usage: zerotrain estimate --config DS.json --model M.json --world-size N [--nodes K]\n"
+    "                          [--device-memory SIZE] [--host-memory SIZE] [--recompute none|block|selective]\n"
+    "                          [--json FILE]\n"
+    "  SIZE: bytes, or with a unit: 80GiB, 141GB, 512MiB; --host-memory is per node\n";
+
+int64_t positive(const std::string& flag, const char* v, int64_t hi) {
+  char* end = nullptr;
+  const long long x = std::strtoll(v, &end, 10);
+  if (!*v || *end || x < 1 || x > hi)
+    throw InputError("estimate: " + flag + " '" + v + "': expected an integer in [1, " + std::to_string(hi) + "]");
+  return x;
+}
+
+}  // namespace
+
+int cmd_estimate(int argc, char** argv) {
+  try {
+    std::string config, model, json_out, recompute;
+    int64_t world = 0, nodes = 1, device_mem = 0, host_mem = 0;
+    for (int i = 1; i < argc; ++i) {
+      const std::string f = argv[i];
+      auto value = [&]() -> const char* {
+        if (i + 1 >= argc) throw InputError("estimate: " + f + " needs a value\n" + kUsage);
+        return argv[++i];
+      };
+      if (f == "-h" || f == "--help") {
+        std::printf("%s", kUsage);
+        return 0;
+      } else if (f == "--config") config = value();
+      else if (f == "--model") model = value();
+      else if (f == "--world-size") world = positive(f, value(), int64_t(1) << 24);
+      else if (f == "--nodes") nodes = positive(f, value(), int64_t(1) << 24);
+      else if (f == "--device-memory") device_mem = parse_bytes(value(), "estimate: --device-memory");
+      else if (f == "--host-memory") host_mem = parse_bytes(value(), "estimate: --host-memory");
+      else if (f == "--recompute") recompute = value();
+      else if (f == "--json") json_out = value();
+      else throw InputError("estimate: unknown flag '" + f + "'\n" + kUsage);
+    }
+    if (config.empty() || model.empty() || world == 0)
+      throw InputError(std::string("estimate: --config, --model and --world-size are required\n") + kUsage);
+    if (world % nodes != 0)
+      throw InputError("estimate: --world-size " + std::to_string(world) + " is not a multiple of --nodes " +
+                       std::to_string(nodes));
+    const ModelConfig mcfg = parse_model_config_file(model);
+    ConfigOptions copt;
+    copt.world_size = static_cast<int>(world);
+    copt.world_size_origin = "--world-size";
+    copt.hidden_size = model_hidden_size(mcfg);
+    const DsConfig cfg = load_ds_config(config, copt);
+    for (const std::string& w : cfg.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+    const MemoryEstimate e = estimate_memory(cfg, mcfg, static_cast<int>(world), recompute_of(cfg, recompute));
+    std::printf("%s", estimate_report(e).c_str());
+    if (!json_out.empty()) {
+      std::ofstream f(json_out);
+      if (!f) throw InputError("estimate: --json " + json_out + ": cannot open for writing");
+      f << estimate_json(e) << "\n";
+    }
+    int rc = 0;
+    if (device_mem > 0 && e.max_device_total() > device_mem) {
+      std::printf("does not fit: device memory per rank %lld B > --device-memory %lld B (deficit %lld B)\n",
+                  static_cast<long long>(e.max_device_total()), static_cast<long long>(device_mem),
+                  static_cast<long long>(e.max_device_total() - device_mem));
+      rc = 1;
+    }
+    const int64_t per_node = e.max_host_total() * (world / nodes);
+    if (host_mem > 0 && per_node > host_mem) {
+      std::printf("does not fit: host memory per node %lld B > --host-memory %lld B (deficit %lld B)\n",
+                  static_cast<long long>(per_node), static_cast<long long>(host_mem),
+                  static_cast<long long>(per_node - host_mem));
+      rc = 1;
+    }
+    if (rc == 0 && device_mem > 0)
+      std::printf("fits: device memory per rank %lld B of %lld B\n", static_cast<long long>(e.max_device_total()),
+                  static_cast<long long>(device_mem));
+    return rc;
+  } catch (const InputError& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return kExitBadInput;
+  }
+}
+
+}  // namespace zt

@@ -1,0 +1,138 @@
+// estimate.cpp — the offline memory estimate (see estimate.h).
+#include "zerotrain/app/estimate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+#include <nlohmann/json.hpp>
+
+#include "zerotrain/app/train_setup.h"
+#include "zerotrain/core/check.h"
+#include "zerotrain/model/mlp.h"
+
+namespace zt {
+
+int64_t MemoryEstimate::max_device_total() const {
+  int64_t m = 0;
+  for (const MemoryPrediction& p : ranks) m = std::max(m, p.device_total());
+  return m;
+}
+
+int64_t MemoryEstimate::max_host_total() const {
+  int64_t m = 0;
+  for (const MemoryPrediction& p : ranks) m = std::max(m, p.host_total());
+  return m;
+}
+
+MemoryEstimate estimate_memory(const DsConfig& cfg, const ModelConfig& model, int world, Recompute recompute) {
+  const EngineOptions eopt = engine_options_from(cfg);
+  std::unique_ptr<Device> dev = make_cpu_device();  // never allocates: plan-only model
+  std::unique_ptr<Stream> stream = dev->create_stream("estimate");
+  ModelOptions mopt;
+  mopt.compute_dtype = eopt.compute_dtype;
+  mopt.micro_batch = cfg.train_micro_batch_size_per_gpu;
+  mopt.device = dev.get();
+  mopt.stream = stream.get();
+  mopt.plan_only = true;
+  mopt.recompute = recompute;
+  std::unique_ptr<Model> m = make_model(model, mopt);
+  const ZeroPlan plan = plan_for_model(*m, eopt, world);
+  MemoryEstimate e;
+  e.stage = eopt.stage;
+  e.world = world;
+  e.recompute = recompute;
+  const std::vector<BufferSpec> buffers = m->buffer_plan();
+  // Ranks differ only where the optimizer's chunks do (offloaded host staging); the rest is shared.
+  for (int r = 0; r < world; ++r) {
+    if (r > 0 && !eopt.offload.optimizer) e.ranks.push_back(e.ranks.front());
+    else e.ranks.push_back(predict_memory(plan, eopt, r, buffers));
+  }
+  for (Recompute rc : {Recompute::None, Recompute::Block, Recompute::Selective}) {
+    ModelOptions o = mopt;
+    o.recompute = rc;
+    int64_t a = 0;
+    for (const BufferSpec& b : model_buffer_plan(model, o)) a += b.category == MemCategory::Activations ? b.bytes : 0;
+    e.activations_by_recompute[static_cast<int>(rc)] = a;
+  }
+  return e;
+}
+
+namespace {
+std::string mib(int64_t b) {
+  char s[64];
+  std::snprintf(s, sizeof(s), "%.2f MiB", static_cast<double>(b) / (1 << 20));
+  return s;
+}
+}  // namespace
+
+std::string estimate_report(const MemoryEstimate& e) {
+  const MemoryPrediction& p = e.ranks.front();
+  std::string out;
+  char line[256];
+  std::snprintf(line, sizeof(line), "memory estimate per rank (ZeRO stage %d, N=%d, recompute %s):\n", e.stage, e.world,
+                recompute_name(e.recompute));
+  out += line;
+  std::snprintf(line, sizeof(line), "  %-20s %16s %14s\n", "category", "bytes (B)", "");
+  out += line;
+  for (int i = 0; i < kNumMemCategories; ++i) {
+    const MemCategory c = static_cast<MemCategory>(i);
+    const int64_t b = p.bytes[i];
+    if (b < 0) std::snprintf(line, sizeof(line), "  %-20s %16s  (not predicted: grows on demand)\n", mem_category_name(c), "-");
+    else std::snprintf(line, sizeof(line), "  %-20s %16lld %14s\n", mem_category_name(c), static_cast<long long>(b), mib(b).c_str());
+    out += line;
+  }
+  out += "  parts:\n";
+  for (const BufferSpec& s : p.items) {
+    if (s.category == MemCategory::Activations) continue;  // summarised below
+    std::snprintf(line, sizeof(line), "    %-12s %-24s %16lld B %14s\n", mem_category_name(s.category), s.name.c_str(),
+                  static_cast<long long>(s.bytes), mib(s.bytes).c_str());
+    out += line;
+  }
+  for (Recompute rc : {Recompute::None, Recompute::Block, Recompute::Selective}) {
+    const int64_t a = e.activations_by_recompute[static_cast<int>(rc)];
+    std::snprintf(line, sizeof(line), "  activations with recompute %-9s %16lld B %14s\n", recompute_name(rc),
+                  static_cast<long long>(a), mib(a).c_str());
+    out += line;
+  }
+  std::snprintf(line, sizeof(line), "  device total per rank: %lld B (%s); host total per rank: %lld B (%s)\n",
+                static_cast<long long>(e.max_device_total()), mib(e.max_device_total()).c_str(),
+                static_cast<long long>(e.max_host_total()), mib(e.max_host_total()).c_str());
+  return out + line;
+}
+
+std::string estimate_json(const MemoryEstimate& e) {
+  nlohmann::json ranks = nlohmann::json::array();
+  for (size_t r = 0; r < e.ranks.size(); ++r) {
+    nlohmann::json cats = nlohmann::json::object();
+    for (int i = 0; i < kNumMemCategories; ++i) {
+      const int64_t b = e.ranks[r].bytes[i];
+      cats[mem_category_name(static_cast<MemCategory>(i))] = {{"predicted_bytes", b < 0 ? nlohmann::json() : nlohmann::json(b)}};
+    }
+    ranks.push_back({{"rank", r}, {"categories", cats}});
+  }
+  return nlohmann::json({{"stage", e.stage}, {"world_size", e.world}, {"ranks", ranks}}).dump(2);
+}
+
+int64_t parse_bytes(const std::string& text, const std::string& flag) {
+  const char* s = text.c_str();
+  char* end = nullptr;
+  const double v = std::strtod(s, &end);
+  std::string unit(end);
+  double scale = 0;
+  if (unit.empty() || unit == "B") scale = 1;
+  else if (unit == "KiB") scale = 1024.0;
+  else if (unit == "MiB") scale = 1024.0 * 1024;
+  else if (unit == "GiB") scale = 1024.0 * 1024 * 1024;
+  else if (unit == "TiB") scale = 1024.0 * 1024 * 1024 * 1024;
+  else if (unit == "KB") scale = 1e3;
+  else if (unit == "MB") scale = 1e6;
+  else if (unit == "GB") scale = 1e9;
+  else if (unit == "TB") scale = 1e12;
+  if (end == s || scale == 0 || !(v > 0) || !std::isfinite(v) || v * scale > 9e18)
+    throw InputError(flag + " '" + text + "': expected a positive size such as 80GiB, 512MB or 1e9 (bytes)");
+  return static_cast<int64_t>(v * scale);
+}
+
+}  // namespace zt

@@ -1,0 +1,158 @@
+// cpu_attention_tiled.cpp — memory-efficient causal attention on the CPU backend: the executable
+// reference of the tiling scheme and per-tile math in zerotrain/kernels/attention_tile.h (the CUDA
+// kernel in kernels/attention_tiled.cu runs the same scheme).
+//
+// Work is split over (b, h) pairs (each reads and writes only its own head slices: no races).
+// Within a pair, the head's q, k, v (and dout, out in backward) are widened to fp32 [T,hs] rows and
+// every tile product is an fp32 OpenBLAS sgemm of at most tile_q·tile_k·hs multiply-adds.
+// Memory: per pair O(T·hs) fp32 copies plus one tile_q×tile_k score tile — never T×T.
+// Determinism: the tiling depends only on (T, tile_q, tile_k); OpenBLAS never splits K, so every
+// element is summed in the same order for any thread count.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "cpu_kernels.h"
+#include "zerotrain/kernels/attention_tile.h"
+
+namespace zt::cpu_ops {
+namespace {
+
+void mm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda, const float* B,
+        int64_t ldb, float beta, float* C, int64_t ldc) {
+  sgemm_rm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+struct Tiles {
+  int64_t q, k;
+};
+Tiles tiles_of(int64_t tile_q, int64_t tile_k) {
+  return {tile_q > 0 ? tile_q : attn_tile::kTileQ, tile_k > 0 ? tile_k : attn_tile::kTileK};
+}
+
+// Key columns query tile [r0, r0+rows) reads from key tile c0: up to the tile's last query row.
+int64_t key_cols(int64_t c0, int64_t tile_k, int64_t r0, int64_t rows) { return std::min(tile_k, r0 + rows - c0); }
+
+}  // namespace
+
+void attention_tiled_forward(const TensorView& out, const TensorView& stats, const TensorView& qkv, int64_t B,
+                             int64_t T_, int64_t C, int64_t H, int64_t tile_q, int64_t tile_k) {
+  const int64_t hs = C / H;
+  const float sc = math::attention_scale(static_cast<int>(hs));
+  const Tiles tl = tiles_of(tile_q, tile_k);
+  float* st = static_cast<float*>(stats.data);
+  dispatch_dtype(out.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* o = static_cast<T*>(out.data);
+    const T* x = static_cast<const T*>(qkv.data);
+#pragma omp parallel for schedule(static) if (B * H * T_ * T_ * hs > kParallelGrain)
+    for (int64_t bh = 0; bh < B * H; ++bh) {
+      const int64_t b = bh / H, h = bh % H;
+      const size_t n_el = static_cast<size_t>(T_ * hs);
+      std::vector<float> q(n_el), k(n_el), v(n_el), acc(static_cast<size_t>(tl.q * hs));
+      std::vector<float> S(static_cast<size_t>(tl.q * tl.k)), m(tl.q), l(tl.q);
+      load_head(x, b, h, T_, 3 * C, 0, hs, q.data());
+      load_head(x, b, h, T_, 3 * C, C, hs, k.data());
+      load_head(x, b, h, T_, 3 * C, 2 * C, hs, v.data());
+      for (int64_t r0 = 0; r0 < T_; r0 += tl.q) {
+        const int64_t rows = std::min(tl.q, T_ - r0);
+        std::fill(m.begin(), m.end(), -INFINITY);
+        std::fill(l.begin(), l.end(), 0.0f);
+        std::fill(acc.begin(), acc.end(), 0.0f);
+        for (int64_t c0 = 0; c0 < r0 + rows; c0 += tl.k) {
+          const int64_t cols = key_cols(c0, tl.k, r0, rows);
+          mm(false, true, rows, cols, hs, sc, q.data() + r0 * hs, hs, k.data() + c0 * hs, hs, 0.0f, S.data(), cols);
+          for (int64_t r = 0; r < rows; ++r) {
+            float* srow = S.data() + r * cols;
+            const int64_t vis = attn_tile::visible_keys(r0 + r, c0, cols);
+            float tile_max = -INFINITY;
+            for (int64_t j = 0; j < vis; ++j) tile_max = std::max(tile_max, srow[j]);
+            const float alpha = vis > 0 ? attn_tile::rescale_running_max(m[r], tile_max) : 1.0f;
+            float sum = 0.0f;
+            for (int64_t j = 0; j < cols; ++j) {
+              srow[j] = j < vis ? attn_tile::unnormalised_p(srow[j], m[r]) : 0.0f;
+              sum += srow[j];
+            }
+            l[r] = alpha * l[r] + sum;
+            if (alpha != 1.0f)
+              for (int64_t i = 0; i < hs; ++i) acc[r * hs + i] *= alpha;
+          }
+          mm(false, false, rows, hs, cols, 1.0f, S.data(), cols, v.data() + c0 * hs, hs, 1.0f, acc.data(), hs);
+        }
+        for (int64_t r = 0; r < rows; ++r) {
+          const int64_t t = r0 + r;
+          const float inv = 1.0f / l[r];
+          T* orow = o + (b * T_ + t) * C + h * hs;
+          for (int64_t i = 0; i < hs; ++i) orow[i] = from_f32<T>(acc[r * hs + i] * inv);
+          float* s_row = st + (bh * T_ + t) * attn_tile::kStatsPerRow;
+          s_row[0] = m[r];
+          s_row[1] = l[r];
+        }
+      }
+    }
+  });
+}
+
+void attention_tiled_backward(const TensorView& dqkv, const TensorView& dout, const TensorView& qkv,
+                              const TensorView& out, const TensorView& stats, int64_t B, int64_t T_, int64_t C,
+                              int64_t H, int64_t tile_q, int64_t tile_k) {
+  const int64_t hs = C / H;
+  const float sc = math::attention_scale(static_cast<int>(hs));
+  const Tiles tl = tiles_of(tile_q, tile_k);
+  const float* st = static_cast<const float*>(stats.data);
+  dispatch_dtype(dqkv.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* dx = static_cast<T*>(dqkv.data);
+    const T* x = static_cast<const T*>(qkv.data);
+    const T* dy = static_cast<const T*>(dout.data);
+    const T* y = static_cast<const T*>(out.data);
+#pragma omp parallel for schedule(static) if (B * H * T_ * T_ * hs > kParallelGrain)
+    for (int64_t bh = 0; bh < B * H; ++bh) {
+      const int64_t b = bh / H, h = bh % H;
+      const size_t n_el = static_cast<size_t>(T_ * hs), tile = static_cast<size_t>(tl.q * tl.k);
+      std::vector<float> q(n_el), k(n_el), v(n_el), go(n_el), yo(n_el), dq(n_el, 0.0f), dk(n_el, 0.0f),
+          dv(n_el, 0.0f), D(T_), P(tile), dP(tile);
+      load_head(x, b, h, T_, 3 * C, 0, hs, q.data());
+      load_head(x, b, h, T_, 3 * C, C, hs, k.data());
+      load_head(x, b, h, T_, 3 * C, 2 * C, hs, v.data());
+      load_head(dy, b, h, T_, C, 0, hs, go.data());
+      load_head(y, b, h, T_, C, 0, hs, yo.data());
+      for (int64_t t = 0; t < T_; ++t) {  // D_t = dout_t · out_t = Σ_j p_j dp_j
+        float d = 0.0f;
+        for (int64_t i = 0; i < hs; ++i) d += go[t * hs + i] * yo[t * hs + i];
+        D[t] = d;
+      }
+      for (int64_t r0 = 0; r0 < T_; r0 += tl.q) {
+        const int64_t rows = std::min(tl.q, T_ - r0);
+        const float* qB = q.data() + r0 * hs;
+        const float* goB = go.data() + r0 * hs;
+        for (int64_t c0 = 0; c0 < r0 + rows; c0 += tl.k) {
+          const int64_t cols = key_cols(c0, tl.k, r0, rows);
+          mm(false, true, rows, cols, hs, sc, qB, hs, k.data() + c0 * hs, hs, 0.0f, P.data(), cols);
+          for (int64_t r = 0; r < rows; ++r) {
+            const float* s_row = st + (bh * T_ + r0 + r) * attn_tile::kStatsPerRow;
+            const float mr = s_row[0], inv_l = 1.0f / s_row[1];
+            const int64_t vis = attn_tile::visible_keys(r0 + r, c0, cols);
+            float* prow = P.data() + r * cols;
+            for (int64_t j = 0; j < cols; ++j) prow[j] = j < vis ? attn_tile::recomputed_p(prow[j], mr, inv_l) : 0.0f;
+          }
+          mm(true, false, cols, hs, rows, 1.0f, P.data(), cols, goB, hs, 1.0f, dv.data() + c0 * hs, hs);
+          mm(false, true, rows, cols, hs, 1.0f, goB, hs, v.data() + c0 * hs, hs, 0.0f, dP.data(), cols);
+          for (int64_t r = 0; r < rows; ++r) {
+            const float* prow = P.data() + r * cols;
+            float* drow = dP.data() + r * cols;  // becomes dS (masked entries have p = 0)
+            for (int64_t j = 0; j < cols; ++j) drow[j] = attn_tile::score_grad(prow[j], drow[j], D[r0 + r], sc);
+          }
+          mm(false, false, rows, hs, cols, 1.0f, dP.data(), cols, k.data() + c0 * hs, hs, 1.0f, dq.data() + r0 * hs,
+             hs);
+          mm(true, false, cols, hs, rows, 1.0f, dP.data(), cols, qB, hs, 1.0f, dk.data() + c0 * hs, hs);
+        }
+      }
+      add_head(dx, b, h, T_, 3 * C, 0, hs, dq.data());
+      add_head(dx, b, h, T_, 3 * C, C, hs, dk.data());
+      add_head(dx, b, h, T_, 3 * C, 2 * C, hs, dv.data());
+    }
+  });
+}
+
+}  // namespace zt::cpu_ops

@@ -1,0 +1,35 @@
+// estimate.h — `zerotrain estimate`: the per-rank memory of a run, per category, from the
+// DeepSpeed config, the model file and the world size, without allocating anything (a plan-only
+// model gives the parameters and the buffer list; memory_predict.h does the arithmetic the
+// in-run memory report compares against).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "zerotrain/config/ds_config.h"
+#include "zerotrain/model/model_config.h"
+#include "zerotrain/zero/memory_predict.h"
+
+namespace zt {
+
+struct MemoryEstimate {
+  int stage = 0, world = 1;
+  Recompute recompute = Recompute::None;
+  std::vector<MemoryPrediction> ranks;  // per rank (they differ only in host staging)
+  int64_t activations_by_recompute[3] = {0, 0, 0};  // activations bytes at none / block / selective
+  int64_t max_device_total() const;
+  int64_t max_host_total() const;
+};
+
+// InputError on settings zerotrain cannot run (same rules as train).
+MemoryEstimate estimate_memory(const DsConfig& cfg, const ModelConfig& model, int world, Recompute recompute);
+// Per-category table with units, the named parts of buckets / gather / workspace, the
+// activations at each recompute setting.
+std::string estimate_report(const MemoryEstimate& e);
+// The --memory-report JSON schema with predicted_bytes only: {stage, world_size, ranks:[{rank, categories}]}.
+std::string estimate_json(const MemoryEstimate& e);
+// "80GiB", "512MB", "1.5e9", "1024" -> bytes; InputError naming `flag` otherwise.
+int64_t parse_bytes(const std::string& text, const std::string& flag);
+
+}  // namespace zt

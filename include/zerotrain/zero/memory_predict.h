@@ -1,0 +1,41 @@
+// memory_predict.h — the per-rank memory prediction, per category, as a pure function of the
+// plan, the engine options and the model's buffer list. ZeroEngine::memory_lines() (the in-run
+// memory report) and `zerotrain estimate` / `check-config --model` call the same function, so
+// the estimate is what a run measures. Nothing is allocated.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "zerotrain/core/allocator.h"
+#include "zerotrain/model/model.h"
+#include "zerotrain/zero/engine.h"
+#include "zerotrain/zero/plan.h"
+
+namespace zt {
+
+struct MemoryPrediction {
+  std::vector<int64_t> bytes = std::vector<int64_t>(kNumMemCategories, -1);  // per category; -1: not predicted
+  std::vector<BufferSpec> items;  // named parts (model buffers, ring, wire slots, gathered buckets, ...)
+  int64_t at(MemCategory c) const { return bytes[static_cast<int>(c)]; }
+  // Σ of the predicted categories that live in device memory / in host memory.
+  int64_t device_total() const;
+  int64_t host_total() const;
+};
+
+// Steady-state bytes after set-up (what the tracker's current counts hold during training) on
+// `rank`. Transient buffers (parameter initialisation staging, --save-weights gathers) are not
+// included: they are freed before training and bounded by kInitStagingElems / the save path.
+MemoryPrediction predict_memory(const ZeroPlan& plan, const EngineOptions& opt, int rank,
+                                const std::vector<BufferSpec>& model_buffers);
+
+// Parameter initialisation / loading stages the fp32 master through at most this many elements.
+constexpr int64_t kInitStagingElems = int64_t(1) << 22;
+
+bool is_host_category(MemCategory c);
+
+// The engine's plan for a model (its params and units) under these options at `world` ranks —
+// what ZeroEngine builds at start-up; the estimate calls it on a plan-only model.
+PlanOptions plan_options_of(const EngineOptions& o, int world);
+ZeroPlan plan_for_model(const Model& model, const EngineOptions& o, int world);
+
+}  // namespace zt

@@ -1,0 +1,377 @@
+// attention_tiled.cu — memory-efficient causal attention on the CUDA backend: the tiling scheme
+// and per-tile math of zerotrain/kernels/attention_tile.h (CPU reference:
+// csrc/kernels/cpu_attention_tiled.cpp), with the tile GEMMs on tensor cores (wmma 16x16x16,
+// bf16/fp16 in, fp32 accumulate). fp32 inputs run the same tiles with SIMT products.
+//
+// Tiles: query tiles of kTileQ = 64 rows, key tiles of kTileK = 32 rows; the head is padded to
+// HP = round_up(hs, 16) columns with zeros in shared memory (hs <= 128).
+//  forward        one block per (b, h, query tile); warp w owns query rows 16w..16w+15 and runs
+//                 the online softmax for them (lane j = key column j of the tile).
+//  backward dK,dV one block per (b, h, key tile); warp w owns key rows 16w..16w+15 and visits
+//                 the query tiles that can see them: Sᵀ = K Qᵀ, Pᵀ from the saved (m, l),
+//                 dV += Pᵀ dO, dPᵀ = V dOᵀ, dSᵀ, dK += dSᵀ Q.
+//  backward dQ    one block per (b, h, query tile): S = Q Kᵀ, P, dP = dO Vᵀ, dS, dQ += dS K.
+// The two backward kernels cover the same (query tile, key tile) pairs as the CPU loop; each
+// output element is written by exactly one block (no atomics, deterministic), in a different
+// summation order than the CPU (agreement is within fp32 / 16-bit tolerance, not bitwise).
+// D_t = dout_t·out_t is computed first into the stream's scratch (B·H·T floats).
+#include <mma.h>
+
+#include <type_traits>
+
+#include "cuda_common.cuh"
+#include "zerotrain/kernels/attention_tile.h"
+#include "zerotrain/kernels/cuda_ops.h"
+
+namespace zt::cuda_detail {
+namespace {
+
+constexpr int kBQ = static_cast<int>(attn_tile::kTileQ);  // 64
+constexpr int kBK = static_cast<int>(attn_tile::kTileK);  // 32
+constexpr int kMaxHead = 128;
+static_assert(kBQ % 16 == 0 && kBK == 32, "warp-per-16-rows tiling assumes kTileK == 32 (a lane per key)");
+
+template <typename T> struct Wmma;
+template <> struct Wmma<bf16> { using type = __nv_bfloat16; };
+template <> struct Wmma<fp16> { using type = __half; };
+
+// C[16 x N] (fp32, ldc) = (accumulate ? C : 0) + A[16 x K] · B, A row-major (lda); B is [K x N]
+// row-major (ldb) or, when b_trans, stored as [N x K] row-major (ldb). N, K multiples of 16.
+// All pointers in shared memory, 32-byte aligned; ld's multiples of 16 elements.
+template <typename T, bool b_trans>
+__device__ void warp_mma(const T* A, int lda, const T* B, int ldb, float* C, int ldc, int N, int K, bool accumulate) {
+  using namespace nvcuda;
+  using E = typename Wmma<T>::type;
+  using BLayout = typename std::conditional<b_trans, wmma::col_major, wmma::row_major>::type;
+  const E* a = reinterpret_cast<const E*>(A);
+  const E* b = reinterpret_cast<const E*>(B);
+  for (int n = 0; n < N; n += 16) {
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+    if (accumulate) wmma::load_matrix_sync(acc, C + n, ldc, wmma::mem_row_major);
+    else wmma::fill_fragment(acc, 0.0f);
+    for (int k = 0; k < K; k += 16) {
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, E, wmma::row_major> fa;
+      wmma::fragment<wmma::matrix_b, 16, 16, 16, E, BLayout> fb;
+      wmma::load_matrix_sync(fa, a + k, lda);
+      wmma::load_matrix_sync(fb, b_trans ? b + n * ldb + k : b + k * ldb + n, ldb);
+      wmma::mma_sync(acc, fa, fb, acc);
+    }
+    wmma::store_matrix_sync(C + n, acc, ldc, wmma::mem_row_major);
+  }
+  __syncwarp();
+}
+
+// fp32 inputs: the same product with SIMT lanes (no tensor cores for fp32 here).
+template <>
+__device__ void warp_mma<float, false>(const float* A, int lda, const float* B, int ldb, float* C, int ldc, int N,
+                                       int K, bool accumulate) {
+  const int lane = threadIdx.x & 31;
+  for (int idx = lane; idx < 16 * N; idx += 32) {
+    const int r = idx / N, c = idx % N;
+    float s = accumulate ? C[r * ldc + c] : 0.0f;
+    for (int k = 0; k < K; ++k) s += A[r * lda + k] * B[k * ldb + c];
+    C[r * ldc + c] = s;
+  }
+  __syncwarp();
+}
+template <>
+__device__ void warp_mma<float, true>(const float* A, int lda, const float* B, int ldb, float* C, int ldc, int N,
+                                      int K, bool accumulate) {
+  const int lane = threadIdx.x & 31;
+  for (int idx = lane; idx < 16 * N; idx += 32) {
+    const int r = idx / N, c = idx % N;
+    float s = accumulate ? C[r * ldc + c] : 0.0f;
+    for (int k = 0; k < K; ++k) s += A[r * lda + k] * B[c * ldb + k];
+    C[r * ldc + c] = s;
+  }
+  __syncwarp();
+}
+
+struct Shape {
+  int64_t B, T, C, H, hs;
+  int HP;  // hs rounded up to 16
+};
+
+// rows [t0, t0+n) of head h, channels offset + h·hs, into dst[n][HP] (zero padding), all threads.
+template <typename T>
+__device__ void load_tile(T* dst, const T* base, int64_t b, int64_t h, int64_t t0, int n, int64_t row_stride,
+                          int64_t offset, const Shape& sh) {
+  for (int idx = threadIdx.x; idx < n * sh.HP; idx += blockDim.x) {
+    const int r = idx / sh.HP, i = idx % sh.HP;
+    const int64_t t = t0 + r;
+    dst[idx] = (t < sh.T && i < sh.hs) ? base[(b * sh.T + t) * row_stride + offset + h * sh.hs + i] : from_f32<T>(0.0f);
+  }
+}
+
+// Shared-memory carving; offsets rounded to 256 bytes like the host-side sizes (tile_bytes).
+__host__ __device__ constexpr size_t round256(size_t b) { return (b + 255) & ~size_t(255); }
+template <typename T> __device__ T* carve(char*& p, size_t n) {
+  T* out = reinterpret_cast<T*>(p);
+  p += round256(n * sizeof(T));
+  return out;
+}
+
+template <typename T>
+__global__ void tiled_forward_kernel(T* out, float* stats, const T* qkv, Shape sh, float sc) {
+  extern __shared__ __align__(256) char smem[];
+  const int64_t bh = blockIdx.y, b = bh / sh.H, h = bh % sh.H, r0 = static_cast<int64_t>(blockIdx.x) * kBQ;
+  const int HP = sh.HP, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  char* p = smem;
+  T* Qs = carve<T>(p, kBQ * HP);
+  T* Ks = carve<T>(p, kBK * HP);
+  T* Vs = carve<T>(p, kBK * HP);
+  T* Ps = carve<T>(p, kBQ * kBK);
+  float* S = carve<float>(p, kBQ * kBK);
+  float* O = carve<float>(p, kBQ * HP);
+  float* m = carve<float>(p, kBQ);
+  float* l = carve<float>(p, kBQ);
+  load_tile(Qs, qkv, b, h, r0, kBQ, 3 * sh.C, 0, sh);
+  for (int i = threadIdx.x; i < kBQ * HP; i += blockDim.x) O[i] = 0.0f;
+  for (int i = threadIdx.x; i < kBQ; i += blockDim.x) { m[i] = -INFINITY; l[i] = 0.0f; }
+  const int64_t last = min(sh.T, r0 + kBQ);  // keys beyond the tile's last row are masked
+  const int wr = warp * 16;                  // this warp's first row in the tile
+  for (int64_t c0 = 0; c0 < last; c0 += kBK) {
+    __syncthreads();  // previous tile's K/V no longer read
+    load_tile(Ks, qkv, b, h, c0, kBK, 3 * sh.C, sh.C, sh);
+    load_tile(Vs, qkv, b, h, c0, kBK, 3 * sh.C, 2 * sh.C, sh);
+    __syncthreads();
+    warp_mma<T, true>(Qs + wr * HP, HP, Ks, HP, S + wr * kBK, kBK, kBK, HP, false);
+    for (int r = wr; r < wr + 16; ++r) {
+      const int64_t t = r0 + r;
+      const int64_t vis = t < sh.T ? attn_tile::visible_keys(t, c0, (sh.T - c0 < kBK ? sh.T - c0 : int64_t{kBK})) : 0;
+      const bool on = lane < vis;
+      const float s = on ? S[r * kBK + lane] * sc : -INFINITY;
+      float alpha = 1.0f, pr = 0.0f;
+      if (vis > 0) {
+        float mr = m[r];
+        alpha = attn_tile::rescale_running_max(mr, warp_max(s));
+        pr = on ? attn_tile::unnormalised_p(s, mr) : 0.0f;
+        const float sum = warp_sum(pr);
+        __syncwarp();
+        if (lane == 0) { m[r] = mr; l[r] = alpha * l[r] + sum; }
+      }
+      Ps[r * kBK + lane] = from_f32<T>(pr);
+      for (int i = lane; i < HP; i += 32) O[r * HP + i] *= alpha;
+    }
+    __syncwarp();
+    warp_mma<T, false>(Ps + wr * kBK, kBK, Vs, HP, O + wr * HP, HP, HP, kBK, true);
+  }
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < kBQ * HP; idx += blockDim.x) {
+    const int r = idx / HP, i = idx % HP;
+    const int64_t t = r0 + r;
+    if (t >= sh.T || i >= sh.hs) continue;
+    out[(b * sh.T + t) * sh.C + h * sh.hs + i] = from_f32<T>(O[idx] / l[r]);
+    if (i == 0) {
+      stats[(bh * sh.T + t) * attn_tile::kStatsPerRow] = m[r];
+      stats[(bh * sh.T + t) * attn_tile::kStatsPerRow + 1] = l[r];
+    }
+  }
+}
+
+// D[bh·T + t] = dout_t · out_t (fp32), one warp per row.
+template <typename T>
+__global__ void row_dot_kernel(float* D, const T* dout, const T* out, Shape sh) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + (threadIdx.x >> 5);
+  if (row >= sh.B * sh.H * sh.T) return;
+  const int64_t bh = row / sh.T, t = row % sh.T, b = bh / sh.H, h = bh % sh.H;
+  const int64_t at = (b * sh.T + t) * sh.C + h * sh.hs;
+  float s = 0.0f;
+  for (int64_t i = threadIdx.x & 31; i < sh.hs; i += 32) s += to_f32(dout[at + i]) * to_f32(out[at + i]);
+  s = warp_sum(s);
+  if ((threadIdx.x & 31) == 0) D[row] = s;
+}
+
+// dK, dV for key tile blockIdx.x (kBK rows, two warps).
+template <typename T>
+__global__ void tiled_dkdv_kernel(T* dqkv, const T* dout, const T* qkv, const float* stats, const float* D, Shape sh,
+                                  float sc) {
+  extern __shared__ __align__(256) char smem[];
+  const int64_t bh = blockIdx.y, b = bh / sh.H, h = bh % sh.H, c0 = static_cast<int64_t>(blockIdx.x) * kBK;
+  const int HP = sh.HP, wr = (threadIdx.x >> 5) * 16, lane = threadIdx.x & 31;
+  char* p = smem;
+  T* Ks = carve<T>(p, kBK * HP);
+  T* Vs = carve<T>(p, kBK * HP);
+  T* Qs = carve<T>(p, kBQ * HP);
+  T* dOs = carve<T>(p, kBQ * HP);
+  T* PT = carve<T>(p, kBK * kBQ);
+  float* ST = carve<float>(p, kBK * kBQ);
+  float* dK = carve<float>(p, kBK * HP);
+  float* dV = carve<float>(p, kBK * HP);
+  float* dPTs = carve<float>(p, kBK * kBQ);
+  load_tile(Ks, qkv, b, h, c0, kBK, 3 * sh.C, sh.C, sh);
+  load_tile(Vs, qkv, b, h, c0, kBK, 3 * sh.C, 2 * sh.C, sh);
+  for (int i = threadIdx.x; i < kBK * HP; i += blockDim.x) dK[i] = dV[i] = 0.0f;
+  for (int64_t r0 = c0 / kBQ * kBQ; r0 < sh.T; r0 += kBQ) {
+    __syncthreads();
+    load_tile(Qs, qkv, b, h, r0, kBQ, 3 * sh.C, 0, sh);
+    load_tile(dOs, dout, b, h, r0, kBQ, sh.C, 0, sh);
+    __syncthreads();
+    warp_mma<T, true>(Ks + wr * HP, HP, Qs, HP, ST + wr * kBQ, kBQ, kBQ, HP, false);  // Sᵀ = K Qᵀ
+    for (int j = wr; j < wr + 16; ++j) {
+      for (int r = lane; r < kBQ; r += 32) {
+        const int64_t t = r0 + r, key = c0 + j;
+        float pv = 0.0f;
+        if (t < sh.T && key < sh.T && key <= t) {
+          const float* srow = stats + (bh * sh.T + t) * attn_tile::kStatsPerRow;
+          pv = attn_tile::recomputed_p(ST[j * kBQ + r] * sc, srow[0], 1.0f / srow[1]);
+        }
+        ST[j * kBQ + r] = pv;
+        PT[j * kBQ + r] = from_f32<T>(pv);
+      }
+    }
+    __syncwarp();
+    warp_mma<T, false>(PT + wr * kBQ, kBQ, dOs, HP, dV + wr * HP, HP, HP, kBQ, true);  // dV += Pᵀ dO
+    warp_mma<T, true>(Vs + wr * HP, HP, dOs, HP, dPTs + wr * kBQ, kBQ, kBQ, HP, false);
+    for (int j = wr; j < wr + 16; ++j)
+      for (int r = lane; r < kBQ; r += 32) {
+        const int64_t t = r0 + r;
+        const float dval = t < sh.T ? D[bh * sh.T + t] : 0.0f;
+        PT[j * kBQ + r] = from_f32<T>(attn_tile::score_grad(ST[j * kBQ + r], dPTs[j * kBQ + r], dval, sc));
+      }
+    __syncwarp();
+    warp_mma<T, false>(PT + wr * kBQ, kBQ, Qs, HP, dK + wr * HP, HP, HP, kBQ, true);  // dK += dSᵀ Q
+  }
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < kBK * HP; idx += blockDim.x) {
+    const int j = idx / HP, i = idx % HP;
+    const int64_t key = c0 + j;
+    if (key >= sh.T || i >= sh.hs) continue;
+    T* row = dqkv + (b * sh.T + key) * 3 * sh.C + h * sh.hs + i;
+    row[sh.C] = from_f32<T>(to_f32(row[sh.C]) + dK[idx]);
+    row[2 * sh.C] = from_f32<T>(to_f32(row[2 * sh.C]) + dV[idx]);
+  }
+}
+
+// dQ for query tile blockIdx.x (kBQ rows, four warps).
+template <typename T>
+__global__ void tiled_dq_kernel(T* dqkv, const T* dout, const T* qkv, const float* stats, const float* D, Shape sh,
+                                float sc) {
+  extern __shared__ __align__(256) char smem[];
+  const int64_t bh = blockIdx.y, b = bh / sh.H, h = bh % sh.H, r0 = static_cast<int64_t>(blockIdx.x) * kBQ;
+  const int HP = sh.HP, wr = (threadIdx.x >> 5) * 16, lane = threadIdx.x & 31;
+  char* p = smem;
+  T* Qs = carve<T>(p, kBQ * HP);
+  T* dOs = carve<T>(p, kBQ * HP);
+  T* Ks = carve<T>(p, kBK * HP);
+  T* Vs = carve<T>(p, kBK * HP);
+  T* dSs = carve<T>(p, kBQ * kBK);
+  float* S = carve<float>(p, kBQ * kBK);
+  float* dP = carve<float>(p, kBQ * kBK);
+  float* dQ = carve<float>(p, kBQ * HP);
+  load_tile(Qs, qkv, b, h, r0, kBQ, 3 * sh.C, 0, sh);
+  load_tile(dOs, dout, b, h, r0, kBQ, sh.C, 0, sh);
+  for (int i = threadIdx.x; i < kBQ * HP; i += blockDim.x) dQ[i] = 0.0f;
+  const int64_t last = min(sh.T, r0 + kBQ);
+  for (int64_t c0 = 0; c0 < last; c0 += kBK) {
+    __syncthreads();
+    load_tile(Ks, qkv, b, h, c0, kBK, 3 * sh.C, sh.C, sh);
+    load_tile(Vs, qkv, b, h, c0, kBK, 3 * sh.C, 2 * sh.C, sh);
+    __syncthreads();
+    warp_mma<T, true>(Qs + wr * HP, HP, Ks, HP, S + wr * kBK, kBK, kBK, HP, false);    // S = Q Kᵀ
+    warp_mma<T, true>(dOs + wr * HP, HP, Vs, HP, dP + wr * kBK, kBK, kBK, HP, false);  // dP = dO Vᵀ
+    for (int r = wr; r < wr + 16; ++r) {
+      const int64_t t = r0 + r, key = c0 + lane;
+      float ds = 0.0f;
+      if (t < sh.T && key < sh.T && key <= t) {
+        const float* srow = stats + (bh * sh.T + t) * attn_tile::kStatsPerRow;
+        const float pv = attn_tile::recomputed_p(S[r * kBK + lane] * sc, srow[0], 1.0f / srow[1]);
+        ds = attn_tile::score_grad(pv, dP[r * kBK + lane], D[bh * sh.T + t], sc);
+      }
+      dSs[r * kBK + lane] = from_f32<T>(ds);
+    }
+    __syncwarp();
+    warp_mma<T, false>(dSs + wr * kBK, kBK, Ks, HP, dQ + wr * HP, HP, HP, kBK, true);  // dQ += dS K
+  }
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < kBQ * HP; idx += blockDim.x) {
+    const int r = idx / HP, i = idx % HP;
+    const int64_t t = r0 + r;
+    if (t >= sh.T || i >= sh.hs) continue;
+    T* q = dqkv + (b * sh.T + t) * 3 * sh.C + h * sh.hs + i;
+    *q = from_f32<T>(to_f32(*q) + dQ[idx]);
+  }
+}
+
+size_t tile_bytes(size_t n, size_t elem) { return round256(n * elem); }
+
+size_t forward_smem(int HP, size_t e) {
+  return tile_bytes(kBQ * HP, e) + 2 * tile_bytes(kBK * HP, e) + tile_bytes(kBQ * kBK, e) +
+         tile_bytes(kBQ * kBK, 4) + tile_bytes(kBQ * HP, 4) + 2 * tile_bytes(kBQ, 4);
+}
+size_t dkdv_smem(int HP, size_t e) {
+  return 2 * tile_bytes(kBK * HP, e) + 2 * tile_bytes(kBQ * HP, e) + tile_bytes(kBK * kBQ, e) +
+         2 * tile_bytes(kBK * kBQ, 4) + 2 * tile_bytes(kBK * HP, 4);
+}
+size_t dq_smem(int HP, size_t e) {
+  return 2 * tile_bytes(kBQ * HP, e) + 2 * tile_bytes(kBK * HP, e) + tile_bytes(kBQ * kBK, e) +
+         2 * tile_bytes(kBQ * kBK, 4) + tile_bytes(kBQ * HP, 4);
+}
+
+Shape shape_of(int64_t B, int64_t T, int64_t C, int64_t H, int64_t tile_q, int64_t tile_k) {
+  const int64_t hs = C / H;
+  ZT_CHECK(hs <= kMaxHead, "attention_tiled: head size " + std::to_string(hs) + " exceeds the CUDA kernel's " +
+                               std::to_string(kMaxHead));
+  ZT_CHECK((tile_q == 0 || tile_q == kBQ) && (tile_k == 0 || tile_k == kBK),
+           "attention_tiled: the CUDA kernel runs tile_q=" + std::to_string(kBQ) + ", tile_k=" + std::to_string(kBK) +
+               " only (pass 0 for the defaults)");
+  return {B, T, C, H, hs, static_cast<int>((hs + 15) / 16 * 16)};
+}
+
+// Opts the kernel into `bytes` of dynamic shared memory (above the 48 KiB default) and launches it.
+template <typename... KArgs, typename... Args>
+void launch_smem(void (*kernel)(KArgs...), dim3 grid, int threads, size_t bytes, Stream& s, Args... args) {
+  ZT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  kernel<<<grid, threads, bytes, native(s)>>>(args...);
+  ZT_CUDA_LAUNCH_CHECK();
+}
+
+template <typename T>
+void forward_typed(Stream& s, T* out, float* stats, const T* qkv, const Shape& sh) {
+  const dim3 grid(static_cast<unsigned>((sh.T + kBQ - 1) / kBQ), static_cast<unsigned>(sh.B * sh.H));
+  const float sc = math::attention_scale(static_cast<int>(sh.hs));
+  launch_smem(tiled_forward_kernel<T>, grid, kBQ / 16 * 32, forward_smem(sh.HP, sizeof(T)), s, out, stats, qkv, sh, sc);
+}
+
+template <typename T>
+void backward_typed(Stream& s, T* dqkv, const T* dout, const T* qkv, const T* out, const float* stats,
+                    const Shape& sh) {
+  const float sc = math::attention_scale(static_cast<int>(sh.hs));
+  const int64_t rows = sh.B * sh.H * sh.T;
+  float* D = static_cast<float*>(scratch(s, static_cast<size_t>(rows) * sizeof(float)));
+  row_dot_kernel<T><<<static_cast<unsigned>((rows + 7) / 8), 256, 0, native(s)>>>(D, dout, out, sh);
+  ZT_CUDA_LAUNCH_CHECK();
+  const unsigned bh = static_cast<unsigned>(sh.B * sh.H);
+  launch_smem(tiled_dkdv_kernel<T>, dim3(static_cast<unsigned>((sh.T + kBK - 1) / kBK), bh), kBK / 16 * 32,
+              dkdv_smem(sh.HP, sizeof(T)), s, dqkv, dout, qkv, stats, static_cast<const float*>(D), sh, sc);
+  launch_smem(tiled_dq_kernel<T>, dim3(static_cast<unsigned>((sh.T + kBQ - 1) / kBQ), bh), kBQ / 16 * 32,
+              dq_smem(sh.HP, sizeof(T)), s, dqkv, dout, qkv, stats, static_cast<const float*>(D), sh, sc);
+}
+
+}  // namespace
+}  // namespace zt::cuda_detail
+
+namespace zt::cuda_ops {
+using namespace zt::cuda_detail;
+
+void attention_tiled_forward(Stream& s, const TensorView& out, const TensorView& stats, const TensorView& qkv,
+                             int64_t B, int64_t T, int64_t C, int64_t H, int64_t tile_q, int64_t tile_k) {
+  const Shape sh = shape_of(B, T, C, H, tile_q, tile_k);
+  if (B == 0 || T == 0 || C == 0) return;
+  ZT_DISPATCH_DTYPE(out.dtype, X,
+                    forward_typed<X>(s, static_cast<X*>(out.data), static_cast<float*>(stats.data),
+                                     static_cast<const X*>(qkv.data), sh));
+}
+
+void attention_tiled_backward(Stream& s, const TensorView& dqkv, const TensorView& dout, const TensorView& qkv,
+                              const TensorView& out, const TensorView& stats, int64_t B, int64_t T, int64_t C,
+                              int64_t H, int64_t tile_q, int64_t tile_k) {
+  const Shape sh = shape_of(B, T, C, H, tile_q, tile_k);
+  if (B == 0 || T == 0 || C == 0) return;
+  ZT_DISPATCH_DTYPE(dqkv.dtype, X,
+                    backward_typed<X>(s, static_cast<X*>(dqkv.data), static_cast<const X*>(dout.data),
+                                      static_cast<const X*>(qkv.data), static_cast<const X*>(out.data),
+                                      static_cast<const float*>(stats.data), sh));
+}
+
+}  // namespace zt::cuda_ops

@@ -1,0 +1,105 @@
+"""`zerotrain estimate` and `check-config --model` (CPU backend):
+
+* the --json estimate equals a real run's --memory-report (predicted_bytes, and the measured
+  bytes of every predicted category) for gpt-tiny at 2 ranks, stages 2 and 3, recompute on/off;
+* GPT-2 124M at N=1024 answers in well under a second; a too-small --device-memory exits 1 with
+  the deficit;
+* bad input (bad model, bad config, world size 0, bad size) exits 2 with a message naming it.
+"""
+import json
+import os
+import subprocess
+import tempfile
+import time
+import unittest
+
+BIN = os.environ.get("ZT_BIN", "build/zerotrain")
+MPIEXEC = os.environ.get("ZT_MPIEXEC", "mpirun")
+REPO = os.environ.get("ZT_REPO", ".")
+MPI_FLAGS = ["--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-x", "OMP_NUM_THREADS=1",
+             "-x", "OPENBLAS_NUM_THREADS=1", "-x", "OMPI_MCA_mpi_yield_when_idle=1"]
+TINY = os.path.join(REPO, "configs/models/gpt-tiny.json")
+GPT2 = os.path.join(REPO, "configs/models/gpt2-124m.json")
+
+
+def run(args, **kw):
+    return subprocess.run([BIN] + args, capture_output=True, text=True, timeout=120, **kw)
+
+
+class Estimate(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.d = self.tmp.name
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def config(self, stage, recompute="none"):
+        path = os.path.join(self.d, f"s{stage}_{recompute}.json")
+        with open(path, "w") as f:
+            json.dump({"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 1, "bf16": {"enabled": True},
+                       "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}},
+                       "zero_optimization": {"stage": stage, "reduce_bucket_size": 2000},
+                       "activation_checkpointing": {"zerotrain_recompute": recompute}}, f)
+        return path
+
+    def test_estimate_equals_memory_report(self):
+        for stage in (2, 3):
+            for recompute in ("none", "block"):
+                cfg = self.config(stage, recompute)
+                est, rep = os.path.join(self.d, "est.json"), os.path.join(self.d, "rep.json")
+                p = run(["estimate", "--config", cfg, "--model", TINY, "--world-size", "2", "--json", est])
+                self.assertEqual(p.returncode, 0, p.stderr)
+                t = subprocess.run([MPIEXEC] + MPI_FLAGS + ["-np", "2", BIN, "train", "--config", cfg, "--model", TINY,
+                                    "--data", "markov:vocab=64,order=1,seed=1", "--steps", "1", "--memory-report", rep],
+                                   capture_output=True, text=True, timeout=300)
+                self.assertEqual(t.returncode, 0, t.stdout + t.stderr)
+                e, r = json.load(open(est)), json.load(open(rep))
+                self.assertEqual((e["stage"], e["world_size"]), (r["stage"], r["world_size"]))
+                for re_, rr in zip(e["ranks"], r["ranks"]):
+                    for cat, v in re_["categories"].items():
+                        got = rr["categories"][cat]
+                        self.assertEqual(v["predicted_bytes"], got["predicted_bytes"], (stage, recompute, cat))
+                        if v["predicted_bytes"] is not None:
+                            measured = got["peak_bytes"] if cat == "gather" else got["measured_bytes"]
+                            self.assertEqual(v["predicted_bytes"], measured, (stage, recompute, cat))
+
+    def test_gpt2_at_1024_ranks_is_fast_and_checks_the_budget(self):
+        cfg = self.config(3)
+        t0 = time.monotonic()
+        p = run(["estimate", "--config", cfg, "--model", GPT2, "--world-size", "1024", "--nodes", "128",
+                 "--device-memory", "80GiB"])
+        self.assertLess(time.monotonic() - t0, 5.0)  # well under a second on a quiet machine
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn("fits", p.stdout)
+        p = run(["estimate", "--config", cfg, "--model", GPT2, "--world-size", "2", "--device-memory", "100MiB"])
+        self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+        self.assertIn("deficit", p.stdout)
+        c = run(["check-config", cfg, "--model", GPT2, "--world-size", "2"])
+        self.assertEqual(c.returncode, 0, c.stderr)
+        self.assertIn("memory estimate per rank", c.stderr)
+
+    def test_bad_input_exits_2(self):
+        bad_model = os.path.join(self.d, "bad_model.json")
+        with open(bad_model, "w") as f:
+            f.write('{"type": "gpt", "vocab_size": 0}')
+        bad_cfg = os.path.join(self.d, "bad_cfg.json")
+        with open(bad_cfg, "w") as f:
+            f.write('{"train_micro_batch_size_per_gpu": "x"')
+        cfg = self.config(1)
+        cases = {
+            "bad model": ["--config", cfg, "--model", bad_model, "--world-size", "2"],
+            "missing model": ["--config", cfg, "--model", os.path.join(self.d, "nope.json"), "--world-size", "2"],
+            "bad config": ["--config", bad_cfg, "--model", TINY, "--world-size", "2"],
+            "world size 0": ["--config", cfg, "--model", TINY, "--world-size", "0"],
+            "bad size": ["--config", cfg, "--model", TINY, "--world-size", "2", "--device-memory", "lots"],
+            "bad recompute": ["--config", cfg, "--model", TINY, "--world-size", "2", "--recompute", "all"],
+        }
+        for what, args in cases.items():
+            p = run(["estimate"] + args)
+            self.assertEqual(p.returncode, 2, what + "\n" + p.stdout + p.stderr)
+            self.assertIn("error:", p.stderr, what)
+
+
+if __name__ == "__main__":
+    unittest.main()
