@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "cpu_kernels.h"
+#include "cpu_vec_kernels.h"
 
 namespace zt::cpu_ops {
 namespace {
@@ -15,6 +16,19 @@ constexpr int64_t kColumnBlock = 64;
 
 // Elements per partial sum in squared_norm; partials are added in index order.
 constexpr int64_t kNormChunk = 1 << 15;
+
+// Elements per task of the fp32 GELU loops (a multiple of vec::kBlock). Elementwise: the split
+// does not change any result.
+constexpr int64_t kVecChunk = 1 << 12;
+static_assert(kVecChunk % vec::kBlock == 0, "tasks start on whole blocks");
+
+// fn(begin, end) over [0, n) in kVecChunk pieces, in parallel when n is large enough.
+template <typename Fn>
+void for_chunks(int64_t n, const Fn& fn) {
+  const int64_t chunks = (n + kVecChunk - 1) / kVecChunk;
+#pragma omp parallel for schedule(static) if (n > kParallelGrain)
+  for (int64_t c = 0; c < chunks; ++c) fn(c * kVecChunk, (c + 1) * kVecChunk < n ? (c + 1) * kVecChunk : n);
+}
 
 template <typename T, typename F>
 void unary_map(T* out, const T* inp, int64_t n, F f) {
@@ -44,6 +58,7 @@ void bias_add(const TensorView& out, const TensorView& bias) {
 #pragma omp parallel for schedule(static) if (N * C > kParallelGrain)
     for (int64_t i = 0; i < N; ++i) {
       T* row = o + i * C;
+#pragma omp simd
       for (int64_t j = 0; j < C; ++j) row[j] = from_f32<T>(to_f32(row[j]) + to_f32(b[j]));
     }
   });
@@ -65,6 +80,7 @@ void bias_grad(const TensorView& dbias, const TensorView& dout) {
       float acc[kColumnBlock] = {};
       for (int64_t i = 0; i < N; ++i) {
         const T* row = d + i * C;
+#pragma omp simd
         for (int64_t j = j0; j < j1; ++j) acc[j - j0] += to_f32(row[j]);
       }
       for (int64_t j = j0; j < j1; ++j) db[j] = from_f32<T>(to_f32(db[j]) + acc[j - j0]);
@@ -73,6 +89,13 @@ void bias_grad(const TensorView& dbias, const TensorView& dout) {
 }
 
 void gelu_forward(const TensorView& out, const TensorView& inp) {
+  if (out.dtype == DType::F32) {  // SIMD path for the CPU's ISA, bitwise equal to math::gelu
+    const vec::Kernels& k = vec::active();
+    float* o = static_cast<float*>(out.data);
+    const float* x = static_cast<const float*>(inp.data);
+    for_chunks(out.numel(), [&](int64_t b, int64_t e) { vec::gelu_forward(k, o + b, x + b, e - b); });
+    return;
+  }
   dispatch_dtype(out.dtype, [&](auto tag) {
     using T = decltype(tag);
     unary_map(static_cast<T*>(out.data), static_cast<const T*>(inp.data), out.numel(),
@@ -81,6 +104,14 @@ void gelu_forward(const TensorView& out, const TensorView& inp) {
 }
 
 void gelu_backward(const TensorView& dinp, const TensorView& inp, const TensorView& dout) {
+  if (dinp.dtype == DType::F32) {  // SIMD path, bitwise equal to the loop below with math::gelu_grad
+    const vec::Kernels& k = vec::active();
+    float* d = static_cast<float*>(dinp.data);
+    const float* x = static_cast<const float*>(inp.data);
+    const float* g = static_cast<const float*>(dout.data);
+    for_chunks(dinp.numel(), [&](int64_t b, int64_t e) { vec::gelu_backward(k, d + b, x + b, g + b, e - b); });
+    return;
+  }
   dispatch_dtype(dinp.dtype, [&](auto tag) {
     using T = decltype(tag);
     unary_backward(static_cast<T*>(dinp.data), static_cast<const T*>(inp.data), static_cast<const T*>(dout.data),
@@ -112,7 +143,7 @@ void residual_add(const TensorView& out, const TensorView& a, const TensorView& 
     const T* x = static_cast<const T*>(a.data);
     const T* y = static_cast<const T*>(b.data);
     // Element i reads x[i], y[i] before writing o[i]: aliasing out with a or b is safe.
-#pragma omp parallel for schedule(static) if (n > kParallelGrain)
+#pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
     for (int64_t i = 0; i < n; ++i) o[i] = from_f32<T>(to_f32(x[i]) + to_f32(y[i]));
   });
 }

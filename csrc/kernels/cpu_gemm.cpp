@@ -4,7 +4,9 @@
 // bf16/fp16 inputs and CUBLAS_COMPUTE_32F.
 #include <cblas.h>
 
+#include <algorithm>
 #include <climits>
+#include <limits>
 #include <vector>
 
 #include "cpu_kernels.h"
@@ -27,6 +29,29 @@ const float* widen(const T* src, int64_t n, int slot) {
   return buf.data();
 }
 
+// Whether cblas_sgemm with beta == 0 overwrites C without reading it (NaN in C does not reach
+// the result). OpenBLAS does (its beta kernel stores zeros, its small-matrix kernels never read
+// C), which saves a zero-fill pass over C per GEMM; a BLAS that scales by zero would keep NaN, so
+// this is probed once, with NaN-filled C, on a small shape (small-matrix kernels) and on one
+// that takes the blocked driver (beta kernel + packed GEMM), each transpose combination.
+bool blas_beta0_overwrites() {
+  static const bool ok = [] {
+    for (const int n : {3, 67}) {
+      std::vector<float> a(static_cast<size_t>(n * n), 1.0f), b(a), c(a.size());
+      for (int t = 0; t < 4; ++t) {
+        std::fill(c.begin(), c.end(), std::numeric_limits<float>::quiet_NaN());
+        cblas_sgemm(CblasRowMajor, t & 1 ? CblasTrans : CblasNoTrans, t & 2 ? CblasTrans : CblasNoTrans, n, n, n,
+                    1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+        for (float v : c) {
+          if (v != static_cast<float>(n)) return false;
+        }
+      }
+    }
+    return true;
+  }();
+  return ok;
+}
+
 // C[M,N] = alpha op(A) op(B) + beta C, all fp32, row-major. beta == 0 never reads C.
 void sgemm_rowmajor(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
                     const float* B, float beta, float* C) {
@@ -37,8 +62,8 @@ void sgemm_rowmajor(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alp
   ZT_CHECK(M <= INT_MAX && N <= INT_MAX && K <= INT_MAX, "gemm dimensions exceed the BLAS int range");
   const int lda = static_cast<int>(ta ? M : K);  // A stored [K,M] when transposed, else [M,K]
   const int ldb = static_cast<int>(tb ? K : N);  // B stored [N,K] when transposed, else [K,N]
-  if (beta == 0.0f) {
-    // BLAS may treat beta == 0 as "scale by zero", which keeps NaN/inf; the contract is overwrite.
+  if (beta == 0.0f && !blas_beta0_overwrites()) {
+    // This BLAS treats beta == 0 as "scale by zero", which keeps NaN/inf; the contract is overwrite.
     for (int64_t i = 0; i < M * N; ++i) C[i] = 0.0f;
   }
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(M),

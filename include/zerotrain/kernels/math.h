@@ -40,6 +40,27 @@ ZT_HD float gelu_grad(float x) {
   return E * inv + 2.0f * x * E * inv * inv * kGeluScale * (1.0f + 3.0f * 0.044715f * x * x);
 }
 
+// exp(x) for the softmax range x <= 0 (x = logit - row max), branch-free so it vectorises; the
+// SIMD copies in csrc/kernels/cpu_vec_simd.h repeat these operations one for one (no FMA), so
+// every ISA path is bitwise equal to this function. Cody-Waite reduction x = n ln2 + r,
+// |r| <= ln2/2, n in [-126, 0]; exp(r) - 1 by its Taylor series to r^7 (truncation < 6e-9
+// relative): within 4 ulp of exp. Below kExpNonposMin (= ln FLT_MIN) the result is 0, where
+// exp would be subnormal (< 1.2e-38, nothing next to the row's max term e^0 = 1). -inf gives 0,
+// NaN gives NaN; valid up to x = 88 (no overflow handling: never needed for x - max).
+constexpr float kExpNonposMin = -87.3365f;
+ZT_HD float exp_nonpos(float x) {
+  const float xc = kExpNonposMin > x ? kExpNonposMin : x;  // NaN stays NaN
+  const float t = xc * 1.44269504088896341f;
+  const float nf = (t + 12582912.0f) - 12582912.0f;  // round to nearest: adding 1.5·2^23 drops the fraction
+  const int32_t ni = static_cast<int32_t>(xc == xc ? nf : 0.0f);  // NaN: any n (r is NaN), no UB
+  const float r = (xc - nf * 0.693145751953125f) - nf * 1.428606765330187e-06f;
+  const float p =
+      r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720 + r * (1.0f / 5040)))))));
+  const float s = f32_from_bits(static_cast<uint32_t>((ni + 127) << 23));  // 2^ni, a normal number
+  const float e = s + s * p;
+  return x < kExpNonposMin ? 0.0f : e;
+}
+
 // ReLU and its derivative (0 at x == 0).
 ZT_HD float relu(float x) { return x > 0.0f ? x : 0.0f; }
 ZT_HD float relu_grad(float x) { return x > 0.0f ? 1.0f : 0.0f; }

@@ -1,0 +1,80 @@
+// bench_vec_kernels.cpp — per-kernel time of the SIMD paths of csrc/kernels/cpu_vec_kernels.h on
+// issue 16's shapes (GPT V=256, T=128, C=128, B=8; one thread), each ISA path this CPU supports
+// against the scalar path and, for softmax-cross-entropy, against the previous kernel (glibc
+// expf, one sequential sum; csrc/kernels/cpu_loss.cpp before 1e31992). Median of --reps calls.
+// Not a test: nothing is asserted. docs/benchmarks.md, section 3.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../../csrc/kernels/cpu_vec_kernels.h"
+#include "zerotrain/optim/host_optim.h"
+
+namespace {
+
+using zt::cpu_ops::vec::Kernels;
+
+double median_us(int reps, const std::function<void()>& f) {
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    t.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+// The softmax-cross-entropy row before cpu_vec (expf, sequential sum), for the "old" column.
+float old_row(const float* x, float* d, int64_t V, int32_t t, float dloss, float* e) {
+  float m = -INFINITY;
+  for (int64_t j = 0; j < V; ++j) m = x[j] > m ? x[j] : m;
+  float sum = 0;
+  for (int64_t j = 0; j < V; ++j) sum += (e[j] = expf(x[j] - m));
+  const float inv = 1.0f / sum;
+  for (int64_t j = 0; j < V; ++j) d[j] = dloss * (e[j] * inv - (j == t ? 1.0f : 0.0f));
+  return logf(sum) - (x[t] - m);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int reps = argc > 1 ? std::atoi(argv[1]) : 21;
+  const int64_t rows = 8 * 128, V = 256, n_gelu = 8 * 128 * 4 * 128 * 4;  // B·T rows; B·T·4C per layer × L
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> u(-4, 4);
+  std::vector<float> x(n_gelu), y(n_gelu), g(n_gelu), logits(rows * V), d(rows * V), e(V);
+  for (float& v : x) v = u(rng);
+  for (float& v : g) v = u(rng);
+  for (float& v : logits) v = u(rng);
+  std::vector<const Kernels*> ks{&zt::cpu_ops::vec::kScalar};
+  if (zt::host_optim::isa_supported(zt::host_optim::Isa::Avx2)) ks.push_back(&zt::cpu_ops::vec::kAvx2);
+  if (zt::host_optim::isa_supported(zt::host_optim::Isa::Avx512)) ks.push_back(&zt::cpu_ops::vec::kAvx512);
+  std::printf("per-kernel time, one thread, median of %d calls (us per call; speedup = scalar or old / path)\n", reps);
+  std::printf("%-34s %-8s %10s %9s\n", "kernel (elements)", "path", "us", "speedup");
+  const double old_sx = median_us(reps, [&] {
+    for (int64_t i = 0; i < rows; ++i) old_row(&logits[i * V], &d[i * V], V, 7, 1.0f, e.data());
+  });
+  std::printf("%-34s %-8s %10.1f %9s\n", "softmax_xent [1024 x 256]", "old", old_sx, "1.00");
+  double base_f = 0, base_b = 0;
+  for (const Kernels* k : ks) {
+    const double sx = median_us(reps, [&] {
+      for (int64_t i = 0; i < rows; ++i) zt::cpu_ops::vec::softmax_xent_row(*k, &logits[i * V], &d[i * V], V, 7, 1.0f);
+    });
+    std::printf("%-34s %-8s %10.1f %9.2f\n", "softmax_xent [1024 x 256]", k->name, sx, old_sx / sx);
+  }
+  for (const Kernels* k : ks) {
+    const double f = median_us(reps, [&] { zt::cpu_ops::vec::gelu_forward(*k, y.data(), x.data(), n_gelu); });
+    const double b = median_us(reps, [&] { zt::cpu_ops::vec::gelu_backward(*k, y.data(), x.data(), g.data(), n_gelu); });
+    if (base_f == 0) base_f = f, base_b = b;
+    std::printf("%-34s %-8s %10.1f %9.2f\n", "gelu_forward (4 x 524288)", k->name, f, base_f / f);
+    std::printf("%-34s %-8s %10.1f %9.2f\n", "gelu_backward (4 x 524288)", k->name, b, base_b / b);
+  }
+  return 0;
+}

@@ -1,0 +1,83 @@
+// cpu_vec.cpp — the scalar table of cpu_vec_kernels.h (baseline x86-64; also runs every tail),
+// the ISA selection and the drivers that split work into whole blocks plus a scalar tail.
+#include <cmath>
+
+#include "cpu_vec_kernels.h"
+#include "zerotrain/kernels/math.h"
+#include "zerotrain/optim/host_optim.h"
+
+namespace zt::cpu_ops::vec {
+static_assert(kExpMin == math::kExpNonposMin, "the SIMD exp underflows where math::exp_nonpos does");
+namespace {
+
+void gelu_forward_s(float* out, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = math::gelu(x[i]);
+}
+void gelu_backward_s(float* dinp, const float* x, const float* dout, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dinp[i] = dinp[i] + dout[i] * math::gelu_grad(x[i]);
+}
+float row_max_s(const float* x, int64_t n) {
+  float m = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;
+  return m;
+}
+// Lane j % 16 of the partial sums, exactly as the SIMD paths accumulate (so also for tails).
+void row_exp_s(const float* x, float* e, int64_t n, float m, float* acc16) {
+  for (int64_t i = 0; i < n; ++i) {
+    e[i] = math::exp_nonpos(x[i] - m);
+    acc16[i % kBlock] += e[i];
+  }
+}
+void row_scale_s(float* d, const float* e, int64_t n, float inv, float dloss) {
+  for (int64_t i = 0; i < n; ++i) d[i] = dloss * (e[i] * inv);
+}
+
+int64_t whole_blocks(int64_t n) { return n - n % kBlock; }
+
+}  // namespace
+
+const Kernels kScalar{"scalar", gelu_forward_s, gelu_backward_s, row_max_s, row_exp_s, row_scale_s};
+
+const Kernels& active() {
+  switch (host_optim::active_isa()) {
+    case host_optim::Isa::Avx512: return kAvx512;
+    case host_optim::Isa::Avx2: return kAvx2;
+    case host_optim::Isa::Scalar: break;
+  }
+  return kScalar;
+}
+
+void gelu_forward(const Kernels& k, float* out, const float* x, int64_t n) {
+  const int64_t nb = whole_blocks(n);
+  k.gelu_forward(out, x, nb);
+  gelu_forward_s(out + nb, x + nb, n - nb);
+}
+
+void gelu_backward(const Kernels& k, float* dinp, const float* x, const float* dout, int64_t n) {
+  const int64_t nb = whole_blocks(n);
+  k.gelu_backward(dinp, x, dout, nb);
+  gelu_backward_s(dinp + nb, x + nb, dout + nb, n - nb);
+}
+
+float softmax_xent_row(const Kernels& k, const float* x, float* d, int64_t V, int32_t target, float dloss) {
+  const int64_t nb = whole_blocks(V);
+  const float mb = k.row_max(x, nb), mt = row_max_s(x + nb, V - nb);
+  const float m = mt > mb ? mt : mb;
+  // -log p[target] = log(sum) - (x[target] - max), from the logit (read before d, which may alias x).
+  const float shifted_target = x[target] - m;
+  float acc[kBlock] = {};
+  k.row_exp(x, d, nb, m, acc);
+  row_exp_s(x + nb, d + nb, V - nb, m, acc);  // the tail's j - nb is its lane: nb % 16 == 0
+  for (int64_t h = kBlock / 2; h >= 1; h /= 2) {  // fixed tree: lane l += lane l + h
+    for (int64_t l = 0; l < h; ++l) acc[l] += acc[l + h];
+  }
+  const float sum = acc[0];
+  const float e_target = d[target];
+  const float inv = 1.0f / sum;
+  k.row_scale(d, d, nb, inv, dloss);
+  row_scale_s(d + nb, d + nb, V - nb, inv, dloss);
+  d[target] = dloss * (e_target * inv - 1.0f);
+  return logf(sum) - shifted_target;
+}
+
+}  // namespace zt::cpu_ops::vec

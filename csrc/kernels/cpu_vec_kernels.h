@@ -1,0 +1,62 @@
+// cpu_vec_kernels.h — fp32 inner loops of the CPU kernels with a SIMD path per ISA, picked at run
+// time: scalar (cpu_vec.cpp, baseline x86-64), AVX2 (cpu_vec_avx2.cpp) and AVX-512F
+// (cpu_vec_avx512.cpp), the latter two compiled with per-file ISA flags and -ffp-contract=off
+// (top CMakeLists.txt). The ISA is host_optim::active_isa(): the best the CPU and OS support,
+// or the level forced by ZT_CPU_ISA=scalar|avx2|avx512 (include/zerotrain/optim/host_optim.h).
+//
+// Bitwise contract: every path gives bitwise the same results as the scalar one for non-NaN
+// inputs (NaN in gives NaN out on every path). The SIMD files evaluate math::gelu, gelu_grad and
+// exp_nonpos operation by operation in their evaluation order, without FMA, and the row sums
+// of softmax use the same 16 partial sums and the same reduction tree on every path. So results
+// depend neither on the ISA nor on the thread count.
+//
+// Portability invariant (as in csrc/optim/host_adam_kernels.h): the SIMD files include only this
+// header, <cstdint>, <immintrin.h> and cpu_vec_simd.h, and define nothing with external linkage
+// but the kernel tables below, so no inline function (math.h, dtype.h, the standard library) is
+// ever emitted from an ISA-flagged file where the linker could pick it for baseline callers.
+#pragma once
+#include <cstdint>
+
+namespace zt::cpu_ops::vec {
+
+// Every table entry processes exactly n elements with n % kBlock == 0 (callers run the tail
+// through the scalar helpers in cpu_vec.cpp). A block is 16 lanes: one AVX-512 vector, two AVX2.
+constexpr int64_t kBlock = 16;
+
+// math::kExpNonposMin, repeated here for the SIMD files (which may not include math.h);
+// cpu_vec.cpp checks that the two agree.
+constexpr float kExpMin = -87.3365f;
+
+struct Kernels {
+  const char* name;  // "scalar", "avx2", "avx512"
+  // out[i] = math::gelu(x[i]); out may alias x.
+  void (*gelu_forward)(float* out, const float* x, int64_t n);
+  // dinp[i] = dinp[i] + dout[i] * math::gelu_grad(x[i]).
+  void (*gelu_backward)(float* dinp, const float* x, const float* dout, int64_t n);
+  // max over x[0..n) (non-NaN inputs); -inf for n == 0.
+  float (*row_max)(const float* x, int64_t n);
+  // e[j] = math::exp_nonpos(x[j] - m) and acc[j % 16] += e[j] in increasing j (e may alias x).
+  void (*row_exp)(const float* x, float* e, int64_t n, float m, float* acc16);
+  // d[j] = dloss * (e[j] * inv) (d may alias e).
+  void (*row_scale)(float* d, const float* e, int64_t n, float inv, float dloss);
+};
+
+extern const Kernels kScalar;
+extern const Kernels kAvx2;    // call only when host_optim::isa_supported(Isa::Avx2)
+extern const Kernels kAvx512;  // call only when host_optim::isa_supported(Isa::Avx512)
+
+// The table for host_optim::active_isa() (reads ZT_CPU_ISA on every call; throws InputError
+// for an unknown or unsupported value).
+const Kernels& active();
+
+// Any n (tails in scalar). Bitwise equal across tables, see above.
+void gelu_forward(const Kernels& k, float* out, const float* x, int64_t n);
+void gelu_backward(const Kernels& k, float* dinp, const float* x, const float* dout, int64_t n);
+
+// One row of fused softmax + cross-entropy over V logits x: writes
+// d[j] = dloss * (softmax(x)[j] - [j == target]) and returns -log softmax(x)[target]
+// = log(sum_j exp(x_j - max)) - (x_target - max). d may alias x (x[target] is read before
+// any write). 0 <= target < V.
+float softmax_xent_row(const Kernels& k, const float* x, float* d, int64_t V, int32_t target, float dloss);
+
+}  // namespace zt::cpu_ops::vec

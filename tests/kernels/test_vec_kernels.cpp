@@ -1,0 +1,197 @@
+// SIMD kernels of csrc/kernels/cpu_vec_kernels.h: every ISA path this CPU supports (and the
+// scalar one) bitwise against the scalar path on tails and odd sizes; exp_nonpos against double
+// exp; the softmax-cross-entropy row against a double reference and against the previous scalar
+// kernel (glibc expf, one sequential sum); and the ops' dispatch under a forced ZT_CPU_ISA.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../../csrc/kernels/cpu_vec_kernels.h"
+#include "kernel_test_util.h"
+#include "zerotrain/kernels/cpu_ops.h"
+#include "zerotrain/kernels/math.h"
+#include "zerotrain/optim/host_optim.h"
+
+namespace zt::test {
+namespace {
+
+using cpu_ops::vec::Kernels;
+using host_optim::Isa;
+
+// Every table this CPU can run, the scalar one first.
+std::vector<const Kernels*> tables() {
+  std::vector<const Kernels*> t{&cpu_ops::vec::kScalar};
+  if (host_optim::isa_supported(Isa::Avx2)) t.push_back(&cpu_ops::vec::kAvx2);
+  if (host_optim::isa_supported(Isa::Avx512)) t.push_back(&cpu_ops::vec::kAvx512);
+  return t;
+}
+
+// Bitwise equal, or both NaN.
+void expect_same(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size());
+  int bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const bool same = std::memcmp(&got[i], &want[i], 4) == 0 || (std::isnan(got[i]) && std::isnan(want[i]));
+    if (!same && ++bad <= 5) ADD_FAILURE() << what << "[" << i << "]: " << got[i] << " vs scalar " << want[i];
+  }
+  EXPECT_EQ(bad, 0) << what;
+}
+
+// Sizes around the 16-lane block: empty, tails only, whole blocks, blocks + tails.
+const int64_t kSizes[] = {0, 1, 7, 15, 16, 17, 31, 32, 33, 100, 256, 1000, 4099};
+
+std::vector<float> random_floats(std::mt19937_64& rng, int64_t n, float lo, float hi) {
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+TEST(VecKernels, ExpNonposWithin4UlpOfExpAndUnderflowsToZero) {
+  double worst = 0;
+  for (int i = 0; i <= 2000000; ++i) {
+    const float x = math::kExpNonposMin * static_cast<float>(i) / 2000000.0f;
+    const double want = std::exp(static_cast<double>(x));
+    const double rel = std::fabs(math::exp_nonpos(x) - want) / want;
+    worst = rel > worst ? rel : worst;
+  }
+  EXPECT_LE(worst, 4 * 5.96e-8) << "max relative error over [kExpNonposMin, 0]";
+  std::printf("exp_nonpos: max relative error %.3g over [%g, 0]\n", worst, math::kExpNonposMin);
+  EXPECT_EQ(math::exp_nonpos(0.0f), 1.0f);
+  EXPECT_EQ(math::exp_nonpos(-88.0f), 0.0f);
+  EXPECT_EQ(math::exp_nonpos(-1e30f), 0.0f);
+  EXPECT_EQ(math::exp_nonpos(-std::numeric_limits<float>::infinity()), 0.0f);
+  EXPECT_TRUE(std::isnan(math::exp_nonpos(std::numeric_limits<float>::quiet_NaN())));
+}
+
+TEST(VecKernels, GeluEveryPathBitwiseEqualsScalar) {
+  std::mt19937_64 rng(7);
+  for (int64_t n : kSizes) {
+    std::vector<float> x = random_floats(rng, n, -12.0f, 12.0f);
+    const float special[] = {0.0f, -0.0f, 9.0f, -9.0f, 11.3f, -11.3f, 1e-30f, -100.0f, 100.0f};
+    for (size_t i = 0; i < x.size() && i < 9; ++i) x[i * 3 % x.size()] = special[i];
+    const std::vector<float> dout = random_floats(rng, n, -1.0f, 1.0f), d0 = random_floats(rng, n, -1.0f, 1.0f);
+    std::vector<float> fwd_ref(x.size()), bwd_ref(d0);
+    cpu_ops::vec::gelu_forward(cpu_ops::vec::kScalar, fwd_ref.data(), x.data(), n);
+    cpu_ops::vec::gelu_backward(cpu_ops::vec::kScalar, bwd_ref.data(), x.data(), dout.data(), n);
+    for (int64_t i = 0; i < n; ++i) {  // the scalar path is math::gelu itself
+      ASSERT_EQ(fwd_ref[i], math::gelu(x[i]));
+      ASSERT_EQ(bwd_ref[i], d0[i] + dout[i] * math::gelu_grad(x[i]));
+    }
+    for (const Kernels* k : tables()) {
+      std::vector<float> fwd(x.size()), bwd(d0), inplace(x);
+      cpu_ops::vec::gelu_forward(*k, fwd.data(), x.data(), n);
+      cpu_ops::vec::gelu_forward(*k, inplace.data(), inplace.data(), n);
+      cpu_ops::vec::gelu_backward(*k, bwd.data(), x.data(), dout.data(), n);
+      const std::string what = std::string(k->name) + " n=" + std::to_string(n);
+      expect_same(fwd, fwd_ref, "gelu_forward " + what);
+      expect_same(inplace, fwd_ref, "gelu_forward in place " + what);
+      expect_same(bwd, bwd_ref, "gelu_backward " + what);
+    }
+  }
+}
+
+// The kernel before cpu_vec (csrc/kernels/cpu_loss.cpp at b64b1dd): expf and one sequential sum.
+float old_row(const float* x, float* d, int64_t V, int32_t t, float dloss) {
+  float m = -INFINITY;
+  for (int64_t j = 0; j < V; ++j) m = x[j] > m ? x[j] : m;
+  std::vector<float> e(static_cast<size_t>(V));
+  float sum = 0;
+  for (int64_t j = 0; j < V; ++j) sum += (e[j] = expf(x[j] - m));
+  const float loss = logf(sum) - (x[t] - m);
+  for (int64_t j = 0; j < V; ++j) d[j] = dloss * (e[j] * (1.0f / sum) - (j == t ? 1.0f : 0.0f));
+  return loss;
+}
+
+TEST(VecKernels, SoftmaxXentRowEveryPathBitwiseAndCloseToOldKernelAndDouble) {
+  std::mt19937_64 rng(11);
+  double worst_loss = 0, worst_grad = 0;
+  for (int64_t V : kSizes) {
+    if (V == 0) continue;
+    for (float scale : {1.0f, 30.0f}) {  // scale 30: most terms underflow next to the max
+      const std::vector<float> x = random_floats(rng, V, -scale, scale);
+      for (int32_t t : {0, static_cast<int32_t>(V / 2), static_cast<int32_t>(V - 1)}) {
+        const float dloss = 0.37f;
+        std::vector<float> d_ref(x.size());
+        const float l_ref = cpu_ops::vec::softmax_xent_row(cpu_ops::vec::kScalar, x.data(), d_ref.data(), V, t, dloss);
+        for (const Kernels* k : tables()) {
+          std::vector<float> d(x.size()), inplace(x);
+          const float l = cpu_ops::vec::softmax_xent_row(*k, x.data(), d.data(), V, t, dloss);
+          const float l_in = cpu_ops::vec::softmax_xent_row(*k, inplace.data(), inplace.data(), V, t, dloss);
+          const std::string what = std::string(k->name) + " V=" + std::to_string(V) + " t=" + std::to_string(t);
+          expect_same({l, l_in}, {l_ref, l_ref}, "loss " + what);
+          expect_same(d, d_ref, "dlogits " + what);
+          expect_same(inplace, d_ref, "dlogits in place " + what);
+        }
+        // Against double precision and against the old kernel.
+        double mx = -INFINITY, sum = 0;
+        for (float v : x) mx = v > mx ? v : mx;
+        for (float v : x) sum += std::exp(v - mx);
+        const double l_want = std::log(sum) - (x[t] - mx);  // fp32 x[t] - max: a few ulp of |loss|
+        EXPECT_NEAR(l_ref, l_want, 4 * 1.19e-7 * (1 + std::fabs(l_want))) << "V=" << V;
+        std::vector<float> d_old(x.size());
+        const float l_old = old_row(x.data(), d_old.data(), V, t, dloss);
+        worst_loss = std::fmax(worst_loss, std::fabs(l_ref - l_old) / (1 + std::fabs(l_old)));
+        for (int64_t j = 0; j < V; ++j) {
+          const double want = dloss * (std::exp(x[j] - mx) / sum - (j == t));
+          EXPECT_NEAR(d_ref[j], want, 1e-6 * dloss * (1e-3 + std::fabs(want / dloss))) << "V=" << V << " j=" << j;
+          worst_grad = std::fmax(worst_grad, std::fabs(d_ref[j] - d_old[j]) / dloss);
+        }
+      }
+    }
+  }
+  // The stated tolerance against the old kernel: |loss - old| <= 1e-6 (1 + |old|) and
+  // |dlogit - old| <= 1e-6 dloss.
+  EXPECT_LE(worst_loss, 1e-6);
+  EXPECT_LE(worst_grad, 1e-6);
+  std::printf("softmax-xent vs old kernel: max |dloss| / (1 + |loss|) %.3g, max |d dlogit| / dloss %.3g\n",
+              worst_loss, worst_grad);
+}
+
+// ZT_CPU_ISA as it was before the test, put back when the test ends.
+struct RestoreIsaEnv {
+  const char* before = std::getenv("ZT_CPU_ISA");
+  std::string saved = before ? before : "";
+  bool was_set = before != nullptr;
+  ~RestoreIsaEnv() { was_set ? setenv("ZT_CPU_ISA", saved.c_str(), 1) : unsetenv("ZT_CPU_ISA"); }
+};
+
+// The ops pick the path from ZT_CPU_ISA; all give the scalar path's bits (fp32 and bf16 logits,
+// an ignored position, a multi-threaded GELU when OMP_NUM_THREADS > 1).
+TEST(VecKernels, OpsUnderForcedIsaMatchScalar) {
+  RestoreIsaEnv restore;
+  std::mt19937_64 rng(3);
+  const int64_t N = 37, V = 259, n = 70001;
+  std::vector<int32_t> tgt(N);
+  for (int64_t i = 0; i < N; ++i) tgt[i] = static_cast<int32_t>((i * 97) % V);
+  tgt[5] = -1;
+  for (DType dt : {DType::F32, DType::BF16}) {
+    HostTensor logits = random_tensor(rng, dt, {N, V}, -5, 5), gx = random_tensor(rng, DType::F32, {n}, -8, 8);
+    HostTensor gd = random_tensor(rng, DType::F32, {n});
+    std::vector<std::vector<unsigned char>> ref;
+    for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+      if (!host_optim::isa_supported(isa)) continue;
+      setenv("ZT_CPU_ISA", host_optim::isa_name(isa), 1);
+      EXPECT_STREQ(cpu_ops::vec::active().name, host_optim::isa_name(isa));
+      HostTensor losses(DType::F32, {N}), dl(dt, {N, V}), gy(DType::F32, {n}), gdx(DType::F32, {n});
+      cpu_ops::softmax_cross_entropy(losses.view(), dl.view(), logits.view(), tgt.data(), 0.5f);
+      cpu_ops::gelu_forward(gy.view(), gx.view());
+      cpu_ops::gelu_backward(gdx.view(), gx.view(), gd.view());
+      EXPECT_EQ(losses.get(5), 0.0);
+      const std::vector<std::vector<unsigned char>> got{losses.raw(), dl.raw(), gy.raw(), gdx.raw()};
+      if (ref.empty()) ref = got;
+      for (size_t i = 0; i < got.size(); ++i)
+        EXPECT_TRUE(got[i] == ref[i]) << host_optim::isa_name(isa) << " output " << i << " dtype " << dtype_name(dt);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace zt::test
