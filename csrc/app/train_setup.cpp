@@ -1,6 +1,8 @@
 #include "zerotrain/app/train_setup.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -13,7 +15,10 @@ const char* train_usage() {
   return "usage: zerotrain train --config DS.json --model MODEL.json --data SPEC --steps N (0: load/init and save only)\n"
          "                       [--seed S] [--device auto|cpu|cuda] [--init-from F.safetensors]\n"
          "                       [--save-weights F.safetensors] [--metrics F.jsonl] [--memory-report F.json]\n"
-         "                       [--log-every N] [--strict]\n";
+         "                       [--log-every N] [--strict] [--max-skipped-steps N]\n"
+         "  --max-skipped-steps N  stop with exit 4 after N steps in a row were all skipped for gradient\n"
+         "                         overflow (NaN/Inf); 0 never stops (default 100)\n"
+         "exit codes: 0 ok, 1 internal error, 2 bad input, 3 communication failure, 4 all steps skipped\n";
 }
 
 namespace {
@@ -24,9 +29,11 @@ int64_t at_least_one_element(int64_t elements) { return std::max<int64_t>(1, ele
 
 int64_t parse_int(const std::string& flag, const char* v, int64_t lo) {
   char* end = nullptr;
+  errno = 0;
   long long x = std::strtoll(v, &end, 10);
-  if (!*v || *end || x < lo)
-    throw InputError("train: " + flag + " '" + v + "': expected an integer >= " + std::to_string(lo));
+  if (!*v || *end || errno == ERANGE || x < lo)
+    throw InputError("train: " + flag + " '" + v + "': expected an integer >= " + std::to_string(lo) + " and <= " +
+                     std::to_string(INT64_MAX));
   return x;
 }
 }  // namespace
@@ -55,6 +62,7 @@ TrainArgs parse_train_args(int argc, char** argv) {
     else if (f == "--memory-report") a.memory_report = value();
     else if (f == "--log-every") a.log_every = parse_int(f, value(), 1);
     else if (f == "--strict") a.strict = true;
+    else if (f == "--max-skipped-steps") a.max_skipped_steps = parse_int(f, value(), 0);
     else throw InputError("train: unknown flag '" + f + "'\n" + train_usage());
   }
   if (a.config.empty() || a.model.empty() || a.data.empty() || !steps_given)

@@ -20,6 +20,7 @@ struct TrainArgs {
   std::string init_from, save_weights, metrics, memory_report;
   bool strict = false;
   int64_t log_every = 0;           // 0: steps_per_print (or ~10 lines when unset)
+  int64_t max_skipped_steps = 100; // stop (exit 4) after this many all-skipped steps in a row; 0: never
 };
 
 // Parses `train` flags; InputError names the flag and what was expected.
