@@ -6,7 +6,8 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 build="${1:-build-asan}"
-cmake -S . -B "$build" -G Ninja -DZT_ASAN=ON -DZT_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+launcher=(); command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+cmake -S . -B "$build" -G Ninja -DZT_ASAN=ON -DZT_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}" >/dev/null
 cmake --build "$build" -j "${ZT_JOBS:-2}"
 # Open MPI's and OpenBLAS's own allocations are not ours: no leak checking, halt on any error.
 export ASAN_OPTIONS="detect_leaks=0:abort_on_error=0:halt_on_error=1:detect_odr_violation=0"
