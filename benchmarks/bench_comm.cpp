@@ -69,7 +69,13 @@ Args parse(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string f = argv[i];
     if (f == "--help" || f == "-h") {
-      std::printf("see the comment at the top of benchmarks/bench_comm.cpp and docs/comm.md\n");
+      std::printf(
+          "usage: mpirun -np N zt_comm_bench [--device cpu|cuda] [--ops all_reduce,reduce_scatter,all_gather,broadcast]\n"
+          "         [--dtype fp32|bf16|fp16] [--min-bytes 1K] [--max-bytes 256M] [--step-factor 2] [--warmup 3]\n"
+          "         [--iters 20] [--rounds 2] [--budget-bytes 1G] [--chunk-bytes 256K] [--check 1] [--csv F] [--json F]\n"
+          "Times each collective through zerotrain's Communicator and directly on MPI/NCCL for sizes from\n"
+          "--min-bytes to --max-bytes (x --step-factor); --check 1 verifies every element first.\n"
+          "Sizes accept K/M/G suffixes. Exit: 0 ok, 1 wrong result, 2 bad flag. Details: docs/comm.md.\n");
       std::exit(0);
     }
     if (i + 1 >= argc) throw InputError(f + ": missing value (or unknown flag)");

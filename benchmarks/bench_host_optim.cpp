@@ -55,6 +55,15 @@ int main(int argc, char** argv) {
   int64_t n = 16 << 20;
   int threads = default_host_threads(), iters = 10, warmup = 2;
   std::string isa_arg;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "-h") || !std::strcmp(argv[i], "--help")) {
+      std::printf("usage: zt_host_optim_bench [--params N] [--threads T] [--iters I] [--warmup W] [--isa scalar|avx2|avx512]\n"
+                  "Times the host (offload) Adam step over N parameters (K/M/G suffixes) with T threads.\n"
+                  "Exit: 0 ok, 2 bad flag. Details: docs/optim.md.\n");
+      return 0;
+    }
+  }
+  if (argc % 2 == 0) { std::fprintf(stderr, "%s: missing value (every flag takes one)\n", argv[argc - 1]); return 2; }
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
     if (k == "--params") n = parse_count(v);

@@ -5,6 +5,7 @@
 // JSON on stdout and exits 0; warnings go to stderr. A config DeepSpeed (or zerotrain's policy)
 // rejects: the reason on stderr, exit 2. Under mpirun the world size comes from the launcher's
 // environment (no MPI_Init needed) and only rank 0 prints.
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -12,8 +13,10 @@
 
 #include "zerotrain/app/commands.h"
 #include "zerotrain/app/estimate.h"
+#include "zerotrain/app/rank_agreement.h"
 #include "zerotrain/app/train_setup.h"
 #include "zerotrain/config/ds_config.h"
+#include "zerotrain/config/hjson.h"
 #include "zerotrain/core/check.h"
 
 namespace zt {
@@ -33,8 +36,9 @@ void usage(FILE* f) {
 
 bool parse_positive(const char* s, int64_t* out) {
   char* end = nullptr;
+  errno = 0;
   long long v = std::strtoll(s, &end, 10);
-  if (!*s || *end || v < 1) return false;
+  if (!*s || *end || errno == ERANGE || v < 1) return false;
   *out = v;
   return true;
 }
@@ -83,6 +87,10 @@ int cmd_check_config(int argc, char** argv) {
         model = value("--model");
       } else if (a == "--set") {
         std::string kv = value("--set");
+        const size_t bad = first_invalid_utf8(kv);
+        if (bad != std::string::npos)
+          throw InputError("check-config: --set: invalid UTF-8 byte at byte offset " + std::to_string(bad) +
+                           " of the argument; expected UTF-8 text");
         size_t eq = kv.find('=');
         if (eq == std::string::npos || eq == 0) {
           throw InputError("check-config: --set: found '" + kv + "'; expected PATH=VALUE");
@@ -109,7 +117,10 @@ int cmd_check_config(int argc, char** argv) {
       if (!opt.hidden_size) opt.hidden_size = model_hidden_size(mcfg);
     }
     DsConfig cfg = load_ds_config(file, opt);
-    (void)offload_options_from(cfg);  // the trainer's offload verdict
+    // What `train` checks next, before any step: the engine options and the LR schedule. Running
+    // them here makes check-config's exit code predict train's.
+    const EngineOptions eopt = engine_options_from(cfg);
+    schedule_from(cfg, eopt.optimizer);
     const std::string estimate =
         model.empty() ? "" : estimate_report(estimate_memory(cfg, mcfg, opt.world_size, recompute_of(cfg, "")));
     if (printer) {
@@ -120,9 +131,11 @@ int cmd_check_config(int argc, char** argv) {
       std::fflush(stdout);
     }
     return 0;
-  } catch (const InputError& e) {
-    if (printer) std::fprintf(stderr, "error: %s\n", e.what());
-    return kExitBadInput;
+  } catch (const std::exception& e) {
+    std::string message;
+    const int code = exit_code_of(e, &message);
+    if (printer) std::fprintf(stderr, "error: %s\n", message.c_str());
+    return code;
   }
 }
 

@@ -1,19 +1,24 @@
 // cmd_train.cpp — `zerotrain train`: one process per rank (mpirun/srun), the ZeRO engine over a
 // built-in workload, DeepSpeed config, progress lines, metrics JSONL, memory report.
 // run_train: set up (set_up) -> optimizer steps (train_loop) -> outputs (write_outputs).
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <optional>
 
 #include "zerotrain/app/commands.h"
-#include "zerotrain/app/thread_layout.h"
 #include "zerotrain/app/metrics_writer.h"
 #include "zerotrain/app/mfu.h"
-#include "zerotrain/app/train_checkpoint.h"
 #include "zerotrain/app/observe.h"
+#include "zerotrain/app/rank_agreement.h"
+#include "zerotrain/app/thread_layout.h"
+#include "zerotrain/app/train_checkpoint.h"
+#include "zerotrain/app/train_checks.h"
 #include "zerotrain/app/train_setup.h"
 #include "zerotrain/ckpt/weights_export.h"
 #include "zerotrain/comm/communicator.h"
@@ -46,13 +51,20 @@ struct TrainRun {
   std::unique_ptr<Stream> compute;
   std::unique_ptr<Model> model;
   std::unique_ptr<Dataset> data;
+  std::unique_ptr<LrSchedule> sched;  // built in phase A, handed to the engine
   std::unique_ptr<ZeroEngine> engine;
 };
 
+bool wants_cuda(const std::string& want) { return want == "cuda" || (want == "auto" && cuda_device_count() > 0); }
+
+// Local check (phase A): a CUDA device asked for where none is visible.
+void check_device_available(const std::string& want) {
+  if (want == "cuda" && cuda_device_count() == 0)
+    throw InputError("train: --device cuda, but no CUDA GPU is visible on " + process_info().host);
+}
+
 std::unique_ptr<Device> pick_device(const std::string& want) {
-  const int gpus = cuda_device_count();
-  if (want == "cpu" || (want == "auto" && gpus == 0)) return make_cpu_device();
-  if (gpus == 0) throw InputError("train: --device cuda, but no CUDA GPU is visible on " + process_info().host);
+  if (!wants_cuda(want)) return make_cpu_device();
   return make_cuda_device(select_local_cuda_device(MPI_COMM_WORLD));  // collective: distinct GPUs per node
 }
 
@@ -67,7 +79,7 @@ void print_rank_map(Communicator& comm, const NodeLocal& local, const Device& de
   for (const std::string& l : all) std::printf("%s\n", l.c_str());
 }
 
-DatasetShape dataset_shape(const ModelConfig& m, const DsConfig& cfg, uint64_t seed) {
+DatasetShape dataset_shape(const ModelConfig& m, const DsConfig& cfg, uint64_t seed, int rank, int world) {
   DatasetShape shape;
   if (m.type == ModelConfig::Type::GPT) {
     shape.vocab_size = m.gpt.vocab_size;
@@ -79,6 +91,8 @@ DatasetShape dataset_shape(const ModelConfig& m, const DsConfig& cfg, uint64_t s
   }
   shape.global_batch = cfg.train_batch_size;
   shape.seed = seed;
+  shape.validate_shard = rank;  // each rank validates its part of a token file (agreed in phase A)
+  shape.validate_shards = world;
   return shape;
 }
 
@@ -96,35 +110,58 @@ void warn_rank0(const Communicator& comm, const char* prefix, const std::vector<
   for (const std::string& w : warnings) std::fprintf(stderr, "warning: %s%s\n", prefix, w.c_str());
 }
 
-// Device, communicator, config, model, data, schedule and engine; prints the set-up lines.
-void set_up(TrainRun& run, const TrainArgs& args, Rank0Log& log) {
+// DeepSpeed tutorials set NCCL/PyTorch variables zerotrain does not read: say what it uses.
+void notice_foreign_timeout_variables() {
+  for (char** e = ::environ; e && *e; ++e) {  // <unistd.h> declares environ (g++ defines _GNU_SOURCE)
+    const std::string kv = *e;
+    const std::string name = kv.substr(0, kv.find('='));
+    if (name == "NCCL_TIMEOUT" || name == "NCCL_ASYNC_ERROR_HANDLING" || name.rfind("TORCH_NCCL_", 0) == 0 ||
+        name == "NCCL_BLOCKING_WAIT")
+      std::fprintf(stderr, "notice: %s is a PyTorch/NCCL setting zerotrain does not read; its hang timeout is "
+                   "ZT_COMM_TIMEOUT_S (seconds, default 300), and a failed or stuck rank always ends the job (exit 3)\n",
+                   name.c_str());
+  }
+}
+
+// Phase A, no collective and no allocation: model file, config, engine options, schedule, data,
+// model size, output paths. Every rank runs it; run_train agrees on the verdict.
+void check_inputs(TrainRun& run, const TrainArgs& args, int rank, int world) {
+  check_device_available(args.device);
+  CommOptions::default_timeout_s();  // ZT_COMM_TIMEOUT_S is valid (InputError otherwise)
+  if (rank == 0) notice_foreign_timeout_variables();
+  run.model_cfg = parse_model_config_file(args.model);
+  run.cfg = load_config(args, run.model_cfg, world);
+  run.engine_opt = engine_options_from(run.cfg);
+  run.sched = schedule_from(run.cfg, run.engine_opt.optimizer);
+  check_model_fits(run.model_cfg, run.engine_opt, run.cfg.train_micro_batch_size_per_gpu, world,
+                   !wants_cuda(args.device));
+  if (rank == 0) check_output_paths(args);
+  run.data = make_dataset(args.data, dataset_shape(run.model_cfg, run.cfg, args.seed, rank, world));
+}
+
+// Phase B: device, model, communicator and engine; prints the set-up lines. Inputs are valid.
+void set_up(TrainRun& run, const TrainArgs& args, Rank0Log& log, const MaxOverRanks& world_max, int rank, int world) {
   run.local = node_local(MPI_COMM_WORLD);
   const ThreadLayout threads = apply_thread_layout(run.local.local_size);  // before any pool starts
   run.dev = pick_device(args.device);
-  run.comm = make_communicator(*run.dev);
-  log.rank = run.comm->rank();
-  const int world = run.comm->world_size();
-  run.model_cfg = parse_model_config_file(args.model);
-  run.cfg = load_config(args, run.model_cfg, world);
-  warn_rank0(*run.comm, "", run.cfg.warnings);
-  run.engine_opt = engine_options_from(run.cfg);
+  log.rank = rank;
   const EngineOptions& eopt = run.engine_opt;
-
-  run.compute = run.dev->create_stream("compute");
-  ModelOptions mopt;
-  mopt.compute_dtype = eopt.compute_dtype;
-  mopt.micro_batch = run.cfg.train_micro_batch_size_per_gpu;
-  mopt.recompute = recompute_of(run.cfg, args.recompute);
-  mopt.device = run.dev.get();
-  mopt.stream = run.compute.get();
-  run.model = load_model(args.model, mopt);
-  run.data = make_dataset(args.data, dataset_shape(run.model_cfg, run.cfg, args.seed));
-
-  std::unique_ptr<LrSchedule> sched = schedule_from(run.cfg, eopt.optimizer);
-  warn_rank0(*run.comm, "scheduler: ", sched->warnings());
+  run_agreed(world_max, rank, world, "zerotrain train", [&] {
+    run.compute = run.dev->create_stream("compute");
+    ModelOptions mopt;
+    mopt.compute_dtype = eopt.compute_dtype;
+    mopt.micro_batch = run.cfg.train_micro_batch_size_per_gpu;
+    mopt.recompute = recompute_of(run.cfg, args.recompute);
+    mopt.device = run.dev.get();
+    mopt.stream = run.compute.get();
+    run.model = load_model(args.model, mopt);
+  });
+  run.comm = make_communicator(*run.dev);
+  warn_rank0(*run.comm, "", run.cfg.warnings);
+  warn_rank0(*run.comm, "scheduler: ", run.sched->warnings());
   print_rank_map(*run.comm, run.local, *run.dev);
   log("threads: %s\n", describe(threads).c_str());
-  run.engine = std::make_unique<ZeroEngine>(*run.model, *run.dev, *run.compute, *run.comm, eopt, std::move(sched));
+  run.engine = std::make_unique<ZeroEngine>(*run.model, *run.dev, *run.compute, *run.comm, eopt, std::move(run.sched));
   log("model: %s\n", run.model->describe().c_str());
   log("data: %s\n", run.data->describe().c_str());
   log("ZeRO stage %d, world %d, batch %lld = micro %lld x accumulation %lld x ranks %d, %s compute, overlap_comm %s\n",
@@ -135,14 +172,34 @@ void set_up(TrainRun& run, const TrainArgs& args, Rank0Log& log) {
   log("%s", run.engine->plan().describe().c_str());
 }
 
+MaxOverRanks comm_max(Communicator& comm) {
+  return [&comm](const std::vector<int64_t>& v) { return comm.max_over_ranks(v); };
+}
+
 void init_weights(TrainRun& run, const TrainArgs& args, Rank0Log& log) {
   if (args.init_from.empty()) {
     run.engine->init_parameters(args.seed);
     return;
   }
-  ModelWeightsReader reader(args.init_from, run.model->params());
+  // Each rank reads (and checks for non-finite values) its own slices. load_parameters ends in
+  // collectives (shards -> parameters), so a slice error must not leave it early: it is recorded,
+  // the load completes with zeros, and the ranks agree on the verdict afterwards.
+  const MaxOverRanks max = comm_max(*run.comm);
+  const int rank = run.comm->rank(), world = run.comm->world_size();
+  std::unique_ptr<ModelWeightsReader> reader;
+  run_agreed(max, rank, world, "zerotrain train",
+             [&] { reader = std::make_unique<ModelWeightsReader>(args.init_from, run.model->params()); });
+  std::string slice_error;
   run.engine->load_parameters([&](int p, int64_t begin, int64_t count, float* out) {
-    reader.read_param_slice(p, begin, count, out);
+    try {
+      if (slice_error.empty()) return reader->read_param_slice(p, begin, count, out);
+    } catch (const InputError& e) {
+      slice_error = e.what();
+    }
+    std::fill(out, out + count, 0.0f);
+  });
+  run_agreed(max, rank, world, "zerotrain train", [&] {
+    if (!slice_error.empty()) throw InputError(slice_error);
   });
   log("initialised from %s\n", args.init_from.c_str());
 }
@@ -218,8 +275,11 @@ StepStats optimizer_step(TrainRun& run, int64_t k, Batch& batch) {
   try {
     return run.engine->step();
   } catch (const LossScaleAtMinimum& e) {
-    throw InputError(std::string("step ") + std::to_string(k + 1) + ": fp16 loss scale: " + e.what() +
-                     " (gradients overflow even at fp16.min_loss_scale; lower the learning rate or use bf16)");
+    // The loss scale is the same on every rank, so every rank is here: rank 0 reports.
+    if (run.comm->rank() == 0)
+      std::fprintf(stderr, "zerotrain train: error: step %lld: fp16 loss scale: %s (gradients overflow even at "
+                   "fp16.min_loss_scale; lower the learning rate or use bf16)\n", static_cast<long long>(k + 1), e.what());
+    throw AgreedFailure(kExitBadInput);
   }
 }
 
@@ -228,8 +288,11 @@ void train_loop(TrainRun& run, const TrainArgs& args, Rank0Log& log, int64_t sta
   Observers obs(run, args);
   const int rank = run.comm->rank();
   std::optional<MetricsWriter> metrics;  // rank 0; with wall_clock_breakdown every rank (F.rank<r>)
-  if (!args.metrics.empty() && (rank == 0 || obs.breakdown))
-    metrics.emplace(rank == 0 ? args.metrics : args.metrics + ".rank" + std::to_string(rank));
+  run_agreed(comm_max(*run.comm), rank, run.comm->world_size(), "zerotrain train", [&] {
+    if (!args.metrics.empty() && (rank == 0 || obs.breakdown))
+      metrics.emplace(rank == 0 ? args.metrics : args.metrics + ".rank" + std::to_string(rank));
+  });
+  int64_t skipped_in_a_row = 0;
   const int64_t every = progress_interval(args, run.cfg);
   const int64_t tbs = run.cfg.train_batch_size;
   const ModelConfig& mcfg = run.model_cfg;
@@ -256,6 +319,18 @@ void train_loop(TrainRun& run, const TrainArgs& args, Rank0Log& log, int64_t sta
     obs.after_step(run, st);
     if ((k + 1) % every == 0 || k == start || k + 1 == args.steps)
       print_step_line(log, st, tp, run.dev->tracker().peak_total(), obs.breakdown);
+    // st.skipped is the same on every rank (the overflow verdict is all-reduced), so every rank
+    // stops at the same step.
+    skipped_in_a_row = st.skipped ? skipped_in_a_row + 1 : 0;
+    if (args.max_skipped_steps > 0 && skipped_in_a_row >= args.max_skipped_steps) {
+      print_step_line(log, st, tp, run.dev->tracker().peak_total(), obs.breakdown);
+      if (run.comm->rank() == 0)
+        std::fprintf(stderr,
+                     "zerotrain train: error: the last %lld steps were all skipped (gradient overflow: NaN/Inf); "
+                     "stopping (--max-skipped-steps %lld). Check the initial weights and lower the learning rate\n",
+                     static_cast<long long>(skipped_in_a_row), static_cast<long long>(args.max_skipped_steps));
+      throw AgreedFailure(kExitStalled);
+    }
     if (k + 1 == args.steps && !std::isnan(run.data->best_loss()))
       log("best achievable loss of this data: %.6f (final loss %.6f, gap %.6f)\n", run.data->best_loss(), st.loss,
           st.loss - run.data->best_loss());
@@ -276,14 +351,22 @@ void save_weights(TrainRun& run, const std::string& path, Rank0Log& log) {
 
 void write_outputs(TrainRun& run, const TrainArgs& args, Rank0Log& log) {
   if (run.cfg.memory_breakdown) log("%s", run.engine->memory_report().c_str());
-  if (!args.memory_report.empty()) write_memory_report(args.memory_report, *run.engine, *run.comm, run.engine_opt.stage);
-  if (!args.save_weights.empty()) save_weights(run, args.save_weights, log);
+  const MaxOverRanks max = comm_max(*run.comm);
+  const int rank = run.comm->rank(), world = run.comm->world_size();
+  // Rank 0 writes after a gather; the verdict is agreed so no rank runs ahead into the next gather.
+  if (!args.memory_report.empty())
+    run_agreed(max, rank, world, "zerotrain train",
+               [&] { write_memory_report(args.memory_report, *run.engine, *run.comm, run.engine_opt.stage); });
+  if (!args.save_weights.empty())
+    run_agreed(max, rank, world, "zerotrain train", [&] { save_weights(run, args.save_weights, log); });
 }
 
-int run_train(const TrainArgs& args_in, Rank0Log& log) {
+int run_train(const TrainArgs& args_in, Rank0Log& log, int rank, int world) {
   TrainRun run;
   TrainArgs args = args_in;
-  set_up(run, args, log);
+  const MaxOverRanks world_max = world_max_over_ranks();
+  run_agreed(world_max, rank, world, "zerotrain train", [&] { check_inputs(run, args, rank, world); });
+  set_up(run, args, log, world_max, rank, world);
   TrainCheckpoints ckpt(args, run.model_cfg, run.cfg, *run.model, *run.engine, *run.comm, *run.dev,
                         [&](const std::string& line) { log("%s", line.c_str()); });
   ckpt.check_save_dir();
@@ -292,7 +375,8 @@ int run_train(const TrainArgs& args_in, Rank0Log& log) {
     init_weights(run, args, log);
   } else {
     start = ckpt.resume(&args.seed);  // the checkpoint's seed unless --seed was given
-    if (args.seed != args_in.seed) run.data = make_dataset(args.data, dataset_shape(run.model_cfg, run.cfg, args.seed));
+    if (args.seed != args_in.seed)
+      run.data = make_dataset(args.data, dataset_shape(run.model_cfg, run.cfg, args.seed, rank, world));
   }
   if (run.cfg.memory_breakdown) log("%s", run.engine->memory_report().c_str());
   train_loop(run, args, log, start, ckpt);
@@ -303,16 +387,32 @@ int run_train(const TrainArgs& args_in, Rank0Log& log) {
 }  // namespace
 
 int cmd_train(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "-h") || !std::strcmp(argv[i], "--help")) {
+      std::printf("%s", train_usage());
+      return 0;
+    }
+  }
   MpiEnvironment env(&argc, &argv);
   Rank0Log log;
   log.rank = env.rank();
   try {
-    TrainArgs args = parse_train_args(argc, argv);
-    return run_train(args, log);
-  } catch (const InputError& e) {
-    // Bad input is found identically on every rank (same files, same flags); rank 0 reports it.
-    if (env.rank() == 0) std::fprintf(stderr, "zerotrain train: error: %s\n", e.what());
-    return kExitBadInput;
+    // Flags are the same on every rank, so a bad flag is found by all ranks: rank 0 reports it.
+    TrainArgs args;
+    try {
+      args = parse_train_args(argc, argv);
+    } catch (const InputError& e) {
+      if (env.rank() == 0) std::fprintf(stderr, "zerotrain train: error: %s\n", e.what());
+      return kExitBadInput;
+    }
+    return run_train(args, log, env.rank(), env.world_size());
+  } catch (const std::exception& e) {
+    // Past the agreed phases, an error is reported by the rank that saw it (its peers end
+    // through the same error or the comm layer's watchdog, exit 3).
+    std::string message;
+    const int code = exit_code_of(e, &message);
+    if (!message.empty()) std::fprintf(stderr, "zerotrain train: error [%s]: %s\n", process_tag().c_str(), message.c_str());
+    return code;
   }
 }
 

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "zerotrain/app/commands.h"
+#include "zerotrain/app/rank_agreement.h"
 #include "zerotrain/core/check.h"
 #include "zerotrain/core/device.h"
 
@@ -13,7 +14,11 @@ struct Command {
   int (*run)(int argc, char** argv);
   const char* help;
 };
-int cmd_version(int, char**) {
+int cmd_version(int argc, char** argv) {
+  if (argc > 1 && (!std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "--help"))) {
+    std::printf("usage: zerotrain version\n  prints the version and which backends were built\n");
+    return 0;
+  }
   std::printf("zerotrain 0.1.0 (CUDA backend: %s)\n", zt::cuda_backend_built() ? "built" : "not built");
   return 0;
 }
@@ -28,8 +33,10 @@ const Command kCommands[] = {
 };
 
 void usage(FILE* f) {
-  std::fprintf(f, "usage: zerotrain COMMAND [ARGS]\n\ncommands:\n");
+  std::fprintf(f, "usage: zerotrain COMMAND [ARGS]     (zerotrain COMMAND --help: the command's flags)\n\ncommands:\n");
   for (const auto& c : kCommands) std::fprintf(f, "  %-14s %s\n", c.name, c.help);
+  std::fprintf(f, "\nexit codes: 0 ok, 1 internal error, 2 bad input (the message names it), 3 communication\n"
+                  "failure (a rank died or hung), 4 train: every step skipped for --max-skipped-steps steps\n");
 }
 }  // namespace
 
@@ -40,7 +47,15 @@ int main(int argc, char** argv) {
     return argc < 2 ? zt::kExitBadInput : 0;
   }
   for (const auto& c : kCommands) {
-    if (std::strcmp(argv[1], c.name) == 0) return c.run(argc - 1, argv + 1);
+    if (std::strcmp(argv[1], c.name) != 0) continue;
+    try {
+      return c.run(argc - 1, argv + 1);
+    } catch (const std::exception& e) {  // last resort: a clean line and a documented code, never an abort
+      std::string message;
+      const int code = zt::exit_code_of(e, &message);
+      if (!message.empty()) std::fprintf(stderr, "zerotrain %s: error: %s\n", c.name, message.c_str());
+      return code;
+    }
   }
   std::fprintf(stderr, "zerotrain: unknown command '%s'\n", argv[1]);
   usage(stderr);

@@ -1,6 +1,8 @@
 #include "zerotrain/app/train_setup.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -17,7 +19,11 @@ const char* train_usage() {
          "                       [--save-weights F.safetensors] [--metrics F.jsonl] [--memory-report F.json]\n"
          "                       [--log-every N] [--strict] [--recompute none|block|selective]\n"
          "                       [--save-checkpoint DIR [--save-every N] [--keep-last K]] [--resume DIR [--tag T]]\n"
-         "                       [--trace DIR [--trace-steps FIRST:LAST]] [--comm-log F.jsonl]\n";
+         "                       [--trace DIR [--trace-steps FIRST:LAST]] [--comm-log F.jsonl]\n"
+         "                       [--max-skipped-steps N]\n"
+         "  --max-skipped-steps N  stop with exit 4 after N steps in a row were all skipped for gradient\n"
+         "                         overflow (NaN/Inf); 0 never stops (default 100)\n"
+         "exit codes: 0 ok, 1 internal error, 2 bad input, 3 communication failure, 4 all steps skipped\n";
 }
 
 namespace {
@@ -36,9 +42,11 @@ void check_checkpoint_args(const TrainArgs& a) {
 
 int64_t parse_int(const std::string& flag, const char* v, int64_t lo) {
   char* end = nullptr;
+  errno = 0;
   long long x = std::strtoll(v, &end, 10);
-  if (!*v || *end || x < lo)
-    throw InputError("train: " + flag + " '" + v + "': expected an integer >= " + std::to_string(lo));
+  if (!*v || *end || errno == ERANGE || x < lo)
+    throw InputError("train: " + flag + " '" + v + "': expected an integer >= " + std::to_string(lo) + " and <= " +
+                     std::to_string(INT64_MAX));
   return x;
 }
 }  // namespace
@@ -79,6 +87,7 @@ TrainArgs parse_train_args(int argc, char** argv) {
       a.recompute = value();
       recompute_from(a.recompute, "train: --recompute");  // validates
     }
+    else if (f == "--max-skipped-steps") a.max_skipped_steps = parse_int(f, value(), 0);
     else throw InputError("train: unknown flag '" + f + "'\n" + train_usage());
   }
   parse_step_range("train: --trace-steps", a.trace_steps);  // bad ranges fail before any set-up

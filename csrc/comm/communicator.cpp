@@ -3,6 +3,7 @@
 #include "zerotrain/comm/communicator.h"
 
 #include <climits>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -17,10 +18,13 @@ const char* comm_backend_name(CommBackend b) { return b == CommBackend::MPI ? "m
 double CommOptions::default_timeout_s() {
   const char* v = std::getenv("ZT_COMM_TIMEOUT_S");
   if (!v || !*v) return 300.0;
+  if (std::string(v) == "off") return 0.0;  // the one spelling that disables the watchdog
   char* end = nullptr;
   double t = std::strtod(v, &end);
-  if (end == v || *end != '\0') {
-    throw InputError(std::string("ZT_COMM_TIMEOUT_S='") + v + "': expected a number of seconds (<= 0 disables the watchdog)");
+  // A typo must not become "kill the job after 0 s" or "never": only a finite number > 0.
+  if (end == v || *end != '\0' || !std::isfinite(t) || t <= 0) {
+    throw InputError(std::string("ZT_COMM_TIMEOUT_S='") + v +
+                     "': expected a number of seconds > 0 (or \"off\" to disable the hang watchdog)");
   }
   return t;
 }
@@ -188,6 +192,14 @@ std::vector<std::string> Communicator::gather_strings(const std::string& mine, i
   std::vector<std::string> all;
   run_host_exchange([&](MPI_Comm comm) { all = gather_strings_over(comm, mine, root, rank_, world_size_); });
   return all;
+}
+
+std::vector<int64_t> Communicator::max_over_ranks(const std::vector<int64_t>& mine) {
+  std::vector<int64_t> out(mine.size());
+  run_host_exchange([&](MPI_Comm comm) {
+    ZT_MPI_CHECK(MPI_Allreduce(mine.data(), out.data(), static_cast<int>(mine.size()), MPI_INT64_T, MPI_MAX, comm));
+  });
+  return out;
 }
 
 std::unique_ptr<Communicator> make_communicator(Device& dev, MPI_Comm parent, const CommOptions& opts) {

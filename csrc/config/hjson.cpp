@@ -4,11 +4,14 @@
 #include <cctype>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <unordered_set>
 
 #include "zerotrain/core/check.h"
+#include "zerotrain/core/file_io.h"
 
 namespace zt {
 namespace {
@@ -78,11 +81,48 @@ bool parse_number(const std::string& t, Json* out, bool* overflow) {
   return true;
 }
 
+}  // namespace
+
+size_t first_invalid_utf8(const std::string& s) {
+  const size_t n = s.size();
+  size_t i = 0;
+  while (i < n) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) { ++i; continue; }
+    size_t len = 0;
+    unsigned cp = 0;
+    if (c >= 0xC2 && c <= 0xDF) { len = 2; cp = c & 0x1F; }
+    else if (c >= 0xE0 && c <= 0xEF) { len = 3; cp = c & 0x0F; }
+    else if (c >= 0xF0 && c <= 0xF4) { len = 4; cp = c & 0x07; }
+    else return i;
+    if (i + len > n) return i;
+    for (size_t k = 1; k < len; ++k) {
+      const unsigned char t = static_cast<unsigned char>(s[i + k]);
+      if ((t & 0xC0) != 0x80) return i + k;
+      cp = (cp << 6) | (t & 0x3F);
+    }
+    // Overlong forms, surrogates and values above U+10FFFF are invalid.
+    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) || (cp >= 0xD800 && cp <= 0xDFFF))
+      return i;
+    i += len;
+  }
+  return std::string::npos;
+}
+
+namespace {
+
 class Parser {
  public:
   Parser(const std::string& text, const std::string& source) : s_(text), src_(source) {}
 
   Json parse_root() {
+    size_t bad = first_invalid_utf8(s_);
+    if (bad != std::string::npos) {
+      char hex[8];
+      std::snprintf(hex, sizeof(hex), "0x%02X", static_cast<unsigned char>(s_[bad]));
+      fail_at(bad, std::string("invalid UTF-8 byte ") + hex + " at byte offset " + std::to_string(bad) +
+                       "; expected a UTF-8 text file");
+    }
     if (s_.compare(0, 3, "\xEF\xBB\xBF") == 0) i_ = 3;
     skip_ws();
     if (eof()) return Json::object();
@@ -148,6 +188,7 @@ class Parser {
     size_t open = i_;
     if (!braceless) ++i_;  // '{'
     Json obj = Json::object();
+    std::unordered_set<std::string> seen;  // this object's keys: duplicate check in O(1)
     for (;;) {
       skip_ws();
       if (eof()) {
@@ -167,12 +208,16 @@ class Parser {
       }
       ++i_;
       std::string kp = child_path(path, key);
-      if (obj.contains(key)) {
+      if (!seen.insert(key).second) {
         fail_at(key_pos, "duplicate key `" + kp + "` (DeepSpeed rejects duplicate keys too; keep one)");
       }
       skip_ws();
       if (eof()) fail("expected a value for `" + kp + "`");
-      obj[key] = parse_value(kp, depth + 1);
+      // Appended to the ordered map's vector directly: `seen` already guarantees uniqueness, and
+      // ordered_json's own insert searches linearly (quadratic over a large object).
+      Json value = parse_value(kp, depth + 1);
+      auto& members = obj.get_ref<Json::object_t&>();
+      members.Container::emplace_back(std::move(key), std::move(value));
       skip_ws();
       if (peek() == ',') ++i_;
     }
@@ -309,6 +354,7 @@ class Parser {
       if (lo < 0xDC00 || lo > 0xDFFF) fail("invalid UTF-16 surrogate pair in a \\u escape");
       cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
     }
+    if (cp >= 0xD800 && cp <= 0xDFFF) fail("lone UTF-16 surrogate in a \\u escape (not valid Unicode)");
     if (cp < 0x80) {
       *out += static_cast<char>(cp);
     } else if (cp < 0x800) {
@@ -363,12 +409,7 @@ Json parse_hjson(const std::string& text, const std::string& source) {
 }
 
 Json parse_hjson_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw InputError("config " + path + ": cannot open the file for reading");
-  std::ostringstream buf;
-  buf << f.rdbuf();
-  if (f.bad()) throw InputError("config " + path + ": read error");
-  return parse_hjson(buf.str(), path);
+  return parse_hjson(read_regular_file(path, "config " + path, kMaxConfigFileBytes), path);
 }
 
 }  // namespace zt

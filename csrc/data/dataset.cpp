@@ -146,7 +146,8 @@ std::unique_ptr<Dataset> make_dataset(const std::string& spec, const DatasetShap
         throw InputError("--data '" + spec + "': format must be auto, llmc or raw, found '" + f + "'");
     }
     if (path.empty()) throw InputError("--data '" + spec + "': expected " + kind + ":PATH");
-    return std::make_unique<TokenFileDataset>(path, format, shape.vocab_size, shape.n_ctx, shape.global_batch);
+    return std::make_unique<TokenFileDataset>(path, format, shape.vocab_size, shape.n_ctx, shape.global_batch,
+                                              shape.validate_shard, shape.validate_shards);
   }
   throw InputError("--data '" + spec + "': unknown data kind '" + kind +
                    "' (expected markov:, teacher:, text:PATH or tokens:PATH)");

@@ -43,11 +43,11 @@ const char* format_name(TokenFileDataset::Format f) {
 }  // namespace
 
 TokenFileDataset::TokenFileDataset(const std::string& path, Format format, int64_t model_vocab, int64_t n_ctx,
-                                   int64_t global_batch)
+                                   int64_t global_batch, int validate_shard, int validate_shards)
     : path_(path), format_(format), vocab_(model_vocab), T_(n_ctx), B_(global_batch) {
   const std::string what = "data file '" + path_ + "'";
   if (T_ < 1 || vocab_ < 1) throw InputError(what + ": text/tokens data needs a token model (GPT) with n_ctx and vocab_size");
-  fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO must not block the open
   if (fd_ < 0) throw InputError(what + ": cannot open (" + std::strerror(errno) + ")");
   struct stat st {};
   if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -97,7 +97,7 @@ TokenFileDataset::TokenFileDataset(const std::string& path, Format format, int64
       throw InputError(what + ": holds " + std::to_string(ntok_) + " tokens, fewer than n_ctx + 1 = " +
                        std::to_string(T_ + 1));
     seq_per_pass_ = (ntok_ - 1) / T_;
-    validate_tokens();
+    validate_tokens(validate_shard, validate_shards);
   } catch (...) {
     ::close(fd_);
     fd_ = -1;
@@ -109,13 +109,18 @@ TokenFileDataset::~TokenFileDataset() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-// One sequential pass at open: a bad id is reported with the file and its position, before any
-// training step (ranks read the same file, so they fail together).
-void TokenFileDataset::validate_tokens() {
+// One sequential pass over this shard at open: a bad id is reported with the file and its
+// position, before any training step. Shards partition [0, ntok_): shard s checks
+// [s·ntok/shards, (s+1)·ntok/shards), so all shards together check every token exactly once.
+void TokenFileDataset::validate_tokens(int shard, int shards) {
   const int64_t chunk = int64_t(1) << 20;
+  shards = std::max(shards, 1);
+  shard = std::min(std::max(shard, 0), shards - 1);
+  const int64_t lo = ntok_ / shards * shard + std::min<int64_t>(shard, ntok_ % shards);
+  const int64_t hi = lo + ntok_ / shards + (shard < ntok_ % shards ? 1 : 0);
   std::vector<int32_t> buf;
-  for (int64_t first = 0; first < ntok_; first += chunk) {
-    int64_t n = std::min(chunk, ntok_ - first);
+  for (int64_t first = lo; first < hi; first += chunk) {
+    int64_t n = std::min(chunk, hi - first);
     buf.resize(static_cast<size_t>(n));
     read_tokens(first, n, buf.data());
     for (int64_t i = 0; i < n; ++i) {

@@ -88,7 +88,7 @@ const char* safetensors_dtype_name(DType t) {
 }
 
 SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
-  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO must not block the open
   if (fd_ < 0) bad(path, std::string("cannot open for reading: ") + std::strerror(errno));
   try {
     struct stat st;
@@ -177,7 +177,7 @@ void SafetensorsReader::read_f32(const SafetensorsEntry& e, int64_t begin, int64
 
 SafetensorsWriter::SafetensorsWriter(const std::string& path, const std::vector<Decl>& tensors,
                                      const std::map<std::string, std::string>& metadata)
-    : path_(path), tmp_path_(path + ".tmp"), decls_(tensors) {
+    : path_(path), decls_(tensors) {
   json header = json::object();
   if (!metadata.empty()) {
     json meta = json::object();
@@ -195,27 +195,15 @@ SafetensorsWriter::SafetensorsWriter(const std::string& path, const std::vector<
   }
   std::string text = header.dump();
   while (text.size() % 8 != 0) text.push_back(' ');  // keeps the data block 8-byte aligned
-  FILE* f = std::fopen(tmp_path_.c_str(), "wb");
-  if (!f) throw InputError("cannot write weights file " + tmp_path_ + ": " + std::strerror(errno));
-  file_ = f;
+  file_ = std::make_unique<AtomicFile>(path_, "weights file");
   unsigned char len_bytes[8];
   uint64_t n = text.size();
   for (int i = 0; i < 8; ++i) len_bytes[i] = static_cast<unsigned char>(n >> (8 * i));
-  if (std::fwrite(len_bytes, 1, 8, f) != 8 || std::fwrite(text.data(), 1, text.size(), f) != text.size()) {
-    std::string why = std::strerror(errno);
-    std::fclose(f);  // the destructor does not run for a throwing constructor
-    file_ = nullptr;
-    std::remove(tmp_path_.c_str());
-    throw InputError("cannot write weights file " + tmp_path_ + ": " + why);
-  }
+  file_->write(len_bytes, 8);
+  file_->write(text.data(), text.size());
 }
 
-SafetensorsWriter::~SafetensorsWriter() {
-  if (file_) {
-    std::fclose(static_cast<FILE*>(file_));
-    std::remove(tmp_path_.c_str());
-  }
-}
+SafetensorsWriter::~SafetensorsWriter() = default;  // an unfinished AtomicFile removes its temporary
 
 void SafetensorsWriter::write_next(const void* data) {
   ZT_CHECK(file_ != nullptr && next_ < decls_.size(), "SafetensorsWriter: more tensors written than declared");
@@ -223,25 +211,14 @@ void SafetensorsWriter::write_next(const void* data) {
   size_t numel = 1;
   for (int64_t s : d.shape) numel *= static_cast<size_t>(s);
   size_t bytes = numel * dtype_size(d.dtype);
-  if (bytes && std::fwrite(data, 1, bytes, static_cast<FILE*>(file_)) != bytes)
-    throw InputError("cannot write weights file " + tmp_path_ + ": " + std::strerror(errno));
+  if (bytes) file_->write(data, bytes);
 }
 
 void SafetensorsWriter::finish() {
   ZT_CHECK(file_ != nullptr && next_ == decls_.size(),
            "SafetensorsWriter::finish after " + std::to_string(next_) + " of " + std::to_string(decls_.size()) + " tensors");
-  FILE* f = static_cast<FILE*>(file_);
-  file_ = nullptr;
-  bool ok = std::fflush(f) == 0;
-  ok = (std::fclose(f) == 0) && ok;
-  if (!ok) {
-    std::remove(tmp_path_.c_str());
-    throw InputError("cannot write weights file " + tmp_path_ + ": " + std::strerror(errno));
-  }
-  if (std::rename(tmp_path_.c_str(), path_.c_str()) != 0) {
-    std::remove(tmp_path_.c_str());
-    throw InputError("cannot rename " + tmp_path_ + " to " + path_ + ": " + std::strerror(errno));
-  }
+  file_->commit();
+  file_.reset();
 }
 
 void write_safetensors(const std::string& path, const std::vector<SafetensorsTensor>& tensors,

@@ -6,10 +6,12 @@
 #include <limits>
 #include <set>
 #include <sstream>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "zerotrain/core/check.h"
+#include "zerotrain/core/file_io.h"
 
 namespace zt {
 namespace {
@@ -71,7 +73,8 @@ MlpConfig parse_mlp(const json& doc, const std::string& source) {
     fail(source, "dims", "expected an array of at least 2 positive integers [in, ..., out], got " + dims.dump());
   for (size_t i = 0; i < dims.size(); ++i) {
     const json& d = dims[i];
-    if (!d.is_number_integer() || d.get<int64_t>() <= 0 || d.get<int64_t>() > kMaxDim)
+    if (!d.is_number_integer() || (d.is_number_unsigned() && d.get<uint64_t>() > static_cast<uint64_t>(kMaxDim)) ||
+        d.get<int64_t>() <= 0 || d.get<int64_t>() > kMaxDim)
       fail(source, "dims", "entry " + std::to_string(i) + " must be a positive integer <= 2^24, got " + d.dump());
     c.dims.push_back(d.get<int64_t>());
   }
@@ -135,17 +138,40 @@ ModelConfig parse_model_config(const json& doc, const std::string& source) {
 }
 
 ModelConfig parse_model_config_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw InputError("model file " + path + ": cannot open for reading");
-  std::stringstream ss;
-  ss << in.rdbuf();
+  const std::string text = read_regular_file(path, "model file " + path, kMaxModelFileBytes);
   json doc;
   try {
-    doc = json::parse(ss.str());
-  } catch (const json::parse_error& e) {
+    // A repeated key inside one object is an error (nlohmann would keep the last silently):
+    // one key set per open object, checked as each key is read.
+    std::vector<std::set<std::string>> open_objects;
+    std::string duplicate;
+    auto on_event = [&](int /*depth*/, json::parse_event_t ev, json& parsed) {
+      if (ev == json::parse_event_t::object_start) open_objects.emplace_back();
+      else if (ev == json::parse_event_t::object_end && !open_objects.empty()) open_objects.pop_back();
+      else if (ev == json::parse_event_t::key && !open_objects.empty() && duplicate.empty() &&
+               !open_objects.back().insert(parsed.get<std::string>()).second)
+        duplicate = parsed.get<std::string>();
+      return true;
+    };
+    doc = json::parse(text, on_event);
+    if (!duplicate.empty()) fail(path, duplicate, "duplicate key (each key may appear once per object)");
+  } catch (const json::exception& e) {
+    // parse_error, and out_of_range for a number that overflows a double ("vocab_size": 1e400).
     throw InputError("model file " + path + ": not valid JSON (" + e.what() + ")");
   }
   return parse_model_config(doc, path);
+}
+
+double model_param_count(const ModelConfig& m) {
+  if (m.type == ModelConfig::Type::GPT) {
+    const double C = static_cast<double>(m.gpt.n_embd);
+    const double block = 13.0 * C + 12.0 * C * C;
+    return static_cast<double>(m.gpt.vocab_size + m.gpt.n_ctx) * C + static_cast<double>(m.gpt.n_layer) * block + 2 * C;
+  }
+  double n = 0;
+  for (size_t i = 0; i + 1 < m.mlp.dims.size(); ++i)
+    n += static_cast<double>(m.mlp.dims[i]) * static_cast<double>(m.mlp.dims[i + 1]) + static_cast<double>(m.mlp.dims[i + 1]);
+  return n;
 }
 
 }  // namespace zt

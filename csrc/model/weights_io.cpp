@@ -1,6 +1,7 @@
 // weights_io.cpp — map model parameters onto safetensors tensors (see weights_io.h).
 #include "zerotrain/model/weights_io.h"
 
+#include <cmath>
 #include <set>
 
 #include "zerotrain/core/check.h"
@@ -57,7 +58,15 @@ ModelWeightsReader::ModelWeightsReader(const std::string& path, const std::vecto
 
 void ModelWeightsReader::read_param_slice(int index, int64_t begin, int64_t count, float* out) const {
   ZT_CHECK(index >= 0 && index < static_cast<int>(specs_.size()), "read_param_slice: bad index " + std::to_string(index));
-  file_.read_f32(*entry_of_param_[index], begin, count, out);
+  const SafetensorsEntry& e = *entry_of_param_[index];
+  file_.read_f32(e, begin, count, out);
+  // Non-finite initial weights would make every step overflow and be skipped: refuse them.
+  for (int64_t i = 0; i < count; ++i) {
+    if (!std::isfinite(out[i]))
+      throw InputError("safetensors file " + file_.path() + ": tensor \"" + e.name + "\" element " +
+                       std::to_string(begin + i) + " is " + (std::isnan(out[i]) ? "NaN" : "infinite") +
+                       "; expected finite initial weights");
+  }
 }
 
 void save_model_weights(const std::string& path, const std::vector<ParamSpec>& specs, DType file_dtype,

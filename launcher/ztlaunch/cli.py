@@ -130,7 +130,11 @@ def make_plan(args, env):
     plan.launcher = args.launcher or ("srun" if env.get("SLURM_JOB_ID") else "mpirun")
     plan.launcher_exe = env.get("ZT_MPIRUN", "mpirun") if plan.launcher == "mpirun" else "srun"
     plan.as_root = plan.launcher == "mpirun" and os.getuid() == 0
-    plan.extra_args = shlex.split(args.launcher_args)
+    try:
+        plan.extra_args = shlex.split(args.launcher_args)
+    except ValueError as e:  # an unbalanced quote
+        raise LaunchError("--launcher-args '%s': %s; expected shell words with balanced quotes"
+                          % (args.launcher_args, e))
     plan.mca = [tuple(kv) for kv in args.mca]
     user_env = _user_env(args, env)
     user_names = {n for n, _ in user_env}
@@ -254,6 +258,9 @@ def main(argv=None, env=None):
     except LaunchError as e:
         print("zt-launch: error: %s" % e, file=sys.stderr)
         return EXIT_BAD_INPUT
+    except Exception as e:  # noqa: BLE001 -- never a traceback: a clean line and exit 1 (internal error)
+        print("zt-launch: internal error: %s: %s" % (type(e).__name__, e), file=sys.stderr)
+        return 1
     line = " ".join(shlex.quote(w) for w in cmd)
     if args.dry_run:
         print(line)

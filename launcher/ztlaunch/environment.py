@@ -7,7 +7,7 @@ import shutil
 import socket
 import subprocess
 
-from .errors import LaunchError
+from .errors import LaunchError, read_text_file
 
 # Variables passed to every rank when set here: exact names, then name prefixes. OMPI_* are left
 # out on purpose: mpirun reads OMPI_MCA_* itself and sets OMPI_COMM_WORLD_* per rank.
@@ -120,11 +120,7 @@ def parse_env_assignment(text, flag):
 
 def read_env_file(path):
     """KEY=VALUE lines ('#' comments, blank lines, optional 'export ' prefix) like .deepspeed_env."""
-    try:
-        with open(path, "r", encoding="utf-8") as f:
-            lines = f.read().splitlines()
-    except OSError as e:
-        raise LaunchError("--env-file %s: cannot read it (%s)" % (path, e.strerror or e))
+    lines = read_text_file(path, "--env-file").splitlines()
     out = []
     for lineno, raw in enumerate(lines, start=1):
         line = raw.strip()

@@ -6,7 +6,7 @@ which is also MPI rank order (ranks fill the first host, then the next).
 """
 import re
 
-from .errors import LaunchError
+from .errors import MAX_SLOTS_PER_HOST, LaunchError, read_text_file
 
 _HOST_LINE = re.compile(r"^(\S+)\s+slots=(\S+)$")
 
@@ -28,8 +28,10 @@ def parse_hostfile_text(text, name):
             raise LaunchError("%s: '%s': expected 'HOSTNAME slots=N' (one host per line, '#' for comments)"
                               % (where, raw.strip()))
         host, slots_text = m.group(1), m.group(2)
-        if not re.fullmatch(r"[0-9]+", slots_text) or int(slots_text) < 1:
-            raise LaunchError("%s: slots=%s for host '%s': expected a whole number >= 1" % (where, slots_text, host))
+        if (not re.fullmatch(r"[0-9]{1,9}", slots_text) or int(slots_text) < 1
+                or int(slots_text) > MAX_SLOTS_PER_HOST):
+            raise LaunchError("%s: slots=%s for host '%s': expected a whole number from 1 to %d"
+                              % (where, slots_text, host, MAX_SLOTS_PER_HOST))
         if "@" in host or ":" in host or "," in host:
             raise LaunchError("%s: host name '%s' may not contain '@', ':' or ','" % (where, host))
         if host in seen:
@@ -42,14 +44,7 @@ def parse_hostfile_text(text, name):
 
 
 def parse_hostfile(path):
-    try:
-        with open(path, "r", encoding="utf-8") as f:
-            text = f.read()
-    except OSError as e:
-        raise LaunchError("--hostfile %s: cannot read it (%s)" % (path, e.strerror or e))
-    except UnicodeDecodeError:
-        raise LaunchError("--hostfile %s: not a UTF-8 text file" % path)
-    return parse_hostfile_text(text, path)
+    return parse_hostfile_text(read_text_file(path, "--hostfile"), path)
 
 
 def _parse_filter(spec, flag, pool):

@@ -30,6 +30,7 @@ struct TrainArgs {
   std::string trace_steps = "1:";  // --trace-steps FIRST:LAST (1-based, inclusive)
   std::string comm_log;            // --comm-log FILE: per-collective JSONL
   std::string recompute;           // --recompute: overrides activation_checkpointing (empty: config)
+  int64_t max_skipped_steps = 100; // stop (exit 4) after this many all-skipped steps in a row; 0: never
 };
 
 // Parses `train` flags; InputError names the flag and what was expected.

@@ -50,7 +50,7 @@ constexpr int kExitCommFailure = 3;
 struct CommOptions {
   // Hang watchdog: a collective that started and has not completed after this many seconds
   // takes the job down with a report. <= 0 disables the watchdog. Default: env
-  // ZT_COMM_TIMEOUT_S, else 300.
+  // ZT_COMM_TIMEOUT_S (a finite number > 0, or "off"; anything else is an InputError), else 300.
   double timeout_s = default_timeout_s();
   size_t log_capacity = 1024;        // ring log entries kept
   // MPI backend: per-peer chunk of the pipelined reduce-scatter / all-reduce exchange (bytes;
@@ -120,6 +120,11 @@ class Communicator {
   // has completed, has no sequence number and is not watched by the hang watchdog. Every rank
   // must call it at the same point.
   std::vector<std::string> gather_strings(const std::string& mine, int root);
+
+  // Host-side element-wise maximum of `mine` over all ranks (same length on every rank), returned
+  // on every rank. Same rules as gather_strings (blocking, not on the comm stream, not watched).
+  // Used to agree on a verdict (e.g. "bad input on rank r") before the next collective.
+  std::vector<int64_t> max_over_ranks(const std::vector<int64_t>& mine);
 
   const CommLog& log() const { return log_; }
   CommLog& log() { return log_; }

@@ -7,6 +7,7 @@
 // Numbers follow docs/config.md §17.1: a whole-valued number with |x| < 1e10 becomes an
 // integer ("5e8" -> 500000000, "32.0" -> 32); other numbers stay doubles; a number that
 // overflows a double ("1e999") is an error.
+// Text that is not valid UTF-8 is an error naming the byte offset.
 // A key repeated inside one object, at any depth, is an error naming its JSON path and line.
 // Errors throw zt::InputError "config <source>: line L, column C: <what>".
 #pragma once
@@ -23,7 +24,12 @@ using Json = nlohmann::ordered_json;
 // The result is always an object (a top-level array, number or string is rejected).
 Json parse_hjson(const std::string& text, const std::string& source);
 
-// Reads `path` and parses it; an unreadable file is an InputError.
+// Reads `path` and parses it; an unreadable file, a non-regular file (FIFO, device) or one
+// larger than kMaxConfigFileBytes (core/file_io.h) is an InputError.
 Json parse_hjson_file(const std::string& path);
+
+// Byte offset of the first byte that is not part of valid UTF-8 (overlong forms and surrogates
+// are invalid), or std::string::npos. Config text must be valid UTF-8 (it is printed as JSON).
+size_t first_invalid_utf8(const std::string& s);
 
 }  // namespace zt

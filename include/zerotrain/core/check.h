@@ -31,8 +31,11 @@ class InputError : public std::runtime_error {
 
 [[noreturn]] void fatal(const char* file, int line, const std::string& call, const std::string& detail);
 
-// Exit code for bad input, as every command promises.
-constexpr int kExitBadInput = 2;
+// Exit codes every command promises (README "Error handling"); 3 is the comm layer's
+// kExitCommFailure (comm/communicator.h).
+constexpr int kExitInternal = 1;    // internal error: a clean one-line message
+constexpr int kExitBadInput = 2;    // bad input: the message names the input and what was expected
+constexpr int kExitStalled = 4;     // train: every step skipped for --max-skipped-steps steps in a row
 
 }  // namespace zt
 

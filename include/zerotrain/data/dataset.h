@@ -56,6 +56,10 @@ struct DatasetShape {
   bool mlp_classification = false;   // the teacher needs a regression MLP
   int64_t global_batch = 0;          // B = train_batch_size
   uint64_t seed = 0;                 // the run's seed; a spec's seed= overrides it
+  // Token files: this process checks token ids in part `validate_shard` of `validate_shards`
+  // (train: its rank of the world; the ranks agree on the verdict). Default: the whole file.
+  int validate_shard = 0;
+  int validate_shards = 1;
 };
 
 // Parses `spec` and opens the source. InputError on an unknown kind, a bad key=value, a value out

@@ -29,7 +29,8 @@ class TokenFileDataset final : public Dataset {
   // InputError (naming the file) when it is missing, unreadable, empty, malformed, shorter than
   // n_ctx + 1 tokens, or holds a token >= model_vocab.
   TokenFileDataset(const std::string& path, Format format, int64_t model_vocab, int64_t n_ctx,
-                   int64_t global_batch);
+                   int64_t global_batch,
+                   int validate_shard = 0, int validate_shards = 1);
   ~TokenFileDataset() override;
   TokenFileDataset(const TokenFileDataset&) = delete;
   TokenFileDataset& operator=(const TokenFileDataset&) = delete;
@@ -45,7 +46,9 @@ class TokenFileDataset final : public Dataset {
   int64_t sequence_offset(int64_t i) const { return (i % seq_per_pass_) * T_; }
 
  private:
-  void validate_tokens();
+  // Checks the token ids of shard `shard` of `shards` equal parts of the file (each rank checks
+  // one part; the ranks agree on the verdict before training, so the file is read once per job).
+  void validate_tokens(int shard, int shards);
   void read_tokens(int64_t first, int64_t count, int32_t* out) const;  // tokens [first, first+count)
 
   std::string path_;

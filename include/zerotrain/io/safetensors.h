@@ -8,10 +8,12 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "zerotrain/core/dtype.h"
+#include "zerotrain/core/file_io.h"
 
 namespace zt {
 
@@ -58,7 +60,7 @@ struct SafetensorsTensor {
 
 // Streaming writer: the header is written from the declared tensors up front, then each
 // tensor's bytes are appended in declaration order, so only one tensor need be in host memory.
-// Writes to path + ".tmp" and renames onto path in finish(); an unfinished writer removes the
+// Writes to a unique temporary (PATH.tmp.XXXXXX) and renames onto path in finish(); an unfinished writer removes the
 // temporary file. InputError when the file cannot be written.
 class SafetensorsWriter {
  public:
@@ -74,13 +76,13 @@ class SafetensorsWriter {
   SafetensorsWriter& operator=(const SafetensorsWriter&) = delete;
   // Appends the next declared tensor's data (numel·dtype_size bytes, host).
   void write_next(const void* data);
-  void finish();  // all tensors written: flush, close, rename
+  void finish();  // all tensors written: fsync, rename over the target (core/file_io.h AtomicFile)
 
  private:
-  std::string path_, tmp_path_;
+  std::string path_;
   std::vector<Decl> decls_;
   size_t next_ = 0;
-  void* file_ = nullptr;           // FILE*, owned until finish()
+  std::unique_ptr<AtomicFile> file_;  // unique temporary in the target's directory until finish()
 };
 
 // Writes tensors (data in file order = vector order) in one call (SafetensorsWriter).

@@ -45,7 +45,9 @@ struct ModelConfig {
 };
 
 // InputError when the file is missing, not JSON, or fails validation.
-ModelConfig parse_model_config_file(const std::string& path);
+ModelConfig parse_model_config_file(const std::string& path);  // regular file <= kMaxModelFileBytes, no duplicate keys
+// Number of parameters the model will have (double: a hostile file may ask for more than 2^63).
+double model_param_count(const ModelConfig& m);
 // Same validation on an already-parsed document; `source` names it in messages.
 ModelConfig parse_model_config(const nlohmann::json& doc, const std::string& source);
 
