@@ -1,6 +1,7 @@
 // train_checks.cpp — see train_checks.h.
 #include "zerotrain/app/train_checks.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -65,10 +66,23 @@ void check_model_fits(const ModelConfig& m, const EngineOptions& eo, int64_t mic
                      " ranks); expected a smaller model, a higher ZeRO stage or more ranks");
 }
 
+// --save-weights FILE, or a Hugging Face folder: "DIR/" (created) or an existing directory.
+void check_weights_target(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    if (::access(path.c_str(), W_OK | X_OK) != 0)
+      throw InputError("--save-weights " + path + ": cannot create files in this directory");
+    return;
+  }
+  std::string target = path;
+  while (target.size() > 1 && target.back() == '/') target.pop_back();
+  check_output_path(target, "--save-weights");  // the file, or the folder to create: its parent must be writable
+}
+
 void check_output_paths(const TrainArgs& args) {
   if (!args.metrics.empty()) check_output_path(args.metrics, "--metrics", true);
   if (!args.memory_report.empty()) check_output_path(args.memory_report, "--memory-report", true);
-  if (!args.save_weights.empty()) check_output_path(args.save_weights, "--save-weights");
+  if (!args.save_weights.empty()) check_weights_target(args.save_weights);
 }
 
 }  // namespace zt

@@ -75,6 +75,13 @@ class Hostile(unittest.TestCase):
             p = self.train(self.base(**{flag: os.path.join(self.d, "no", "such", "dir", "f")}), np_=2)
             self.assert_clean(p, 2, flag, "does not exist", within=30)
             self.assertEqual(p.err.count("error:"), 1, p.err)
+            if flag == "--save-weights":  # an existing directory is an HF folder target (model.safetensors)
+                fifo = os.path.join(self.d, "weights.fifo")
+                if not os.path.exists(fifo):
+                    os.mkfifo(fifo)
+                p = self.train(self.base(**{flag: fifo}), np_=2)
+                self.assert_clean(p, 2, flag, "fifo", within=30)
+                continue
             p = self.train(self.base(**{flag: self.d}), np_=2)  # a directory
             self.assert_clean(p, 2, flag, "directory", within=30)
 
