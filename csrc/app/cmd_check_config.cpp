@@ -30,7 +30,8 @@ void usage(FILE* f) {
                "  --strict         unknown top-level keys are errors instead of warnings\n"
                "  --explain        print where every value came from (stderr)\n"
                "  --hidden-size H  model hidden size for the \"auto\" bucket rules\n"
-               "  --model M.json   also print the memory estimate for this model (stderr; as `zerotrain estimate`)\n"
+               "  --model M.json   also print the memory estimate for this model (stderr; as `zerotrain estimate`;\n"
+               "                   host totals per node assume one node: estimate --nodes K for more)\n"
                "  --set PATH=VALUE value for a key the file sets to \"auto\", e.g. --set optimizer.params.lr=3e-4\n");
 }
 
@@ -122,7 +123,7 @@ int cmd_check_config(int argc, char** argv) {
     const EngineOptions eopt = engine_options_from(cfg);
     schedule_from(cfg, eopt.optimizer);
     const std::string estimate =
-        model.empty() ? "" : estimate_report(estimate_memory(cfg, mcfg, opt.world_size, recompute_of(cfg, "")));
+        model.empty() ? "" : estimate_report(estimate_memory(cfg, mcfg, opt.world_size, recompute_of(cfg, "")), opt.world_size);
     if (printer) {
       for (const std::string& w : cfg.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
       if (explain) std::fprintf(stderr, "%s", cfg.explain().c_str());

@@ -69,7 +69,7 @@ int cmd_estimate(int argc, char** argv) {
     const DsConfig cfg = load_ds_config(config, copt);
     for (const std::string& w : cfg.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
     const MemoryEstimate e = estimate_memory(cfg, mcfg, static_cast<int>(world), recompute_of(cfg, recompute));
-    std::printf("%s", estimate_report(e).c_str());
+    std::printf("%s", estimate_report(e, world / nodes).c_str());
     if (!json_out.empty()) {
       std::ofstream f(json_out);
       if (!f) throw InputError("estimate: --json " + json_out + ": cannot open for writing");

@@ -67,7 +67,7 @@ std::string mib(int64_t b) {
 }
 }  // namespace
 
-std::string estimate_report(const MemoryEstimate& e) {
+std::string estimate_report(const MemoryEstimate& e, int64_t ranks_per_node) {
   const MemoryPrediction& p = e.ranks.front();
   std::string out;
   char line[256];
@@ -99,7 +99,14 @@ std::string estimate_report(const MemoryEstimate& e) {
   std::snprintf(line, sizeof(line), "  device total per rank: %lld B (%s); host total per rank: %lld B (%s)\n",
                 static_cast<long long>(e.max_device_total()), mib(e.max_device_total()).c_str(),
                 static_cast<long long>(e.max_host_total()), mib(e.max_host_total()).c_str());
-  return out + line;
+  out += line;
+  if (e.max_host_total() > 0) {  // offload: the ranks of a node share its RAM
+    const int64_t node = e.max_host_total() * ranks_per_node;
+    std::snprintf(line, sizeof(line), "  host total per node (%lld ranks share its RAM): %lld B (%s)\n",
+                  static_cast<long long>(ranks_per_node), static_cast<long long>(node), mib(node).c_str());
+    out += line;
+  }
+  return out;
 }
 
 std::string estimate_json(const MemoryEstimate& e) {

@@ -72,6 +72,22 @@ class OffloadCli(unittest.TestCase):
                 self.assertEqual(p.returncode, 2, f"{what} {key}: {p.stdout}\n{p.stderr}")
                 self.assertIn(key, p.stderr, f"{what}: {p.stderr}")
 
+    def test_check_config_prints_host_bytes_per_rank_and_node(self):
+        path = self.write("ds.json", config(3, {"device": "cpu"}, {"device": "cpu"}))
+        p = subprocess.run([BIN, "check-config", path, "--world-size", "4", "--model", MODEL], capture_output=True,
+                           text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        per_rank = [l for l in p.stderr.splitlines() if "host total per rank" in l]
+        per_node = [l for l in p.stderr.splitlines() if "host total per node (4 ranks" in l]
+        self.assertEqual(len(per_rank), 1, p.stderr)
+        self.assertEqual(len(per_node), 1, p.stderr)
+        rank_bytes = int(per_rank[0].split("host total per rank:")[1].split()[0])
+        node_bytes = int(per_node[0].split(":")[1].split()[0])
+        self.assertGreater(rank_bytes, 0)
+        self.assertEqual(node_bytes, 4 * rank_bytes)
+        for cat in ("host_master", "host_moments", "host_params", "host_staging"):
+            self.assertIn(cat, p.stderr)
+
     def test_stage3_offload_trains_and_reports_host_memory(self):
         cfg = config(3, {"device": "cpu", "pin_memory": False}, {"device": "cpu", "pin_memory": False})
         path = self.write("ds.json", cfg)

@@ -26,7 +26,8 @@ struct MemoryEstimate {
 MemoryEstimate estimate_memory(const DsConfig& cfg, const ModelConfig& model, int world, Recompute recompute);
 // Per-category table with units, the named parts of buckets / gather / workspace, the
 // activations at each recompute setting.
-std::string estimate_report(const MemoryEstimate& e);
+// ranks_per_node: for the host total per node when host categories are used (offload).
+std::string estimate_report(const MemoryEstimate& e, int64_t ranks_per_node);
 // The --memory-report JSON schema with predicted_bytes only: {stage, world_size, ranks:[{rank, categories}]}.
 std::string estimate_json(const MemoryEstimate& e);
 // "80GiB", "512MB", "1.5e9", "1024" -> bytes; InputError naming `flag` otherwise.
