@@ -31,7 +31,8 @@ std::string breakdown_text(const StepBreakdown& b) {
                   fmt("%.1f", b.optim_ms) + " ms | comm busy " + fmt("%.1f", b.comm_busy_ms) + " ms exposed " +
                   fmt("%.1f", b.comm_exposed_ms) + " ms overlap " + overlap_text(b.overlap_pct());
   if (b.has_copy_lane)
-    s += " | copy exposed " + fmt("%.1f", b.copy_exposed_ms) + " ms";
+    s += " | copy busy " + fmt("%.1f", b.copy_busy_ms) + " ms exposed " + fmt("%.1f", b.copy_exposed_ms) +
+         " ms overlap " + overlap_text(b.copy_overlap_pct());
   return s;
 }
 
@@ -45,8 +46,9 @@ void add_breakdown_json(nlohmann::json& row, const StepBreakdown& b) {
   row["breakdown_window_ms"] = b.window_ms;
   row["collectives"] = b.collectives;
   if (b.has_copy_lane) {
-    row["copy_busy_ms"] = nullptr;  // not measured yet: the copy stream's work is not bracketed
+    row["copy_busy_ms"] = b.copy_busy_ms;
     row["copy_exposed_ms"] = b.copy_exposed_ms;
+    row["copy_overlap_pct"] = b.copy_overlap_pct() < 0 ? nlohmann::json() : nlohmann::json(b.copy_overlap_pct());
   }
 }
 

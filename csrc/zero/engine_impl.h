@@ -145,6 +145,9 @@ class HostOptimizer {
   };
   void download_grads(int i);
   void upload_params(int i);
+  // copy_view on the copy stream, bracketed by timing events when the step is timed.
+  void timed_copy(const TensorView& dst, const TensorView& src, CopyKind kind);
+  void report_copy_busy();  // sums this step's brackets into the step timer
   void update_on_host(const OptimizerStep& step, const OptimizerChunk& c, const TensorView& grads,
                       const TensorView& params_out);
   bool params_in_place() const { return cx_.opt.offload.params; }  // offload_param: shard on the host
@@ -157,6 +160,8 @@ class HostOptimizer {
   std::vector<Slot> slots_;
   std::unique_ptr<Stream> copy_;
   std::unique_ptr<Event> grads_final_, uploads_done_;
+  std::vector<std::unique_ptr<Event>> brackets_;  // timing events (before, after) per copy; reused
+  int brackets_used_ = 0;
   OffloadStats stats_;
 };
 

@@ -40,7 +40,7 @@ HostOptimizer::~HostOptimizer() { copy_->synchronize(); }
 void HostOptimizer::download_grads(int i) {
   const OptimizerChunk& c = chunks_[i];
   Slot& s = slots_[i % slots_.size()];
-  copy_view(cx_.dev, s.grads.view({0, c.grads.count}), st_.grads.view(c.grads), *copy_, CopyKind::DeviceToHost);
+  timed_copy(s.grads.view({0, c.grads.count}), st_.grads.view(c.grads), CopyKind::DeviceToHost);
   s.d2h->record(*copy_);
   ++stats_.d2h_copies;
   stats_.d2h_bytes += static_cast<int64_t>(s.grads.view({0, c.grads.count}).nbytes());
@@ -50,7 +50,7 @@ void HostOptimizer::upload_params(int i) {
   if (params_in_place()) return;  // offload_param: the CPU optimizer wrote the host shard itself
   const OptimizerChunk& c = chunks_[i];
   Slot& s = slots_[i % slots_.size()];
-  copy_view(cx_.dev, st_.params.view(c.params), s.params.view({0, c.params.count}), *copy_, CopyKind::HostToDevice);
+  timed_copy(st_.params.view(c.params), s.params.view({0, c.params.count}), CopyKind::HostToDevice);
   s.h2d->record(*copy_);
   ++stats_.h2d_copies;
   stats_.h2d_bytes += static_cast<int64_t>(s.params.view({0, c.params.count}).nbytes());
@@ -74,6 +74,31 @@ void HostOptimizer::update(const OptimizerStep& step) {
   }
   uploads_done_->record(*copy_);
   cx_.compute_waits(*uploads_done_, Lane::Copy);
+  report_copy_busy();
+}
+
+void HostOptimizer::timed_copy(const TensorView& dst, const TensorView& src, CopyKind kind) {
+  const bool timed = cx_.timer && cx_.timer->timing();
+  if (timed) {
+    while (static_cast<int>(brackets_.size()) < brackets_used_ + 2) brackets_.push_back(cx_.dev.create_event(true));
+    brackets_[brackets_used_]->record(*copy_);
+  }
+  copy_view(cx_.dev, dst, src, *copy_, kind);
+  if (timed) {
+    brackets_[brackets_used_ + 1]->record(*copy_);
+    brackets_used_ += 2;
+  }
+}
+
+// Timed steps only: waits for this step's last copy (the compute stream waits on it anyway),
+// then adds each copy's bracket to the step's copy_busy_ms.
+void HostOptimizer::report_copy_busy() {
+  if (brackets_used_ == 0) return;
+  uploads_done_->synchronize();
+  double ms = 0;
+  for (int k = 0; k < brackets_used_; k += 2) ms += brackets_[k + 1]->elapsed_ms_since(*brackets_[k]);
+  brackets_used_ = 0;
+  cx_.timer->add_copy_busy_ms(ms);
 }
 
 // The same per-element arithmetic as the device optimizer (math::adam_update / sgd_update).

@@ -115,6 +115,8 @@ std::optional<StepBreakdown> StepTimer::end_step(int64_t step) {
 
   StepBreakdown b;
   b.has_copy_lane = has_copy_lane_;
+  b.copy_busy_ms = copy_busy_ms_;
+  copy_busy_ms_ = 0;
   double prev = 0, last_bwd = 0;  // the phase boundary before the current segment
   for (const Mark& m : marks_) {
     if (m.kind == Kind::FwdDone) b.fwd_ms += t[m.ev] - prev, prev = t[m.ev];

@@ -33,6 +33,11 @@ class StepTimer {
   void wait(Stream& waiter, Event& e, Lane lane);
   // The engine has a copy lane (offload): report copy_* figures.
   void add_copy_lane() { has_copy_lane_ = true; }
+  // Inside a timed step (the copy lane brackets its copies only then).
+  bool timing() const { return active_; }
+  // Milliseconds the copy stream spent copying during this step (measured by the copy lane
+  // from timing events around each copy); reported as copy_busy_ms by end_step().
+  void add_copy_busy_ms(double ms) { copy_busy_ms_ += ms; }
   // At the end of step(): blocks until the step's compute work completed, then returns its
   // breakdown (nullopt when the step was not timed). With Trace, the step's compute slices are
   // added to the timelines; its collectives (seq range issued during the step) join them as
@@ -67,6 +72,7 @@ class StepTimer {
   bool active_ = false;   // inside a timed step
   Phase phase_ = Phase::Optim;
   bool has_copy_lane_ = false;
+  double copy_busy_ms_ = 0;       // this step's copy-lane busy time so far
   std::vector<std::unique_ptr<Event>> pool_;  // timing events; [0, used_) belong to this step
   int used_ = 0;
   std::vector<Mark> marks_;

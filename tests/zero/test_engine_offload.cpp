@@ -175,3 +175,20 @@ TEST(EngineOffload, Fp16OverflowSkipsHostUpdate) {
   for (const auto& w : got.params)
     for (float x : w) ASSERT_TRUE(std::isfinite(x));
 }
+
+// wall_clock_breakdown with offload: the copy lane reports how long the copy stream copied
+// (copy_busy_ms > 0, timed on the stream) and how long compute waited on it; timing on changes
+// no number.
+TEST(EngineOffload, BreakdownReportsTheCopyLane) {
+  RunSpec s = offloaded(spec_for(2, DType::F32, true, 500), false);
+  RunResult plain = run_engine(s, MPI_COMM_WORLD);
+  s.timing = TimingLevel::Breakdown;
+  RunResult timed = run_engine(s, MPI_COMM_WORLD);
+  expect_bitwise(timed, plain, "breakdown on vs off");
+  for (const StepStats& st : timed.steps) {
+    ASSERT_TRUE(st.breakdown.has_value());
+    EXPECT_TRUE(st.breakdown->has_copy_lane);
+    EXPECT_GT(st.breakdown->copy_busy_ms, 0.0) << "step " << st.step;
+    EXPECT_GE(st.breakdown->copy_exposed_ms, 0.0) << "step " << st.step;
+  }
+}
