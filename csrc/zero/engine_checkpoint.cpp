@@ -59,7 +59,7 @@ void ZeroEngine::read_checkpoint_state(int s, int64_t chunk_elems, const StateSi
   ZT_CHECK(e.micro == 0, "checkpoints are taken at an accumulation boundary (after step())");
   const std::vector<const FlatBuffer*> bufs = state_buffers(e.states);
   ZT_CHECK(s >= 0 && s < static_cast<int>(bufs.size()), "read_checkpoint_state: bad state");
-  const FlatBuffer& buf = *bufs[static_cast<size_t>(s)];
+  const FlatBuffer& buf = *bufs[s];
   drain(cx);
   // Host-resident (offloaded, or the CPU backend's memory) states are read in place.
   const bool in_place = e.host_optimizer != nullptr || cx.dev.kind() == DeviceKind::CPU;
@@ -163,7 +163,7 @@ void ZeroEngine::stream_parameters(int root, const std::function<void(int param,
   drain(cx);
   // fp32 host copy of a bucket-sized view of master values (root only).
   auto to_host = [&](const TensorView& v, std::vector<float>& out) {
-    out.assign(static_cast<size_t>(v.numel()), 0.0f);
+    out.assign(v.numel(), 0.0f);
     if (v.numel() == 0) return;
     if (v.device == DeviceKind::CPU) {
       cpu_ops::cast(TensorView(out.data(), DType::F32, {v.numel()}, DeviceKind::CPU), v);
@@ -176,7 +176,7 @@ void ZeroEngine::stream_parameters(int root, const std::function<void(int param,
   };
   std::map<int, std::vector<float>> live;  // bucket -> fp32 values (root)
   std::vector<int> remaining(plan_.buckets.size(), 0);
-  for (const PlanParam& p : plan_.params) ++remaining[static_cast<size_t>(p.bucket)];
+  for (const PlanParam& p : plan_.params) ++remaining[p.bucket];
   for (const PlanParam& p : plan_.params) {
     const int b = p.bucket;
     if (!live.count(b)) {
@@ -202,7 +202,7 @@ void ZeroEngine::stream_parameters(int root, const std::function<void(int param,
       }
     }
     if (root_rank) sink(p.index, live[b].data() + plan_.param_in_bucket(p.index).begin);
-    if (--remaining[static_cast<size_t>(b)] == 0) live.erase(b);
+    if (--remaining[b] == 0) live.erase(b);
   }
 }
 

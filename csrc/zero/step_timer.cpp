@@ -110,7 +110,7 @@ std::optional<StepBreakdown> StepTimer::end_step(int64_t step) {
   const int end = mark(Kind::End);
   pool_[end]->synchronize();  // every marker of the step was recorded before it, on the same stream
   Event& origin = *pool_[marks_.front().ev];
-  std::vector<double> t(static_cast<size_t>(used_));
+  std::vector<double> t(used_);
   for (int i = 0; i < used_; ++i) t[i] = pool_[i]->elapsed_ms_since(origin);
 
   StepBreakdown b;
