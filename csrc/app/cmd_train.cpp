@@ -334,13 +334,9 @@ void train_loop(TrainRun& run, const TrainArgs& args, Rank0Log& log, int64_t sta
     if (k + 1 == args.steps && !std::isnan(run.data->best_loss()))
       log("best achievable loss of this data: %.6f (final loss %.6f, gap %.6f)\n", run.data->best_loss(), st.loss,
           st.loss - run.data->best_loss());
-    // Checkpoint errors are agreed by every rank inside ckpt (each rank throws); run_agreed turns
-    // that into one message from the lowest failing rank and the same exit code everywhere.
-    if (!args.save_checkpoint.empty())
-      run_agreed(comm_max(*run.comm), rank, run.comm->world_size(), "zerotrain train", [&] { ckpt.after_step(k + 1); });
+    ckpt.after_step(k + 1);
   }
-  run_agreed(comm_max(*run.comm), rank, run.comm->world_size(), "zerotrain train",
-             [&] { ckpt.at_end(std::max(start, args.steps)); });
+  ckpt.at_end(std::max(start, args.steps));
   obs.finish(run, args, log);
 }
 
@@ -373,14 +369,12 @@ int run_train(const TrainArgs& args_in, Rank0Log& log, int rank, int world) {
   set_up(run, args, log, world_max, rank, world);
   TrainCheckpoints ckpt(args, run.model_cfg, run.cfg, *run.model, *run.engine, *run.comm, *run.dev,
                         [&](const std::string& line) { log("%s", line.c_str()); });
-  const MaxOverRanks comm_world_max = comm_max(*run.comm);
-  run_agreed(comm_world_max, rank, world, "zerotrain train", [&] { ckpt.check_save_dir(); });
+  ckpt.check_save_dir();
   int64_t start = 0;
   if (args.resume.empty()) {
     init_weights(run, args, log);
   } else {
-    // the checkpoint's seed unless --seed was given
-    run_agreed(comm_world_max, rank, world, "zerotrain train", [&] { start = ckpt.resume(&args.seed); });
+    start = ckpt.resume(&args.seed);  // the checkpoint's seed unless --seed was given
     if (args.seed != args_in.seed)
       run.data = make_dataset(args.data, dataset_shape(run.model_cfg, run.cfg, args.seed, rank, world));
   }

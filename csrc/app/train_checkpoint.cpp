@@ -5,6 +5,7 @@
 
 #include <cstdio>
 
+#include "zerotrain/app/rank_agreement.h"
 #include "zerotrain/ckpt/ckpt_fs.h"
 
 namespace zt {
@@ -38,13 +39,21 @@ TrainCheckpoints::TrainCheckpoints(const TrainArgs& args, const ModelConfig& mod
   info_.tag_validation = cfg.checkpoint_tag_validation;
 }
 
+// The ckpt layer agrees on every error (each rank throws); agreed() turns that into one message
+// from the lowest failing rank and the same exit code on every rank (rank_agreement.h).
+void TrainCheckpoints::agreed(const std::function<void()>& step) {
+  run_agreed([this](const std::vector<int64_t>& v) { return comm_.max_over_ranks(v); }, comm_.rank(),
+             comm_.world_size(), "zerotrain train", step);
+}
+
 void TrainCheckpoints::check_save_dir() {
-  if (!args_.save_checkpoint.empty()) check_checkpoint_dir(comm_, dev_, args_.save_checkpoint);
+  if (!args_.save_checkpoint.empty()) agreed([&] { check_checkpoint_dir(comm_, dev_, args_.save_checkpoint); });
 }
 
 int64_t TrainCheckpoints::resume(uint64_t* seed) {
   if (args_.resume.empty()) return 0;
-  ResumedCheckpoint r = load_checkpoint(engine_, comm_, dev_, args_.resume, args_.tag, info_);
+  ResumedCheckpoint r;
+  agreed([&] { r = load_checkpoint(engine_, comm_, dev_, args_.resume, args_.tag, info_); });
   if (!args_.seed_given) *seed = r.seed;
   else if (r.seed != args_.seed)
     r.warnings.push_back("--seed " + std::to_string(args_.seed) + " differs from the checkpoint's " +
@@ -69,8 +78,11 @@ int64_t TrainCheckpoints::resume(uint64_t* seed) {
 }
 
 void TrainCheckpoints::save(int64_t step) {
-  const SavedCheckpoint s = save_checkpoint(engine_, comm_, dev_, args_.save_checkpoint, default_checkpoint_tag(step),
-                                            info_, static_cast<int>(args_.keep_last));
+  SavedCheckpoint s;
+  agreed([&] {
+    s = save_checkpoint(engine_, comm_, dev_, args_.save_checkpoint, default_checkpoint_tag(step), info_,
+                        static_cast<int>(args_.keep_last));
+  });
   saved_step_ = step;
   log_("saved checkpoint " + s.path + ": " + mib(s.bytes_this_rank) + " on rank 0, " + mib(s.bytes_total) +
        " in all, " + std::to_string(s.seconds).substr(0, 5) + " s\n");

@@ -13,7 +13,6 @@
 #include "engine_harness.h"
 #include "zerotrain/ckpt/checkpoint.h"
 #include "zerotrain/ckpt/ckpt_fs.h"
-#include "zerotrain/comm/mpi_env.h"
 #include "zerotrain/data/dataset.h"
 #include "zerotrain/model/model_config.h"
 #include "zerotrain/optim/lr_schedule.h"
@@ -161,17 +160,4 @@ TEST(Checkpoint, EveryStageResumesBitwise) {
       MPI_Barrier(MPI_COMM_WORLD);
       if (world_rank() == 0) ckptfs::remove_tree(dir);
     }
-}
-
-int main(int argc, char** argv) {
-  MpiEnvironment env(&argc, &argv);
-  ::testing::InitGoogleTest(&argc, argv);
-  if (env.rank() != 0) {
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-  }
-  int rc = RUN_ALL_TESTS();
-  int any = 0;
-  MPI_Allreduce(&rc, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  return any;
 }

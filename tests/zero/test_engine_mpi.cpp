@@ -9,7 +9,6 @@
 #include <cstring>
 
 #include "engine_harness.h"
-#include "zerotrain/comm/mpi_env.h"
 
 using namespace zt;
 using namespace zt::testing;
@@ -359,17 +358,4 @@ TEST(Engine, ScheduleMismatchIsAnErrorNotAHang) {
   } catch (const CommMismatchError& e) {
     EXPECT_NE(std::string(e.what()).find("bucket plan"), std::string::npos) << e.what();
   }
-}
-
-int main(int argc, char** argv) {
-  MpiEnvironment env(&argc, &argv);
-  ::testing::InitGoogleTest(&argc, argv);
-  if (env.rank() != 0) {
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-  }
-  int rc = RUN_ALL_TESTS();
-  int any = 0;
-  MPI_Allreduce(&rc, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  return any;
 }

@@ -12,7 +12,6 @@
 #include <map>
 
 #include "engine_harness.h"
-#include "zerotrain/comm/mpi_env.h"
 
 using namespace zt;
 using namespace zt::testing;
@@ -208,17 +207,4 @@ TEST(StepTiming, TraceSlicesMatchPlanAndLog) {
       if (c.seq >= r.first_step_seq && c.seq <= r.last_step_seq) ++logged[comm_op_name(c.op)];
     EXPECT_EQ(traced_total, logged) << "stage " << stage;
   }
-}
-
-int main(int argc, char** argv) {
-  MpiEnvironment env(&argc, &argv);
-  ::testing::InitGoogleTest(&argc, argv);
-  if (env.rank() != 0) {
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-  }
-  int rc = RUN_ALL_TESTS();
-  int any = 0;
-  MPI_Allreduce(&rc, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  return any;
 }

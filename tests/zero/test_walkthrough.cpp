@@ -23,7 +23,6 @@
 
 #include "zerotrain/app/train_setup.h"
 #include "zerotrain/comm/communicator.h"
-#include "zerotrain/comm/mpi_env.h"
 #include "zerotrain/data/dataset.h"
 #include "zerotrain/model/model_config.h"
 
@@ -466,16 +465,3 @@ TEST_F(Walkthrough, EveryStepIssuesTheSameCollectives) {
 }
 
 }  // namespace
-
-int main(int argc, char** argv) {
-  MpiEnvironment env(&argc, &argv);
-  ::testing::InitGoogleTest(&argc, argv);
-  if (env.rank() != 0) {
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-  }
-  int rc = RUN_ALL_TESTS();
-  int any = 0;
-  MPI_Allreduce(&rc, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  return any;
-}

@@ -28,6 +28,7 @@ class TrainCheckpoints {
 
  private:
   void save(int64_t step);
+  void agreed(const std::function<void()>& step);  // checkpoint errors: one message, one exit code
   const TrainArgs& args_;
   CheckpointRunInfo info_;
   ZeroEngine& engine_;
