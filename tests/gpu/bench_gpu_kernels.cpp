@@ -1,7 +1,7 @@
 // bench_gpu_kernels — times the CUDA kernels behind zt::ops at GPT-2-small shapes (bf16) and
 // prints one table: milliseconds per call and achieved TFLOP/s (GEMM, attention) or GB/s
 // (memory-bound ops, bytes = compulsory reads + writes). Compare GB/s with the H200's
-// 4.8 TB/s and TFLOP/s with its 989 dense bf16 (docs/anchors.md A.2). Exits 0 without a GPU.
+// 4.8 TB/s and TFLOP/s with its 989 dense bf16 (NVIDIA H200 data sheet). Exits 0 without a GPU.
 //   usage: bench_gpu_kernels [iterations=20]
 #include <cstdio>
 #include <cstdlib>
