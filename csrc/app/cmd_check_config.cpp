@@ -17,6 +17,7 @@
 #include "zerotrain/app/train_setup.h"
 #include "zerotrain/config/ds_config.h"
 #include "zerotrain/config/hjson.h"
+#include "zerotrain/config/key_table.h"
 #include "zerotrain/core/check.h"
 
 namespace zt {
@@ -32,7 +33,10 @@ void usage(FILE* f) {
                "  --hidden-size H  model hidden size for the \"auto\" bucket rules\n"
                "  --model M.json   also print the memory estimate for this model (stderr; as `zerotrain estimate`;\n"
                "                   host totals per node assume one node: estimate --nodes K for more)\n"
-               "  --set PATH=VALUE value for a key the file sets to \"auto\", e.g. --set optimizer.params.lr=3e-4\n");
+               "  --set PATH=VALUE value for a key the file sets to \"auto\", e.g. --set optimizer.params.lr=3e-4\n"
+               "       zerotrain check-config --keys [markdown|json]\n"
+               "  --keys           print every DeepSpeed key zerotrain reads: implemented, not used (why) or\n"
+               "                   rejected (why); no FILE needed\n");
 }
 
 bool parse_positive(const char* s, int64_t* out) {
@@ -73,6 +77,15 @@ int cmd_check_config(int argc, char** argv) {
         }
         opt.world_size = static_cast<int>(n);
         opt.world_size_origin = "--world-size";
+      } else if (a == "--keys") {
+        const std::string form = i + 1 < argc && argv[i + 1][0] != '-' ? argv[++i] : "text";
+        if (form != "text" && form != "markdown" && form != "json")
+          throw InputError("check-config: --keys: found '" + form + "'; expected text, markdown or json");
+        if (printer) {
+          if (form == "json") std::printf("%s\n", key_table_json().dump(1).c_str());
+          else std::printf("%s", key_table_text(form == "markdown").c_str());
+        }
+        return 0;
       } else if (a == "--strict") {
         opt.strict = true;
       } else if (a == "--explain") {

@@ -169,6 +169,12 @@ void set_up(TrainRun& run, const TrainArgs& args, Rank0Log& log, const MaxOverRa
       static_cast<long long>(run.cfg.train_micro_batch_size_per_gpu),
       static_cast<long long>(run.cfg.gradient_accumulation_steps), world, dtype_name(eopt.compute_dtype),
       eopt.overlap_comm ? "on" : "off");
+  const OffloadOptions& off = eopt.offload;
+  if (off.optimizer) {
+    log("offload: optimizer states and master weights%s in %s host memory; CPU optimizer on %d thread(s), %d staging "
+        "slots\n", off.params ? " and the parameter shard" : "", off.pin_memory ? "pinned" : "pageable",
+        off.host_threads, off.buffer_count);
+  }
   log("%s", run.engine->plan().describe().c_str());
 }
 
@@ -258,8 +264,8 @@ struct Observers {
     if (comm_log) comm_log->write_completed(comm.log());
     const CommsLoggerConfig& cl = run.cfg.comms_logger;
     if (!cl.enabled) return;
-    const std::vector<std::string> ops = cl.prof_all ? std::vector<std::string>{} : cl.prof_ops;
-    const std::vector<std::string> all = comm.gather_strings(comm_summary(comm.log(), comm.world_size(), ops), 0);
+    const std::vector<std::string> all =
+        comm.gather_strings(comm_summary(comm.log(), comm.world_size(), cl.prof_all, cl.prof_ops), 0);
     for (size_t r = 0; r < all.size(); ++r) log("rank %zu %s", r, all[r].c_str());
   }
 };

@@ -193,7 +193,7 @@ void CommLogWriter::write_completed(const CommLog& log) {
   out_.flush();
 }
 
-std::string comm_summary(const CommLog& log, int world, const std::vector<std::string>& ops) {
+std::string comm_summary(const CommLog& log, int world, bool all_ops, const std::vector<std::string>& ops) {
   std::string out = "comms_logger (this rank; algbw = bytes / busy time, busbw as nccl-tests):\n";
   char line[256];
   std::snprintf(line, sizeof(line), "  %-15s %8s %14s %12s %12s %12s\n", "op", "count", "bytes", "busy ms", "algbw GB/s",
@@ -203,7 +203,7 @@ std::string comm_summary(const CommLog& log, int world, const std::vector<std::s
     const CommOp op = static_cast<CommOp>(i);
     const CommOpStats s = log.stats(op);
     if (s.calls == 0) continue;
-    if (!ops.empty() && std::find(ops.begin(), ops.end(), comm_op_name(op)) == ops.end()) continue;
+    if (!all_ops && std::find(ops.begin(), ops.end(), comm_op_name(op)) == ops.end()) continue;
     const double n = world;
     const double factor = op == CommOp::AllReduce ? 2 * (n - 1) / n
                           : (op == CommOp::ReduceScatter || op == CommOp::AllGather) ? (n - 1) / n
@@ -214,6 +214,7 @@ std::string comm_summary(const CommLog& log, int world, const std::vector<std::s
                   alg, alg * factor);
     out += line;
   }
+  if (!all_ops && ops.empty()) out += "  (no op selected: prof_all is false and prof_ops is empty)\n";
   return out;
 }
 

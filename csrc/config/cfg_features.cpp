@@ -229,7 +229,7 @@ void read_other_sections(Ctx& c, Section& top) {
     if (!l.present() || l.value->is_null()) continue;
     if (!l.value->is_object()) c.fail(k, *l.value, "an object");
     c.cfg.resolved[k] = *l.value;
-    c.record(k, ConfigSource::kFile, "accepted, not used by zerotrain");
+    c.record(k, ConfigSource::kFile, "accepted");
   }
   if (top.has("flops_profiler")) {
     const Json& fp = top.in()["flops_profiler"];
@@ -241,7 +241,6 @@ void read_other_sections(Ctx& c, Section& top) {
                                "TFLOP/s); wall_clock_breakdown is on, as in DeepSpeed");
     }
   }
-  if (top.has("pipeline")) c.warn("pipeline", "zerotrain has no pipeline parallelism; section ignored");
 }
 
 void check_combinations(Ctx& c) {

@@ -125,13 +125,16 @@ void read_torch_autocast(Ctx& c, Section& top) {
   bool enabled = s.get_bool("enabled", false);
   Section::Lookup ld = s.take("dtype");
   if (ld.present()) parse_ds_dtype(c, s.key_path(ld.key), *ld.value);
+  s.put_lookup("dtype", ld.present() ? *ld.value : Json(nullptr), ld);
   Section::Lookup lm = s.take("lower_precision_safe_modules");
   if (lm.present() && !lm.value->is_null()) {
     bool ok = lm.value->is_array();
     if (ok) for (const Json& e : *lm.value) ok = ok && e.is_string();
     if (!ok) c.fail(s.key_path("lower_precision_safe_modules"), *lm.value, "a list of module names (strings)");
   }
+  s.put_lookup("lower_precision_safe_modules", lm.present() ? *lm.value : Json(nullptr), lm);
   s.finish();
+  c.cfg.resolved["torch_autocast"] = s.out();
   if (enabled) c.error("torch_autocast.enabled", "true is not supported by zerotrain (use fp16 or bf16)");
 }
 

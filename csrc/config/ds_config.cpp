@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "config_reader.h"
+#include "zerotrain/config/key_table.h"
 #include "zerotrain/core/check.h"
 
 namespace zt {
@@ -21,8 +22,14 @@ const char* config_source_name(ConfigSource s) {
 
 namespace {
 
-// Top-level keys DeepSpeed knows that no reader above consumes; they are accepted silently.
-const char* const kOtherTopLevelKeys[] = {"fp32_allreduce", "zero_allow_comm_data_type_fp32", "train_micro_batch_size"};
+// Top-level keys DeepSpeed knows that no section reader consumes: read here so that they are in
+// the resolved document (key_table.cpp classes them "not used").
+void read_unused_top_level(cfg::Section& top) {
+  top.get_bool("fp32_allreduce", false);
+  top.get_bool("zero_allow_comm_data_type_fp32", false);
+  cfg::Section::Lookup l = top.take("train_micro_batch_size");
+  top.put_lookup("train_micro_batch_size", l.present() ? *l.value : Json(nullptr), l);
+}
 
 void explain_walk(const DsConfig& cfg, const Json& v, const std::string& path, std::ostringstream& os) {
   if (v.is_object() && !v.empty() && path.find('[') == std::string::npos) {
@@ -59,7 +66,10 @@ std::string DsConfig::explain() const {
   return os.str();
 }
 
-DsConfig resolve_ds_config(const Json& doc, const std::string& source, const ConfigOptions& opt) {
+namespace {
+
+// Resolution proper: every reader, in DeepSpeed's order, into one resolved document.
+DsConfig resolve_document(const Json& doc, const std::string& source, const ConfigOptions& opt) {
   if (opt.world_size < 1) throw InputError("world size must be >= 1 (got " + std::to_string(opt.world_size) + ")");
   DsConfig cfg;
   cfg.source = source;
@@ -74,8 +84,8 @@ DsConfig resolve_ds_config(const Json& doc, const std::string& source, const Con
   top.accept("train_batch_size");
   top.accept("train_micro_batch_size_per_gpu");
   top.accept("gradient_accumulation_steps");
-  for (const char* k : kOtherTopLevelKeys) top.accept(k);
   cfg::read_top_level_scalars(c, top);
+  read_unused_top_level(top);
   cfg::read_zero(c, top);
   cfg::read_precision(c, top);
   cfg::read_optimizer(c, top);
@@ -95,6 +105,79 @@ DsConfig resolve_ds_config(const Json& doc, const std::string& source, const Con
   }
   for (auto it = cfg.resolved.begin(); it != cfg.resolved.end(); ++it) out[it.key()] = it.value();
   cfg.resolved = std::move(out);
+  return cfg;
+}
+
+// The spelling of `e` the file uses (its path, or its alias in the same section), or "".
+std::string spelling_in(const Json& doc, const KeyEntry& e) {
+  if (json_at_path(doc, e.path)) return e.path;
+  if (e.alias.empty()) return "";
+  const size_t dot = e.path.rfind('.');
+  const std::string alias = dot == std::string::npos ? e.alias : e.path.substr(0, dot + 1) + e.alias;
+  return json_at_path(doc, alias) ? alias : "";
+}
+
+void erase_path(Json& doc, const std::string& path) {
+  const size_t dot = path.rfind('.');
+  Json* parent = dot == std::string::npos ? &doc : const_cast<Json*>(json_at_path(doc, path.substr(0, dot)));
+  if (parent && parent->is_object()) parent->erase(dot == std::string::npos ? path : path.substr(dot + 1));
+}
+
+// Whether the file's value of a "not used" key differs from what resolution gives without it.
+bool set_to_non_default(const Json& doc, const DsConfig& cfg, const KeyEntry& e, const std::string& spelling,
+                        const ConfigOptions& opt) {
+  const Json& given = *json_at_path(doc, spelling);
+  if (e.input_only) return e.input_default.empty() || given != Json::parse(e.input_default);
+  const Json* resolved = json_at_path(cfg.resolved, e.path);
+  Json without = doc;
+  erase_path(without, spelling);
+  try {
+    const DsConfig ref = resolve_document(without, cfg.source, opt);
+    const Json* base = json_at_path(ref.resolved, e.path);
+    return !resolved || !base || *resolved != *base;
+  } catch (const InputError&) {
+    return true;  // the file needs the key to resolve at all: it is set
+  }
+}
+
+// A key classed "not used" and set to a non-default value is never silent: one warning lists
+// them all, and --explain tags every not-used key.
+void flag_unused_keys(const Json& doc, DsConfig& cfg, const ConfigOptions& opt) {
+  const bool legacy_zero = doc.contains("zero_optimization") && doc["zero_optimization"].is_boolean();
+  std::string listed;
+  for (const KeyEntry& e : key_table()) {
+    if (e.use != KeyUse::kNotUsed) continue;
+    if (json_at_path(cfg.resolved, e.path)) {
+      // Tag the key itself; a key recorded only as part of its section inherits the section's source.
+      if (!cfg.provenance.count(e.path)) {
+        for (std::string p = e.path; p.find('.') != std::string::npos;) {
+          p = p.substr(0, p.rfind('.'));
+          if (cfg.provenance.count(p)) {
+            cfg.provenance[e.path] = cfg.provenance[p];
+            break;
+          }
+        }
+      }
+      Provenance& p = cfg.provenance[e.path];
+      p.note += std::string(p.note.empty() ? "" : "; ") + "not used by zerotrain: " + e.why;
+    }
+    if (legacy_zero && (e.path == "allgather_size" || e.path.rfind("zero_optimization.", 0) == 0)) continue;
+    const std::string spelling = spelling_in(doc, e);
+    if (spelling.empty() || !set_to_non_default(doc, cfg, e, spelling, opt)) continue;
+    listed += std::string(listed.empty() ? "" : "; ") + spelling + " = " + cfg::describe(*json_at_path(doc, spelling)) +
+              " (" + e.why + ")";
+    cfg.unused_keys.push_back(spelling);
+  }
+  if (!listed.empty()) {
+    cfg.warnings.push_back("config " + cfg.source + ": set but not used by zerotrain (no effect on this run): " + listed);
+  }
+}
+
+}  // namespace
+
+DsConfig resolve_ds_config(const Json& doc, const std::string& source, const ConfigOptions& opt) {
+  DsConfig cfg = resolve_document(doc, source, opt);
+  if (doc.is_object()) flag_unused_keys(doc, cfg, opt);
   return cfg;
 }
 

@@ -1,7 +1,11 @@
 // The per-rank thread count rule (app/thread_layout.h).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "zerotrain/app/thread_layout.h"
+#include "zerotrain/app/train_setup.h"
+#include "zerotrain/config/ds_config.h"
 
 using zt::plan_thread_layout;
 
@@ -26,4 +30,19 @@ TEST(ThreadLayout, UserVariablesWin) {
   EXPECT_EQ(plan_thread_layout(16, 16, 2, "zero", nullptr).threads, 8);  // not a count: ignored
   EXPECT_EQ(plan_thread_layout(16, 16, 2, "0", nullptr).threads, 8);
   EXPECT_NE(zt::describe(plan_thread_layout(16, 16, 2, nullptr, nullptr)).find("8 threads per rank"), std::string::npos);
+}
+
+// offload_optimizer.cpuadam_cores_perc: the CPU optimizer's share of the rank's cores (rounded,
+// at least 1). A 2-rank run on 2 cores has one core per rank, so only this test can show it.
+TEST(OffloadThreads, CpuadamCoresPercSharesTheCores) {
+  auto threads_for = [](const char* perc) {
+    const std::string text = std::string(R"({"train_micro_batch_size_per_gpu": 1, "optimizer": {"type": "AdamW"},
+        "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu", "cpuadam_cores_perc": )") + perc + "}}}";
+    return zt::engine_options_from(zt::parse_ds_config(text, "test", zt::ConfigOptions{})).offload.host_threads;
+  };
+  setenv("OMP_NUM_THREADS", "8", 1);
+  EXPECT_EQ(threads_for("0.5"), 4);
+  EXPECT_EQ(threads_for("0.8"), 6);  // 6.4 rounds to 6
+  EXPECT_EQ(threads_for("0.01"), 1);
+  unsetenv("OMP_NUM_THREADS");
 }

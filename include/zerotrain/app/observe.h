@@ -50,8 +50,9 @@ class CommLogWriter {
   uint64_t written_ = 0;
 };
 
-// comms_logger: per op (filtered by prof_ops unless empty) count, bytes, busy time and achieved
-// algorithm / bus bandwidth (nccl-tests' definitions), for this rank.
-std::string comm_summary(const CommLog& log, int world, const std::vector<std::string>& ops);
+// comms_logger: per op (every op when all_ops, DeepSpeed's prof_all; else only those in ops,
+// its prof_ops) count, bytes, busy time and achieved algorithm / bus bandwidth (nccl-tests'
+// definitions), for this rank.
+std::string comm_summary(const CommLog& log, int world, bool all_ops, const std::vector<std::string>& ops);
 
 }  // namespace zt

@@ -229,6 +229,9 @@ struct DsConfig {
   Json resolved;
   std::map<std::string, Provenance> provenance;     // JSON path -> where its value came from
   std::vector<std::string> warnings;                // "config FILE: path: ..." lines, in order
+  // Keys classed "not used" (config/key_table.h) that the file sets to a non-default value, as
+  // the file spells them; warnings holds one line listing them.
+  std::vector<std::string> unused_keys;
 
   const Json& resolved_json() const { return resolved; }
   // One line per resolved leaf: "path = value  [source: note]".

@@ -1,0 +1,387 @@
+// key_table.cpp — every DeepSpeed key zerotrain reads, classed (include/zerotrain/config/key_table.h).
+// The readers (cfg_*.cpp) validate; this table says what each key then does. A key read by a
+// reader but missing here fails tests/config/test_key_table (completeness), and so does an entry
+// whose class a 2-step run contradicts.
+#include "zerotrain/config/key_table.h"
+
+#include <algorithm>
+#include <sstream>
+
+namespace zt {
+namespace {
+
+KeyEntry impl(std::string path, std::string why, std::string probe, std::string effects, std::string context = "",
+              std::string alias = "") {
+  return {std::move(path), KeyUse::kImplemented, std::move(why), std::move(probe), std::move(effects),
+          std::move(context), std::move(alias), false, ""};
+}
+KeyEntry unused(std::string path, std::string why, std::string probe, std::string context = "", std::string alias = "") {
+  return {std::move(path), KeyUse::kNotUsed, std::move(why), std::move(probe), "", std::move(context), std::move(alias), false, ""};
+}
+KeyEntry rejected(std::string path, std::string why, std::string probe, std::string context = "") {
+  return {std::move(path), KeyUse::kRejected, std::move(why), std::move(probe), "", std::move(context), "", false, ""};
+}
+KeyEntry input_only(KeyEntry e, std::string input_default) {
+  e.input_only = true;
+  e.input_default = std::move(input_default);
+  return e;
+}
+
+// Probe contexts (JSON merge patches over the test's base config: stage 2, AdamW, fp32).
+const char* const kStage1 = R"({"zero_optimization":{"stage":1}})";
+const char* const kStage3 = R"({"zero_optimization":{"stage":3,"stage3_param_persistence_threshold":0}})";
+const char* const kFp16 = R"({"fp16":{"enabled":true}})";
+const char* const kFp16Overflow = R"({"fp16":{"enabled":true,"initial_scale_power":60}})";
+const char* const kBf16 = R"({"bf16":{"enabled":true}})";
+const char* const kOffload = R"({"zero_optimization":{"offload_optimizer":{"device":"cpu"}}})";
+const char* const kOffloadParam =
+    R"({"zero_optimization":{"stage":3,"stage3_param_persistence_threshold":0,"offload_optimizer":{"device":"cpu"},"offload_param":{"device":"cpu"}}})";
+const char* const kAdam = R"({"optimizer":{"type":"Adam","params":{"weight_decay":0.1}}})";
+const char* const kSgd = R"({"optimizer":{"type":"SGD","params":{"momentum":0.9}}})";
+const char* const kWarmupLR = R"({"scheduler":{"type":"WarmupLR","params":{"warmup_num_steps":4}}})";
+const char* const kDecayLR = R"({"scheduler":{"type":"WarmupDecayLR","params":{"warmup_num_steps":1,"total_num_steps":4}}})";
+const char* const kCosineLR = R"({"scheduler":{"type":"WarmupCosineLR","params":{"warmup_num_steps":3,"total_num_steps":4}}})";
+const char* const kRangeLR = R"({"scheduler":{"type":"LRRangeTest","params":{}}})";
+const char* const kOneCycle =
+    R"({"scheduler":{"type":"OneCycle","params":{"cycle_min_lr":1e-4,"cycle_max_lr":1e-2,"cycle_first_step_size":2}}})";
+const char* const kCommsLogger = R"({"comms_logger":{"enabled":true,"prof_all":false}})";
+
+const char* const kNoMoE = "zerotrain has no expert parallelism";
+const char* const kNoHooks = "zerotrain has no PyTorch modules or hooks to configure";
+
+std::vector<KeyEntry> build_top_level() {
+  return {
+      impl("train_batch_size", "global batch: micro-batch x accumulation x world size", "16", "L"),
+      impl("train_micro_batch_size_per_gpu", "samples per rank per micro-step", "4", "LM"),
+      impl("gradient_accumulation_steps", "micro-steps per optimizer step", "2", "L"),
+      rejected("managed_gradient_accumulation", "zerotrain owns the training loop; there is no user-driven step", "false"),
+      impl("steps_per_print", "steps between progress lines (unless --log-every)", "100", "O"),
+      unused("dump_state", "zerotrain always prints its run header; the plan is `zerotrain explain`", "true"),
+      unused("disable_allgather", "stages 1-2 always all-gather the updated parameters", "true"),
+      impl("communication_data_type", "dtype of gradient reductions on the wire", "\"bf16\"", "LC"),
+      unused("seq_parallel_communication_data_type", "zerotrain has no sequence parallelism", "\"bf16\""),
+      impl("prescale_gradients", "stages 0-1: divide by gradient_predivide_factor before the reduction", "true", "L",
+           R"({"zero_optimization":{"stage":1},"gradient_predivide_factor":3.0})"),
+      impl("gradient_predivide_factor", "stages 0-1: split of the 1/world-size averaging around the reduction", "3.0",
+           "L", kStage1),
+      rejected("gradient_allreduce_op", "\"sum\" is not implemented: gradients are always averaged", "\"sum\""),
+      rejected("sparse_gradients", "no sparse (CSR) embedding gradients", "true"),
+      impl("gradient_clipping", "max global L2 norm of the gradients", "0.01", "L"),
+      impl("wall_clock_breakdown", "per-step fwd/bwd/optim and comm busy/exposed times", "true", "O"),
+      impl("memory_breakdown", "prints the memory report at start-up and at the end", "true", "O"),
+      rejected("graph_harvesting", "no CUDA graph capture", "true"),
+      unused("dataloader_drop_last", "zerotrain's data sources always yield whole micro-batches", "true"),
+      unused("zero_allow_untested_optimizer", "zerotrain has only Adam, AdamW and SGD, all tested with ZeRO", "true"),
+      unused("zero_force_ds_cpu_optimizer", "with offload zerotrain always runs its own CPU optimizer", "false"),
+      unused("use_data_before_expert_parallelism", kNoMoE, "true"),
+      unused("log_level", "zerotrain's log has one level; warnings and errors always print", "\"debug\""),
+      unused("vocabulary_size", "the model file's vocab_size sizes the embedding", "64"),
+      unused("fp32_allreduce", "use communication_data_type to choose the reduction dtype", "true"),
+      unused("zero_allow_comm_data_type_fp32", "fp32 reductions are always allowed", "true"),
+      unused("train_micro_batch_size", "not a DeepSpeed batch key; use train_micro_batch_size_per_gpu", "4"),
+  };
+}
+
+std::vector<KeyEntry> build_precision() {
+  return {
+      impl("fp16.enabled", "fp16 compute with dynamic loss scaling", "true", "LM"),
+      input_only(impl("bfloat16", "deprecated spelling of the bf16 section", R"({"enabled":true})", "LM"), ""),
+      unused("fp16.auto_cast", "zerotrain's kernels cast explicitly; there is no autocast", "true", kFp16),
+      impl("fp16.loss_scale", "a static loss scale (0: dynamic)", "128", "L", kFp16),
+      impl("fp16.initial_scale_power", "dynamic scaling starts at 2^power", "8", "L", kFp16),
+      impl("fp16.loss_scale_window", "clean steps before the scale doubles", "1", "L", kFp16),
+      impl("fp16.hysteresis", "overflows tolerated before the scale halves", "1", "L", kFp16Overflow),
+      impl("fp16.consecutive_hysteresis", "refill the hysteresis after each clean step", "true",
+           "=LossScaler.Item27And29", kFp16Overflow),
+      impl("fp16.min_loss_scale", "floor of the dynamic scale", "1099511627776",
+           "=LossScaler.Item26And28NonZeroFloorsWithoutError", kFp16Overflow),
+      rejected("fp16.fp16_master_weights_and_grads", "fp16 master weights are not supported (use bf16 or fp32)", "true",
+               kFp16),
+      impl("bf16.enabled", "bf16 compute", "true", "LM"),
+      unused("bf16.immediate_grad_update", "gradients always accumulate in grad_accum_dtype buffers (no hooks)", "true",
+             kBf16),
+      impl("bf16.check_grad_overflow", "bf16 steps check the gradients for NaN/Inf", "false",
+           "=Engine.Fp16InjectedOverflowSkipsOnEveryRank", kBf16),
+      impl("bf16.bf16_master_weights_and_grads", "bf16 master weights and gradients", "true", "LM", kBf16),
+      impl("bf16.bf16_optimizer_states", "bf16 Adam moments", "true", "LM",
+           R"({"bf16":{"enabled":true,"bf16_master_weights_and_grads":true}})"),
+      impl("data_types.grad_accum_dtype", "dtype gradients accumulate in", "\"bf16\"", "M", kBf16),
+      rejected("data_types.param_dtype", "parameter dtypes follow fp16/bf16", "\"bf16\""),
+      rejected("data_types.buffer_dtype", "buffer dtypes follow fp16/bf16", "\"bf16\""),
+      rejected("torch_autocast.enabled", "no torch autocast (use fp16 or bf16)", "true"),
+      unused("torch_autocast.dtype", "torch autocast is not supported; the section is only accepted while disabled",
+             "\"torch.float16\""),
+      unused("torch_autocast.lower_precision_safe_modules", "torch autocast is not supported", R"(["torch.nn.Linear"])"),
+  };
+}
+
+std::vector<KeyEntry> build_zero() {
+  const std::string z = "zero_optimization.";
+  return {
+      impl(z + "stage", "ZeRO stage 0-3: what is sharded", "3", "MC"),
+      impl(z + "contiguous_gradients", "false keeps a full gradient buffer next to the buckets (more memory here)",
+           "false", "M"),
+      unused(z + "reduce_scatter", "stages 2-3 always reduce-scatter (all-reduce would move twice the bytes)", "false"),
+      impl(z + "reduce_bucket_size", "elements per gradient bucket", "2000", "MC"),
+      unused(z + "use_multi_rank_bucket_allreduce", "buckets are reduced one collective each", "false"),
+      unused(z + "allgather_partitions", "stages 1-2 always all-gather (no broadcast fallback)", "false"),
+      impl(z + "allgather_bucket_size", "elements per parameter all-gather group (stages 1-2)", "2000", "C", kStage1),
+      impl(z + "overlap_comm", "reductions run on the comm stream during backward", "true",
+           "=StepTiming.OverlapOnPhasesSumToTheStep"),
+      unused(z + "load_from_fp32_weights", "checkpoints always hold fp32 master weights and resume loads them", "false"),
+      unused(z + "elastic_checkpoint", "every checkpoint reshards to any world size", "true"),
+      impl(z + "offload_optimizer.device", "\"cpu\": master weights and moments live in host memory", "\"cpu\"", "M"),
+      unused(z + "offload_optimizer.nvme_path", "NVMe offload is not supported; the path is never read", "\"/tmp\"",
+             kOffload),
+      impl(z + "offload_optimizer.buffer_count", "host staging slots of the offload pipeline", "8", "M", kOffload),
+      impl(z + "offload_optimizer.pin_memory", "pinned host buffers", "false", "M", kOffload),
+      unused(z + "offload_optimizer.pipeline_read", "NVMe only", "true", kOffload),
+      unused(z + "offload_optimizer.pipeline_write", "NVMe only", "true", kOffload),
+      unused(z + "offload_optimizer.fast_init", "NVMe only", "true", kOffload),
+      rejected(z + "offload_optimizer.ratio", "partial optimizer offload is not supported", "0.5", kStage3),
+      rejected(z + "offload_optimizer.super_offload", "SuperOffload is not supported", "true", kOffload),
+      impl(z + "offload_optimizer.cpuadam_cores_perc", "share of the cores the CPU optimizer uses", "0.5",
+           "=OffloadThreads.CpuadamCoresPercSharesTheCores", kOffload),
+      impl(z + "offload_param.device", "stage 3: the parameter shard lives in host memory", "\"cpu\"", "M",
+           R"({"zero_optimization":{"stage":3,"stage3_param_persistence_threshold":0,"offload_optimizer":{"device":"cpu"}}})"),
+      unused(z + "offload_param.nvme_path", "NVMe offload is not supported; the path is never read", "\"/tmp\"",
+             kOffloadParam),
+      unused(z + "offload_param.buffer_count", "the gathered buffers of stage 3 are the staging buffers", "8",
+             kOffloadParam),
+      unused(z + "offload_param.buffer_size", "the gathered buffers of stage 3 are the staging buffers", "1000",
+             kOffloadParam),
+      unused(z + "offload_param.max_in_cpu", "NVMe only", "1000", kOffloadParam),
+      impl(z + "offload_param.pin_memory", "pinned host parameter shard", "false", "M", kOffloadParam),
+      rejected(z + "zenflow", "ZenFlow is not supported", R"({"topk_ratio":0.1})"),
+      impl(z + "sub_group_size", "elements per optimizer kernel call / offload chunk", "1000", "M", kOffload),
+      impl(z + "stage3_prefetch_bucket_size", "stage 3: elements gathered ahead of use", "0",
+           "=EnginePlan.Stage3GatherSchedule", kStage3,
+           "prefetch_bucket_size"),
+      impl(z + "stage3_param_persistence_threshold", "stage 3: parameters this small stay gathered", "0", "C",
+           R"({"zero_optimization":{"stage":3}})", "param_persistence_threshold"),
+      unused(z + "stage3_model_persistence_threshold", "persistence is decided per parameter only", "1000", kStage3,
+             "model_persistence_threshold"),
+      impl(z + "stage3_max_live_parameters", "stage 3: gathered elements alive at once", "1000",
+           "=EnginePlan.Stage3GatherSchedule", kStage3,
+           "max_live_parameters"),
+      impl(z + "stage3_max_reuse_distance", "stage 3: keep a gathered unit that is reused this soon", "0", "C",
+           kStage3, "max_reuse_distance"),
+      impl(z + "stage3_gather_16bit_weights_on_model_save", "stage 3: --save-weights gathers the 16-bit weights",
+           "true", "=test_checkpoint_e2e.test_hf_folders_and_16bit_export", kStage3, "gather_16bit_weights_on_model_save"),
+      input_only(impl(z + "stage3_gather_fp16_weights_on_model_save",
+                      "deprecated spelling of stage3_gather_16bit_weights_on_model_save", "true",
+                      "=test_checkpoint_e2e.test_hf_folders_and_16bit_export", kStage3), "false"),
+      unused(z + "stage3_module_granularity_threshold", kNoHooks, "1000", kStage3, "module_granularity_threshold"),
+      unused(z + "stage3_use_all_reduce_for_fetch_params", "stage 3 always fetches with all-gather", "true", kStage3,
+             "use_all_reduce_for_fetch_params"),
+      unused(z + "stage3_allgather_sequential", "gathers follow the plan's prefetch order", "true", kStage3,
+             "allgather_sequential"),
+      unused(z + "ignore_unused_parameters", "every parameter of zerotrain's models gets a gradient", "false"),
+      rejected(z + "legacy_stage1", "legacy stage 1 (DeepSpeed rejects it too)", "true"),
+      unused(z + "round_robin_gradients", "gradients are not copied to a CPU buffer; nothing to round-robin", "true"),
+      rejected(z + "zero_hpz_partition_size", "ZeRO++ hierarchical partitioning", "2"),
+      rejected(z + "zero_quantized_weights", "ZeRO++ quantized weights", "true"),
+      rejected(z + "zero_quantized_nontrainable_weights", "ZeRO++ quantized weights", "true"),
+      rejected(z + "zero_quantized_gradients", "ZeRO++ quantized gradients", "true"),
+      rejected(z + "zeropp_loco_param", "ZeRO++ LoCo", R"({"err_beta":0.8})"),
+      rejected(z + "mics_shard_size", "MiCS", "2"),
+      unused(z + "mics_hierarchical_params_gather", "MiCS is not supported", "true"),
+      unused(z + "memory_efficient_linear", kNoHooks, "false"),
+      unused(z + "pipeline_loading_checkpoint", "no pipeline parallelism", "true"),
+      unused(z + "override_module_apply", kNoHooks, "false"),
+      unused(z + "log_trace_cache_warnings", "there is no trace cache: the plan is static", "true"),
+      unused(z + "enable_sanity_checks", "the plan hash is always compared across ranks", "true"),
+      unused(z + "save_muon_momentum_buffer_in_memory", "zerotrain has no Muon optimizer", "true"),
+      unused(z + "leaf_module.classes", kNoMoE, R"(["X"])"),
+      unused(z + "leaf_module.names", kNoMoE, R"(["X"])"),
+      unused(z + "leaf_module.name_suffixes", kNoMoE, R"(["X"])"),
+      input_only(impl(z + "cpu_offload", "deprecated spelling of offload_optimizer: {\"device\": \"cpu\"}", "true", "M"),
+                 "false"),
+      input_only(impl(z + "cpu_offload_param", "deprecated spelling of offload_param: {\"device\": \"cpu\"}", "true", "M",
+                      R"({"zero_optimization":{"stage":3,"stage3_param_persistence_threshold":0,"cpu_offload":true}})"),
+                 "false"),
+      input_only(unused(z + "cpu_offload_use_pin_memory", "deprecated; use offload_optimizer.pin_memory", "true"), ""),
+      input_only(unused("allgather_size", "read only with the legacy `\"zero_optimization\": true`", "1000"),
+                 "500000000"),
+  };
+}
+
+std::vector<KeyEntry> build_optimizer_scheduler() {
+  const std::string p = "optimizer.params.", s = "scheduler.params.";
+  return {
+      impl("optimizer.type", "Adam, AdamW or SGD", "\"SGD\"", "LM"),
+      impl(p + "lr", "learning rate", "0.01", "L"),
+      impl(p + "betas", "Adam's beta1, beta2", "[0.5,0.9]", "L"),
+      impl(p + "eps", "Adam's epsilon", "0.001", "L"),
+      impl(p + "weight_decay", "weight decay", "0.1", "L"),
+      impl(p + "bias_correction", "Adam's bias correction", "false", "L"),
+      impl(p + "adam_w_mode", "type Adam: false couples the weight decay into the gradient", "false", "L", kAdam),
+      rejected(p + "amsgrad", "AMSGrad (DeepSpeed's FusedAdam rejects it too)", "true"),
+      unused(p + "torch_adam", "zerotrain's Adam is the same arithmetic either way", "true"),
+      unused(p + "fp32_optimizer_states", "states are fp32 unless bf16.bf16_optimizer_states", "false"),
+      unused(p + "set_grad_none", "gradient buffers are zeroed in place", "false"),
+      unused("optimizer.legacy_fusion", "a DeepSpeed FP16_Optimizer switch with no counterpart", "true"),
+      impl(p + "momentum", "SGD momentum", "0.5", "L", kSgd),
+      impl(p + "dampening", "SGD dampening", "0.5", "L", kSgd),
+      impl(p + "nesterov", "SGD Nesterov momentum", "true", "L", kSgd),
+      rejected(p + "maximize", "maximizing SGD", "true", kSgd),
+      unused(p + "foreach", "a torch implementation switch", "true", kSgd),
+      unused(p + "differentiable", "a torch implementation switch", "true", kSgd),
+      unused(p + "fused", "a torch implementation switch", "true", kSgd),
+      impl("scheduler.type", "the learning-rate schedule", "\"WarmupLR\"", "L"),
+      impl(s + "warmup_min_lr", "lr at the start of warm-up", "0.0001", "L", kWarmupLR),
+      impl(s + "warmup_max_lr", "lr at the end of warm-up", "0.01", "L", kWarmupLR),
+      impl(s + "warmup_num_steps", "warm-up length in steps", "2", "L", kWarmupLR),
+      impl(s + "warmup_type", "\"log\" or \"linear\" warm-up", "\"linear\"", "L", kWarmupLR),
+      impl(s + "total_num_steps", "WarmupDecayLR / WarmupCosineLR: schedule length", "8", "=LrSchedule.WarmupDecayTrace",
+           kDecayLR),
+      impl(s + "warmup_min_ratio", "WarmupCosineLR: start of warm-up as a share of lr", "0.5", "L", kCosineLR),
+      impl(s + "cos_min_ratio", "WarmupCosineLR: floor as a share of lr", "0.5", "=LrSchedule.WarmupCosineLinearTrace",
+           kCosineLR),
+      impl(s + "lr_range_test_min_lr", "LRRangeTest: first lr", "0.01", "L", kRangeLR),
+      impl(s + "lr_range_test_step_size", "LRRangeTest: steps per increase", "1", "L", kRangeLR),
+      impl(s + "lr_range_test_step_rate", "LRRangeTest: increase per step size", "100", "L", kRangeLR),
+      impl(s + "lr_range_test_staircase", "LRRangeTest: step-wise increases", "true", "=LrSchedule.LrRangeTestTraces",
+           kRangeLR),
+      impl(s + "cycle_min_lr", "OneCycle: lowest lr", "0.001", "L", kOneCycle),
+      impl(s + "cycle_max_lr", "OneCycle: highest lr", "0.05", "L", kOneCycle),
+      impl(s + "decay_lr_rate", "OneCycle: lr decay after the cycle", "0.5", "=LrSchedule.OneCycleItem34And35", kOneCycle),
+      impl(s + "cycle_first_step_size", "OneCycle: steps of the rising half", "1", "L", kOneCycle),
+      impl(s + "cycle_second_step_size", "OneCycle: steps of the falling half", "1", "=LrSchedule.OneCycleStairs",
+           kOneCycle),
+      impl(s + "cycle_first_stair_count", "OneCycle: stairs in the rising half", "1", "L", kOneCycle),
+      impl(s + "cycle_second_stair_count", "OneCycle: stairs in the falling half", "1", "=LrSchedule.OneCycleStairs",
+           kOneCycle),
+      impl(s + "decay_step_size", "OneCycle: steps per decay", "1", "=LrSchedule.OneCycleItem34And35", kOneCycle),
+      impl(s + "cycle_momentum", "OneCycle: cycle Adam's beta1 against the lr", "false", "L", kOneCycle),
+      impl(s + "cycle_min_mom", "OneCycle: lowest beta1", "0.5", "L", kOneCycle),
+      impl(s + "cycle_max_mom", "OneCycle: highest beta1", "0.95", "L", kOneCycle),
+      impl(s + "decay_mom_rate", "OneCycle: beta1 decay after the cycle", "0.5", "=LrSchedule.OneCycleItem34And35",
+           kOneCycle),
+      rejected(s + "last_batch_iteration", "a schedule resumes from its checkpoint; only -1 (the beginning) is accepted",
+               "3", kOneCycle),
+  };
+}
+
+std::vector<KeyEntry> build_sections() {
+  const std::string a = "activation_checkpointing.", cl = "comms_logger.", ck = "checkpoint.", fp = "flops_profiler.";
+  std::vector<KeyEntry> t = {
+      rejected(a + "partition_activations", "no model parallelism to partition over", "true"),
+      unused(a + "contiguous_memory_optimization", "kept block inputs are already one allocation", "true"),
+      rejected(a + "cpu_checkpointing", "checkpointed activations stay on the device", "true"),
+      impl(a + "number_checkpoints", ">= 1 recomputes every block in backward", "2", "M"),
+      impl(a + "zerotrain_recompute", "zerotrain's granularity: none, block or selective", "\"selective\"", "M"),
+      unused(a + "synchronize_checkpoint_boundary", "recompute needs no extra synchronisation here", "true"),
+      unused(a + "profile", "recompute is timed by wall_clock_breakdown's backward", "true"),
+      impl(cl + "enabled", "per-op communication summary at the end of the run", "true", "O"),
+      unused(cl + "verbose", "the per-collective log is `--comm-log FILE`", "true"),
+      impl(cl + "prof_all", "false: summarise only the ops in prof_ops", "false", "O", R"({"comms_logger":{"enabled":true}})"),
+      unused(cl + "debug", "the per-collective log is `--comm-log FILE`", "true"),
+      impl(cl + "prof_ops", "ops summarised when prof_all is false", R"(["all_gather"])", "O", kCommsLogger),
+      impl(ck + "tag_validation", "checks that every rank saves the same tag", "\"FAIL\"",
+           "=test_checkpoint_e2e.test_tag_validation_across_ranks"),
+      rejected(ck + "load_universal", "universal checkpoints", "true"),
+      unused(ck + "use_node_local_storage", "every rank writes its own shard files under the directory given", "true"),
+      unused(ck + "parallel_write.pipeline_stage", "no pipeline parallelism", "true"),
+      unused(ck + "writer", "zerotrain has one checkpoint writer", R"({"type":"fast"})"),
+      impl(fp + "enabled", "turns on wall_clock_breakdown (as DeepSpeed); progress lines already print TFLOP/s", "true",
+           "O"),
+  };
+  for (const char* k : {"recompute_fwd_factor", "profile_step", "module_depth", "top_modules", "detailed", "output_file"}) {
+    t.push_back(unused(fp + k, "zerotrain has no FLOPs profiler; progress lines print achieved TFLOP/s", "2"));
+  }
+  t.back().probe = "\"profile.txt\"";   // output_file
+  t[t.size() - 2].probe = "false";      // detailed
+  for (const char* k : {"aio", "timers", "pipeline"}) {
+    t.push_back(unused(k, std::string("DeepSpeed's ") + k + " settings have no counterpart in zerotrain", R"({"x":1})"));
+  }
+  const char* const kFeatures[] = {"elasticity", "amp", "progressive_layer_drop", "compression_training",
+                                   "quantize_training", "data_efficiency", "curriculum_learning", "hybrid_engine",
+                                   "compile", "tensorboard", "wandb", "csv_monitor", "comet", "autotuning", "nebula",
+                                   "datastates", "eigenvalue", "weight_quantization", "expert_parallel",
+                                   "tensor_parallel", "sparse_attention"};
+  for (const char* k : kFeatures) {
+    std::string probe = R"({"enabled":true})";
+    if (std::string(k) == "compile") probe = R"({"deepcompile":true})";
+    if (std::string(k) == "tensor_parallel") probe = R"({"autotp_size":2})";
+    if (std::string(k) == "sparse_attention") probe = R"({"mode":"fixed"})";
+    t.push_back(rejected(k, "a DeepSpeed feature zerotrain does not implement; accepted only while disabled", probe));
+  }
+  return t;
+}
+
+std::vector<KeyEntry> build_table() {
+  std::vector<KeyEntry> t;
+  for (auto part : {build_top_level, build_precision, build_zero, build_optimizer_scheduler, build_sections}) {
+    std::vector<KeyEntry> p = part();
+    t.insert(t.end(), p.begin(), p.end());
+  }
+  return t;
+}
+
+}  // namespace
+
+const char* key_use_name(KeyUse u) {
+  switch (u) {
+    case KeyUse::kImplemented: return "implemented";
+    case KeyUse::kNotUsed: return "not used";
+    case KeyUse::kRejected: return "rejected";
+  }
+  return "?";
+}
+
+const std::vector<KeyEntry>& key_table() {
+  static const std::vector<KeyEntry> table = build_table();
+  return table;
+}
+
+const KeyEntry* find_key_entry(const std::string& path) {
+  for (const KeyEntry& e : key_table())
+    if (e.path == path) return &e;
+  return nullptr;
+}
+
+const Json* json_at_path(const Json& doc, const std::string& path) {
+  const Json* v = &doc;
+  size_t start = 0;
+  for (;;) {
+    const size_t dot = path.find('.', start);
+    const std::string key = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (!v->is_object() || !v->contains(key)) return nullptr;
+    v = &(*v)[key];
+    if (dot == std::string::npos) return v;
+    start = dot + 1;
+  }
+}
+
+Json key_table_json() {
+  Json out = Json::array();
+  for (const KeyEntry& e : key_table()) {
+    out.push_back({{"path", e.path}, {"use", key_use_name(e.use)}, {"why", e.why}, {"probe", e.probe},
+                   {"effects", e.effects}, {"context", e.context}, {"alias", e.alias},
+                   {"input_only", e.input_only}});
+  }
+  return out;
+}
+
+std::string key_table_text(bool markdown) {
+  std::ostringstream os;
+  if (markdown) {
+    os << "| key | class | what it does / why |\n| --- | --- | --- |\n";
+    for (const KeyEntry& e : key_table()) {
+      os << "| `" << e.path << "`";
+      if (!e.alias.empty()) os << " (also `" << e.alias << "`)";
+      os << " | " << key_use_name(e.use) << " | " << e.why << " |\n";
+    }
+    return os.str();
+  }
+  size_t w = 0;
+  for (const KeyEntry& e : key_table()) w = std::max(w, e.path.size());
+  for (const KeyEntry& e : key_table()) {
+    os << e.path << std::string(w + 2 - e.path.size(), ' ') << key_use_name(e.use)
+       << std::string(13 - std::string(key_use_name(e.use)).size(), ' ') << e.why << "\n";
+  }
+  return os.str();
+}
+
+}  // namespace zt
