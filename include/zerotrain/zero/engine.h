@@ -123,7 +123,22 @@ struct MemoryLine {
   int64_t predicted = -1;  // bytes, -1 = not covered by the ZeRO formula (activations, workspace)
   int64_t measured = 0;    // current bytes after set-up / peak for transient categories
   int64_t peak = 0;
+  int64_t reserved = 0;    // bytes held for the category: measured + its memory-pool rounding and cache
 };
+
+// The device beside the tracker's categories (ZeroEngine::device_memory): the memory pool's
+// reserved vs in-use bytes, the memory outside the tracker (CUDA context, cuBLAS workspaces,
+// per-stream scratch, NCCL's buffers; none on the CPU backend) and the device's own in-use
+// figure (cudaMemGetInfo; -1 where there is none).
+struct DeviceMemory {
+  int64_t pool_reserved = 0, pool_in_use = 0, pool_cached = 0;
+  int64_t pool_device_allocations = 0, pool_reuses = 0, pool_cross_stream_waits = 0;
+  int64_t tracked_reserved = 0;  // reserved bytes of the device (non-host) categories
+  std::vector<OutsideTrackerMemory> outside;
+  int64_t outside_total = 0;
+  int64_t device_used = -1;
+};
+std::string device_memory_text(const DeviceMemory& d);  // the memory report's last lines
 
 struct EngineTestHooks;
 
@@ -164,6 +179,7 @@ class ZeroEngine {
   double current_lr() const;
   // Predicted vs measured bytes per category for this rank.
   std::vector<MemoryLine> memory_lines() const;
+  DeviceMemory device_memory() const;
   std::string memory_report() const;
   // ZeRO paper figure for these settings (bytes per rank): 16Ψ, 4Ψ+12Ψ/N, 2Ψ+14Ψ/N, 16Ψ/N (mixed precision).
   double zero_paper_model_state_bytes() const;
