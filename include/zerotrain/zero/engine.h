@@ -27,9 +27,11 @@
 // Wire dtype: when communication_data_type differs from the buffer being reduced, the bucket is
 // cast into a double-buffered wire slot, reduced there in place, and cast back / accumulated.
 // Events, not luck: a ring or wire slot is reused only after the comm-stream event recorded once
-// its reduction was consumed; a gathered buffer is freed only after the compute-stream event
-// recorded after its last reader; the optimizer reads grads only after finish_grad_sync made the
-// compute stream wait for the last reduction (the comm stream completes in issue order).
+// its reduction was consumed; a gathered buffer (a memory-pool lease, core/memory_pool.h) is
+// leased again only after the compute-stream event recorded at its release, after its last
+// reader and after compute waited on its all-gather; the optimizer reads grads only after
+// finish_grad_sync made the compute stream wait for the last reduction (the comm stream
+// completes in issue order).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -159,8 +161,8 @@ class ZeroEngine {
   // Full fp32 master weights by parameter index; collective; only rank `root` gets data.
   std::vector<std::vector<float>> gather_parameters(int root);
 
-  // One micro-batch: forward and backward (reductions as the stage dictates). Non-blocking
-  // except for stage-3 buffer recycling.
+  // One micro-batch: forward and backward (reductions as the stage dictates). Non-blocking:
+  // stage 3 recycles its gathered buffers through the memory pool with stream waits, not host waits.
   void micro_step(const Batch& batch);
   // At the accumulation boundary (after gradient_accumulation_steps micro-steps): norm, clip,
   // overflow check, optimizer, parameter all-gather. Blocks once, for the norm and loss.
