@@ -29,12 +29,12 @@ namespace {
 // choice, and so its bits, do not depend on what other streams are doing.
 constexpr size_t kCublasWorkspaceBytes = size_t(32) << 20;
 
-// Free bytes on the current device (0 if cudaMemGetInfo fails: a delta is then clamped to 0).
+// Free bytes on the current device; -1 if cudaMemGetInfo fails.
 int64_t free_device_bytes() {
   size_t free_b = 0, total_b = 0;
   if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
     cudaGetLastError();
-    return 0;
+    return -1;
   }
   return static_cast<int64_t>(free_b);
 }
@@ -148,7 +148,9 @@ void* cublas_handle(Stream& s) {
     DeviceGuard g(r.device);
     const int64_t free_before = free_device_bytes();
     ZT_CUBLAS_CHECK(cublasCreate(&r.handle));
-    const int64_t created = std::max<int64_t>(0, free_before - free_device_bytes());
+    const int64_t free_after = free_device_bytes();
+    // What cublasCreate took (0 when either figure is unknown).
+    const int64_t created = free_before < 0 || free_after < 0 ? 0 : std::max<int64_t>(0, free_before - free_after);
     ZT_CUBLAS_CHECK(cublasSetStream(r.handle, r.stream));
     ZT_CUDA_CHECK(cudaMalloc(&r.cublas_workspace, kCublasWorkspaceBytes));
     r.cublas_outside = created + static_cast<int64_t>(kCublasWorkspaceBytes);

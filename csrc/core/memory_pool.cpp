@@ -150,7 +150,7 @@ PoolBlock* MemoryPool::take_cached(size_t size, Stream& s, CrossStream cross) {
         ++stats_.cross_stream_reuses;
         return take(list, it);
       }
-      if (!pending_list) {
+      if (!pending_list) {  // the oldest release of this stream's list (equal keys keep insertion order)
         pending_list = &list;
         pending = it;
       }
