@@ -7,15 +7,19 @@
 // (set_cuda_stream_release_hook), and every CudaStream's destructor calls it before
 // cudaStreamDestroy. Invariant: every cached entry's stream is alive. The cache itself
 // is a process-lifetime object that is never destroyed at exit (the CUDA runtime may already be
-// unloading then); release_workspaces() frees everything explicitly.
+// unloading then); release_workspaces() frees everything explicitly. What an entry holds is
+// device memory outside the tracker: recorded in outside_memory.h when created or grown, taken
+// back when freed.
 #include <cublas_v2.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <utility>
 
 #include "cuda_common.cuh"
+#include "zerotrain/core/outside_memory.h"
 #include "zerotrain/kernels/cuda_ops.h"
 
 namespace zt::cuda_detail {
@@ -24,6 +28,16 @@ namespace {
 // cuBLAS's recommended workspace on Hopper; with a fixed private workspace its algorithm
 // choice, and so its bits, do not depend on what other streams are doing.
 constexpr size_t kCublasWorkspaceBytes = size_t(32) << 20;
+
+// Free bytes on the current device; -1 if cudaMemGetInfo fails.
+int64_t free_device_bytes() {
+  size_t free_b = 0, total_b = 0;
+  if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
+    cudaGetLastError();
+    return -1;
+  }
+  return static_cast<int64_t>(free_b);
+}
 
 // Makes `dev` current for the scope, restoring the previous device.
 class DeviceGuard {
@@ -51,6 +65,8 @@ struct StreamResources {
   void* cublas_workspace = nullptr;  // kCublasWorkspaceBytes, owned
   void* scratch = nullptr;           // scratch_bytes, owned
   size_t scratch_bytes = 0;
+  // Recorded as outside-tracker memory (outside_memory.h) and taken back in the destructor:
+  int64_t cublas_outside = 0;        // cublasCreate's cudaMemGetInfo delta + the workspace
 
   StreamResources(int dev, cudaStream_t s) : device(dev), stream(s) {}
   ~StreamResources() {
@@ -68,6 +84,8 @@ struct StreamResources {
     }
     if (cublas_workspace) cudaFree(cublas_workspace);
     if (scratch) cudaFree(scratch);
+    add_outside_bytes(device, OutsideCategory::CublasWorkspace, -cublas_outside);
+    add_outside_bytes(device, OutsideCategory::StreamScratch, -static_cast<int64_t>(scratch_bytes));
     if (prev >= 0 && prev != device) cudaSetDevice(prev);
   }
   StreamResources(const StreamResources&) = delete;
@@ -128,9 +146,15 @@ void* cublas_handle(Stream& s) {
   StreamResources& r = stream_resources(s);
   if (!r.handle) {
     DeviceGuard g(r.device);
+    const int64_t free_before = free_device_bytes();
     ZT_CUBLAS_CHECK(cublasCreate(&r.handle));
+    const int64_t free_after = free_device_bytes();
+    // What cublasCreate took (0 when either figure is unknown).
+    const int64_t created = free_before < 0 || free_after < 0 ? 0 : std::max<int64_t>(0, free_before - free_after);
     ZT_CUBLAS_CHECK(cublasSetStream(r.handle, r.stream));
     ZT_CUDA_CHECK(cudaMalloc(&r.cublas_workspace, kCublasWorkspaceBytes));
+    r.cublas_outside = created + static_cast<int64_t>(kCublasWorkspaceBytes);
+    add_outside_bytes(r.device, OutsideCategory::CublasWorkspace, r.cublas_outside);
     ZT_CUBLAS_CHECK(cublasSetWorkspace(r.handle, r.cublas_workspace, kCublasWorkspaceBytes));
     ZT_CUBLAS_CHECK(cublasSetPointerMode(r.handle, CUBLAS_POINTER_MODE_HOST));
   }
@@ -145,12 +169,14 @@ void* scratch(Stream& s, size_t bytes) {
     ZT_CUDA_CHECK(cudaStreamSynchronize(r.stream));
     size_t grow = r.scratch_bytes + r.scratch_bytes / 2;
     if (r.scratch) ZT_CUDA_CHECK(cudaFree(r.scratch));
+    add_outside_bytes(r.device, OutsideCategory::StreamScratch, -static_cast<int64_t>(r.scratch_bytes));
     r.scratch = nullptr;
     r.scratch_bytes = 0;
     size_t want = bytes > grow ? bytes : grow;
     want = (want + (size_t(1) << 20) - 1) & ~((size_t(1) << 20) - 1);  // whole MiB
     ZT_CUDA_CHECK(cudaMalloc(&r.scratch, want));
     r.scratch_bytes = want;
+    add_outside_bytes(r.device, OutsideCategory::StreamScratch, static_cast<int64_t>(want));
   }
   return r.scratch;
 }

@@ -19,14 +19,28 @@ nlohmann::json memory_json(const ZeroEngine& engine, int rank) {
     c["predicted_bytes"] = l.predicted < 0 ? nlohmann::json() : nlohmann::json(l.predicted);
     c["measured_bytes"] = l.measured;
     c["peak_bytes"] = l.peak;
+    c["reserved_bytes"] = l.reserved;
     cats[mem_category_name(l.category)] = c;
   }
+  // Pool, memory outside the tracker, and the device's own figure (null on the CPU backend).
+  const DeviceMemory d = engine.device_memory();
+  nlohmann::json outside = nlohmann::json::object();
+  for (const OutsideTrackerMemory& o : d.outside) outside[o.category] = {{"bytes", o.bytes}, {"measured_by", o.measured_by}};
+  nlohmann::json device = {
+      {"pool", {{"reserved_bytes", d.pool_reserved}, {"in_use_bytes", d.pool_in_use}, {"cached_bytes", d.pool_cached},
+                {"device_allocations", d.pool_device_allocations}, {"reuses", d.pool_reuses},
+                {"cross_stream_waits", d.pool_cross_stream_waits}}},
+      {"reserved_bytes", d.tracked_reserved},  // device categories, direct allocations + pool blocks
+      {"outside_tracker", outside},            // {} on the CPU backend
+      {"outside_tracker_bytes", d.outside_total},
+      {"used_bytes", d.device_used < 0 ? nlohmann::json() : nlohmann::json(d.device_used)}};
   const OffloadOptions& off = engine.options().offload;
   nlohmann::json host = off.optimizer ? nlohmann::json{{"optimizer_pinned", off.pin_memory}} : nlohmann::json();
   if (off.params) host["params_pinned"] = off.param_pin_memory;
   return {{"rank", rank},
           {"categories", cats},
           {"host_memory", host},  // null without offload
+          {"device", device},
           {"zero_paper_model_state_bytes", engine.zero_paper_model_state_bytes()}};
 }
 
@@ -34,7 +48,8 @@ nlohmann::json tracker_json(const MemoryTracker& mem) {
   nlohmann::json out = nlohmann::json::object();
   for (int c = 0; c < kNumMemCategories; ++c) {
     const MemCategory cat = static_cast<MemCategory>(c);
-    out[mem_category_name(cat)] = {{"current_bytes", mem.current(cat)}, {"peak_bytes", mem.peak(cat)}};
+    out[mem_category_name(cat)] = {{"current_bytes", mem.current(cat)}, {"peak_bytes", mem.peak(cat)},
+                                   {"reserved_bytes", mem.reserved(cat)}};
   }
   return out;
 }

@@ -13,6 +13,7 @@
 #include "zerotrain/comm/mpi_env.h"
 #include "zerotrain/comm/watchdog.h"
 #include "zerotrain/core/check_cuda.h"
+#include "zerotrain/core/outside_memory.h"
 
 namespace zt {
 
@@ -44,7 +45,14 @@ class NcclCommunicator final : public Communicator {
     ncclUniqueId id{};
     if (rank == 0) ZT_NCCL_CHECK(ncclGetUniqueId(&id));
     ZT_MPI_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, comm_));
+    // NCCL's own device buffers have no query API: the cudaMemGetInfo delta of the init is
+    // recorded as outside-tracker memory (outside_memory.h) and taken back at ncclCommDestroy.
+    size_t free_before = 0, free_after = 0, total = 0;
+    ZT_CUDA_CHECK(cudaMemGetInfo(&free_before, &total));
     ZT_NCCL_CHECK(ncclCommInitRank(&nccl_, n, id, rank));
+    ZT_CUDA_CHECK(cudaMemGetInfo(&free_after, &total));
+    nccl_bytes_ = free_before > free_after ? static_cast<int64_t>(free_before - free_after) : 0;
+    add_outside_bytes(ordinal_, OutsideCategory::NcclInternal, nccl_bytes_);
     stream_ = dev.create_stream("comm");
     cuda_stream_ = static_cast<cudaStream_t>(stream_->native_handle());
     scratch_ = dev.alloc(sizeof(float), MemCategory::Communicator, true);
@@ -59,6 +67,7 @@ class NcclCommunicator final : public Communicator {
     watchdog_.reset();
     poll();  // marks everything complete and returns the events to the pool
     ncclCommDestroy(nccl_);
+    add_outside_bytes(ordinal_, OutsideCategory::NcclInternal, -nccl_bytes_);
     for (cudaEvent_t e : pool_) cudaEventDestroy(e);
     stream_.reset();
     scratch_.reset();
@@ -224,6 +233,7 @@ class NcclCommunicator final : public Communicator {
   int ordinal_;
   MPI_Comm comm_;
   ncclComm_t nccl_ = nullptr;
+  int64_t nccl_bytes_ = 0;              // ncclCommInitRank's device memory (outside the tracker)
   std::unique_ptr<Stream> stream_;      // the comm stream (its own cudaStream_t)
   cudaStream_t cuda_stream_ = nullptr;
   DeviceBuffer scratch_;                // one float for barrier(); only the comm stream touches it

@@ -43,25 +43,37 @@ void MemoryTracker::on_free(MemCategory c, size_t bytes) {
   total_.fetch_sub(bytes);
 }
 
+void MemoryTracker::on_reserve(MemCategory c, size_t bytes) {
+  reserved_[idx(c)].fetch_add(bytes);
+  raise_peak(peak_reserved_total_, reserved_total_.fetch_add(bytes) + bytes);
+}
+
+void MemoryTracker::on_unreserve(MemCategory c, size_t bytes) {
+  reserved_[idx(c)].fetch_sub(bytes);
+  reserved_total_.fetch_sub(bytes);
+}
+
 void MemoryTracker::reset_peaks() {
   for (int i = 0; i < kNumMemCategories; ++i) peak_[i].store(current_[i].load());
   peak_total_.store(total_.load());
+  peak_reserved_total_.store(reserved_total_.load());
 }
 
 std::string MemoryTracker::report(const char* title) const {
   std::string out = std::string(title) + "\n";
   char line[160];
-  std::snprintf(line, sizeof(line), "  %-18s %16s %12s %16s %12s\n", "category", "current (B)", "(MiB)",
-                "peak (B)", "(MiB)");
+  std::snprintf(line, sizeof(line), "  %-18s %16s %12s %16s %12s %16s\n", "category", "current (B)", "(MiB)",
+                "peak (B)", "(MiB)", "reserved (B)");
   out += line;
   for (int i = 0; i < kNumMemCategories; ++i) {
     size_t cur = current_[i].load(), pk = peak_[i].load();
-    std::snprintf(line, sizeof(line), "  %-18s %16zu %12.2f %16zu %12.2f\n",
-                  mem_category_name(static_cast<MemCategory>(i)), cur, cur / 1048576.0, pk, pk / 1048576.0);
+    std::snprintf(line, sizeof(line), "  %-18s %16zu %12.2f %16zu %12.2f %16zu\n",
+                  mem_category_name(static_cast<MemCategory>(i)), cur, cur / 1048576.0, pk, pk / 1048576.0,
+                  reserved_[i].load());
     out += line;
   }
-  std::snprintf(line, sizeof(line), "  %-18s %16zu %12.2f %16zu %12.2f\n", "total", total_.load(),
-                total_.load() / 1048576.0, peak_total_.load(), peak_total_.load() / 1048576.0);
+  std::snprintf(line, sizeof(line), "  %-18s %16zu %12.2f %16zu %12.2f %16zu\n", "total", total_.load(),
+                total_.load() / 1048576.0, peak_total_.load(), peak_total_.load() / 1048576.0, reserved_total_.load());
   return out + line;
 }
 
@@ -82,6 +94,7 @@ void DeviceBuffer::reset() {
       case Where::PageableHost: std::free(ptr_); break;
     }
     dev_->tracker().on_free(cat_, bytes_);
+    dev_->tracker().on_unreserve(cat_, bytes_);
   }
   ptr_ = nullptr; bytes_ = 0; dev_ = nullptr;
 }
@@ -98,6 +111,7 @@ DeviceBuffer Device::alloc(size_t bytes, MemCategory c, bool zero) {
   void* p = raw_alloc(bytes, c);
   if (zero) raw_memset_sync(p, 0, bytes);
   tracker_.on_alloc(c, bytes);
+  tracker_.on_reserve(c, bytes);
   return DeviceBuffer(this, p, bytes, c, false);
 }
 
@@ -105,6 +119,7 @@ DeviceBuffer Device::alloc_pinned_host(size_t bytes) {
   if (bytes == 0) return DeviceBuffer(this, nullptr, 0, MemCategory::PinnedHost, true);
   void* p = raw_alloc_pinned(bytes);
   tracker_.on_alloc(MemCategory::PinnedHost, bytes);
+  tracker_.on_reserve(MemCategory::PinnedHost, bytes);
   return DeviceBuffer(this, p, bytes, MemCategory::PinnedHost, true);
 }
 
@@ -116,6 +131,7 @@ DeviceBuffer Device::alloc_host(size_t bytes, MemCategory c, bool pinned, bool z
                              " bytes (" + mem_category_name(c) + ")");
   if (zero) std::memset(p, 0, bytes);
   tracker_.on_alloc(c, bytes);
+  tracker_.on_reserve(c, bytes);
   return DeviceBuffer(this, p, bytes, c, where);
 }
 

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "zerotrain/core/cpu_stream.h"
+#include "zerotrain/core/memory_pool.h"
 
 namespace zt {
 
@@ -172,18 +173,24 @@ class CpuDevice final : public Device {
     cpu_enqueue(s, [=] { std::memset(dst, value, bytes); });
   }
   void synchronize() override {}  // streams are synchronised individually on the CPU backend
+  MemoryPool& pool() override { return pool_; }
+  // outside_tracker_memory(), device_used_bytes(): the defaults (none, -1): no CUDA context,
+  // cuBLAS or NCCL here, and host memory has no per-device "used" figure.
 
  protected:
   void* raw_alloc(size_t bytes, MemCategory c) override {
-    size_t rounded = (bytes + 63) / 64 * 64;
-    void* p = std::aligned_alloc(64, rounded);
+    void* p = raw_try_alloc(bytes);
     ZT_CHECK(p != nullptr, "host allocation of " + std::to_string(bytes) + " bytes for " + mem_category_name(c));
     return p;
   }
+  void* raw_try_alloc(size_t bytes) override { return std::aligned_alloc(64, (bytes + 63) / 64 * 64); }
   void raw_free(void* p) override { std::free(p); }
   void* raw_alloc_pinned(size_t bytes) override { return raw_alloc(bytes, MemCategory::PinnedHost); }
   void raw_free_pinned(void* p) override { std::free(p); }
   void raw_memset_sync(void* p, int v, size_t bytes) override { std::memset(p, v, bytes); }
+
+ private:
+  MemoryPool pool_{*this};  // last member: destroyed first, while raw_free still reaches this device
 };
 
 }  // namespace

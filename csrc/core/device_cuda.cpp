@@ -6,6 +6,8 @@
 
 #include "zerotrain/core/check_cuda.h"
 #include "zerotrain/core/device.h"
+#include "zerotrain/core/memory_pool.h"
+#include "zerotrain/core/outside_memory.h"
 
 namespace zt {
 
@@ -133,6 +135,14 @@ class CudaDevice final : public Device {
  public:
   explicit CudaDevice(int ordinal) : ordinal_(ordinal) {
     ZT_CUDA_CHECK(cudaSetDevice(ordinal_));
+    ZT_CUDA_CHECK(cudaFree(nullptr));  // the primary context exists from here on
+    if (claim_context_measurement(ordinal_)) {
+      // Once per process and GPU: what is in use right after the context came up, before
+      // zerotrain allocates anything on it (outside_memory.h).
+      size_t free_b = 0, total_b = 0;
+      ZT_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+      add_outside_bytes(ordinal_, OutsideCategory::CudaContext, static_cast<int64_t>(total_b - free_b));
+    }
     ZT_CUDA_CHECK(cudaGetDeviceProperties(&props_, ordinal_));
     ZT_CUDA_CHECK(cudaStreamCreateWithFlags(&zero_stream_, cudaStreamNonBlocking));
   }
@@ -163,8 +173,44 @@ class CudaDevice final : public Device {
     ZT_CUDA_CHECK(cudaMemsetAsync(dst, value, bytes, static_cast<cudaStream_t>(s.native_handle())));
   }
   void synchronize() override { ZT_CUDA_CHECK(cudaDeviceSynchronize()); }
+  MemoryPool& pool() override { return pool_; }
+
+  std::vector<OutsideTrackerMemory> outside_tracker_memory() const override {
+    static const char* kHow[kNumOutsideCategories] = {
+        "cudaMemGetInfo total - free when this process's first zerotrain device on the GPU came up "
+        "(the CUDA context, plus any other process's memory then)",
+        "cudaMemGetInfo delta of each cublasCreate + its fixed workspace (exact)",
+        "per-stream kernel scratch (exact)",
+        "cudaMemGetInfo delta of ncclCommInitRank"};
+    std::vector<OutsideTrackerMemory> out;
+    for (int i = 0; i < kNumOutsideCategories; ++i) {
+      const OutsideCategory c = static_cast<OutsideCategory>(i);
+      out.push_back({outside_category_name(c), outside_bytes(ordinal_, c), kHow[i]});
+    }
+    return out;
+  }
+  int64_t device_used_bytes() const override {
+    CurrentDevice on(ordinal_);
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
+      cudaGetLastError();
+      return -1;
+    }
+    return static_cast<int64_t>(total_b - free_b);
+  }
 
  protected:
+  void* raw_try_alloc(size_t bytes) override {
+    CurrentDevice on(ordinal_);
+    void* p = nullptr;
+    const cudaError_t rc = cudaMalloc(&p, bytes);
+    if (rc == cudaErrorMemoryAllocation) {
+      cudaGetLastError();  // not sticky; cleared for the caller's retry
+      return nullptr;
+    }
+    ZT_CUDA_CHECK(rc);
+    return p;
+  }
   void* raw_alloc(size_t bytes, MemCategory c) override {
     CurrentDevice on(ordinal_);
     void* p = nullptr;
@@ -208,6 +254,7 @@ class CudaDevice final : public Device {
   int ordinal_;
   cudaDeviceProp props_{};
   cudaStream_t zero_stream_ = nullptr;  // non-blocking; zero-fills of new allocations only
+  MemoryPool pool_{*this};  // last member: destroyed first, while cudaFree still reaches this device
 };
 
 }  // namespace

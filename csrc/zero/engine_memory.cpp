@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "engine_impl.h"
+#include "zerotrain/core/memory_pool.h"
 #include "zerotrain/zero/memory_predict.h"
 
 namespace zt {
@@ -122,6 +123,7 @@ std::vector<MemoryLine> ZeroEngine::memory_lines() const {
     l.predicted = pred.bytes[i];
     l.measured = static_cast<int64_t>(t.current(c));
     l.peak = static_cast<int64_t>(t.peak(c));
+    l.reserved = static_cast<int64_t>(t.reserved(c));
     lines.push_back(l);
   }
   return lines;
@@ -144,15 +146,16 @@ std::string ZeroEngine::memory_report() const {
                 impl_->cx.rank, opt_.stage, plan_.world, static_cast<long long>(plan_.numel),
                 static_cast<long long>(plan_.padded_numel));
   out += line;
-  std::snprintf(line, sizeof(line), "  %-18s %16s %16s %16s\n", "category", "predicted (B)", "current (B)", "peak (B)");
+  std::snprintf(line, sizeof(line), "  %-18s %16s %16s %16s %16s\n", "category", "predicted (B)", "in use (B)",
+                "peak (B)", "reserved (B)");
   out += line;
   int64_t pred_states = 0, meas_states = 0;
   for (const MemoryLine& l : memory_lines()) {
     char pred[32];
     if (l.predicted < 0) std::snprintf(pred, sizeof(pred), "%s", "-");
     else std::snprintf(pred, sizeof(pred), "%lld", static_cast<long long>(l.predicted));
-    std::snprintf(line, sizeof(line), "  %-18s %16s %16lld %16lld\n", mem_category_name(l.category), pred,
-                  static_cast<long long>(l.measured), static_cast<long long>(l.peak));
+    std::snprintf(line, sizeof(line), "  %-18s %16s %16lld %16lld %16lld\n", mem_category_name(l.category), pred,
+                  static_cast<long long>(l.measured), static_cast<long long>(l.peak), static_cast<long long>(l.reserved));
     out += line;
     if (l.category == MemCategory::Params || l.category == MemCategory::Grads || l.category == MemCategory::Master ||
         l.category == MemCategory::OptimMoments) {
@@ -170,7 +173,61 @@ std::string ZeroEngine::memory_report() const {
   std::snprintf(line, sizeof(line),
                 "  model states: predicted %lld B, measured %lld B; ZeRO paper (16-bit params, fp32 Adam): %.0f B\n",
                 static_cast<long long>(pred_states), static_cast<long long>(meas_states), zero_paper_model_state_bytes());
-  return out + line;
+  return out + line + device_memory_text(device_memory());
+}
+
+// Beside the tracker: the pool's reserved vs in-use bytes, the memory outside the tracker and
+// the whole device's figure (memory_report's tail, the JSON report's "device" object).
+DeviceMemory ZeroEngine::device_memory() const {
+  Device& dev = impl_->cx.dev;
+  DeviceMemory d;
+  const PoolStats ps = dev.pool().stats();
+  d.pool_reserved = static_cast<int64_t>(ps.reserved);
+  d.pool_in_use = static_cast<int64_t>(ps.in_use);
+  d.pool_cached = static_cast<int64_t>(ps.cached);
+  d.pool_device_allocations = ps.device_allocations;
+  d.pool_reuses = ps.same_stream_reuses + ps.cross_stream_reuses + ps.cross_stream_waits;
+  d.pool_cross_stream_waits = ps.cross_stream_waits;
+  for (int i = 0; i < kNumMemCategories; ++i)
+    if (!is_host_category(static_cast<MemCategory>(i)))
+      d.tracked_reserved += static_cast<int64_t>(dev.tracker().reserved(static_cast<MemCategory>(i)));
+  d.outside = dev.outside_tracker_memory();
+  for (const OutsideTrackerMemory& o : d.outside) d.outside_total += o.bytes;
+  d.device_used = dev.device_used_bytes();
+  return d;
+}
+
+std::string device_memory_text(const DeviceMemory& d) {
+  char line[320];
+  std::string out;
+  std::snprintf(line, sizeof(line),
+                "  memory pool (per-step buffers): reserved %lld B, in use %lld B, cached %lld B; %lld device "
+                "allocations, %lld reuses (%lld after a cross-stream wait)\n",
+                static_cast<long long>(d.pool_reserved), static_cast<long long>(d.pool_in_use),
+                static_cast<long long>(d.pool_cached), static_cast<long long>(d.pool_device_allocations),
+                static_cast<long long>(d.pool_reuses), static_cast<long long>(d.pool_cross_stream_waits));
+  out += line;
+  if (d.outside.empty()) {
+    return out + "  outside the tracker: none (CPU backend: no CUDA context, cuBLAS workspaces or NCCL buffers)\n";
+  }
+  out += "  outside the tracker (measured, not predicted):\n";
+  for (const OutsideTrackerMemory& o : d.outside) {
+    std::snprintf(line, sizeof(line), "  %-18s %16lld  %s\n", o.category.c_str(), static_cast<long long>(o.bytes),
+                  o.measured_by.c_str());
+    out += line;
+  }
+  const int64_t explained = d.tracked_reserved + d.outside_total;
+  std::snprintf(line, sizeof(line), "  device: reserved %lld B + outside %lld B = %lld B", static_cast<long long>(d.tracked_reserved),
+                static_cast<long long>(d.outside_total), static_cast<long long>(explained));
+  out += line;
+  if (d.device_used > 0) {
+    std::snprintf(line, sizeof(line), "; in use on the device (cudaMemGetInfo) %lld B, %.1f%% of it accounted for\n",
+                  static_cast<long long>(d.device_used), 100.0 * static_cast<double>(explained) / d.device_used);
+    out += line;
+  } else {
+    out += "; device total unknown (cudaMemGetInfo failed)\n";
+  }
+  return out;
 }
 
 }  // namespace zt

@@ -6,12 +6,14 @@
 
 #include "zerotrain/comm/communicator.h"
 #include "zerotrain/core/device.h"
+#include "zerotrain/core/memory_pool.h"
 #include "zerotrain/zero/plan.h"
 
 namespace zt {
 
 // One tracked, zero-filled allocation of `numel` elements of one dtype (a model state, a ring
-// or wire slot, a gathered bucket). Ranges index elements in the buffer's own layout.
+// or wire slot), or a lease from the device's memory pool (a gathered bucket: pooled()). Ranges
+// index elements in the buffer's own layout.
 class FlatBuffer {
  public:
   FlatBuffer() = default;
@@ -29,18 +31,37 @@ class FlatBuffer {
     return f;
   }
 
+  // A per-step buffer from dev.pool(), ordered on stream `s` (not zero-filled): the pool's rules
+  // (memory_pool.h) say when its block may be reused; release_on() hands it back.
+  static FlatBuffer pooled(Device& dev, Stream& s, DType dtype, int64_t numel, MemCategory category) {
+    FlatBuffer f;
+    f.pooled_ = dev.pool().allocate(static_cast<size_t>(numel) * dtype_size(dtype), category, s);
+    f.dtype_ = dtype;
+    f.numel_ = numel;
+    f.kind_ = dev.kind();
+    return f;
+  }
+  // Pooled: the buffer's last use is ordered on `s`; back to the pool, guarded by an event on `s`.
+  void release_on(Stream& s) {
+    pooled_.release_on(s);
+    *this = FlatBuffer();
+  }
+  bool reused() const { return pooled_.reused(); }  // pooled: served from the pool's cache
+
   TensorView view(ElemRange r) const {
-    return TensorView(static_cast<char*>(buf_.data()) + r.begin * static_cast<int64_t>(dtype_size(dtype_)), dtype_,
+    return TensorView(static_cast<char*>(data()) + r.begin * static_cast<int64_t>(dtype_size(dtype_)), dtype_,
                       {r.count}, kind_);
   }
   TensorView view() const { return view({0, numel_}); }
   DType dtype() const { return dtype_; }
   int64_t numel() const { return numel_; }
-  size_t bytes() const { return buf_.bytes(); }
-  explicit operator bool() const { return static_cast<bool>(buf_); }
+  size_t bytes() const { return pooled_ ? pooled_.bytes() : buf_.bytes(); }
+  explicit operator bool() const { return static_cast<bool>(buf_) || static_cast<bool>(pooled_); }
 
  private:
-  DeviceBuffer buf_;
+  void* data() const { return pooled_ ? pooled_.data() : buf_.data(); }
+  DeviceBuffer buf_;    // direct allocation, or
+  PoolBuffer pooled_;   // a pool lease (at most one of the two is set)
   DType dtype_ = DType::F32;
   int64_t numel_ = 0;
   DeviceKind kind_ = DeviceKind::CPU;

@@ -4,6 +4,14 @@
 // stage3_max_reuse_distance, released after use. Which bucket is gathered, prefetched and
 // released at each position is the plan's (ZeroPlan::gather_steps); this file executes it.
 // Persistent buckets are gathered once after every update and never released.
+//
+// Gathered buffers are leases from the device's memory pool (core/memory_pool.h), never freed to
+// the device during training. A lease is ordered on the comm stream (its first writer: the
+// offload copy and the all-gather); the compute stream reads it after waiting on `done`. Release
+// hands it back on the compute stream, after compute waited on `done`: the pool's guard event,
+// recorded on compute then, covers the communicator's writes and every compute read. The next
+// lease of that block on the comm stream makes the comm stream wait on that event (or finds it
+// complete): no host synchronisation, no cudaFree.
 #include <algorithm>
 
 #include "engine_impl.h"
@@ -17,7 +25,11 @@ class Stage3Gatherer final : public ParamSync {
   Stage3Gatherer(EngineContext& cx, ModelStates& st) : cx_(cx), st_(st), slots_(cx.plan.buckets.size()) {
     for (Slot& s : slots_) s.done = cx.comm.create_event();
   }
-  ~Stage3Gatherer() override { collect_released(true); }
+  // Live buffers go back to the pool like any release: compute waits for their all-gather first.
+  ~Stage3Gatherer() override {
+    for (size_t b = 0; b < slots_.size(); ++b)
+      if (slots_[b].buf) release(static_cast<int>(b));
+  }
 
   // The shard changed (a step, or initialisation): re-gather the persistent buckets in place.
   // Every other bucket is already released: each micro-step releases what it gathered.
@@ -46,13 +58,9 @@ class Stage3Gatherer final : public ParamSync {
 
  private:
   struct Slot {
-    FlatBuffer buf;               // the gathered bucket while live
+    FlatBuffer buf;               // the gathered bucket while live: a pool lease on the comm stream
     std::unique_ptr<Event> done;  // recorded on the comm stream after its all-gather
     bool waited = false;          // the compute stream already waits on `done`
-  };
-  struct Released {
-    FlatBuffer buf;
-    std::unique_ptr<Event> after;  // compute stream, after the all-gather and the last reader
   };
 
   void gather(int b, bool prefetch) {
@@ -80,40 +88,19 @@ class Stage3Gatherer final : public ParamSync {
     s.waited = true;
   }
 
-  // The compute stream waits for the all-gather too (a prefetch released unread), so `after`
-  // covers the communicator's write and every compute read of the buffer.
+  // The compute stream waits for the all-gather too (a prefetch released unread), so the pool's
+  // guard event, recorded on compute, covers the communicator's write and every compute read.
   void release(int b) {
     wait(b);
-    Released r{std::move(slots_[b].buf), cx_.dev.create_event()};
-    r.after->record(cx_.compute);
-    released_.push_back(std::move(r));
+    slots_[b].buf.release_on(cx_.compute);
   }
 
-  // A released buffer of exactly `elems` is reused once its last use completed (no allocation
-  // in the steady state: the same buckets are gathered every micro-step). Otherwise every
-  // released buffer is freed first, so tracked gather memory never exceeds the schedule's live
-  // peak (it grows only here, with nothing cached).
+  // A lease ordered on the comm stream, which writes it first. In the steady state (the same
+  // buckets every micro-step) the pool serves it from a released block: no device allocation.
   FlatBuffer take_buffer(int64_t elems) {
-    for (auto it = released_.begin(); it != released_.end(); ++it) {
-      if (it->buf.numel() != elems) continue;
-      it->after->synchronize();
-      FlatBuffer buf = std::move(it->buf);
-      released_.erase(it);
-      ++stats_.reused;
-      return buf;
-    }
-    collect_released(true);
-    return FlatBuffer(cx_.dev, cx_.plan.compute, elems, MemCategory::Gather, false);
-  }
-
-  // Frees released buffers whose last use finished; wait_all: block until all of them did.
-  void collect_released(bool wait_all) {
-    auto it = released_.begin();
-    while (it != released_.end()) {
-      if (wait_all) it->after->synchronize();
-      if (wait_all || it->after->query()) it = released_.erase(it);
-      else ++it;
-    }
+    FlatBuffer buf = FlatBuffer::pooled(cx_.dev, cx_.comm.stream(), cx_.plan.compute, elems, MemCategory::Gather);
+    if (buf.reused()) ++stats_.reused;
+    return buf;
   }
 
   void bind_params(int unit) {
@@ -126,7 +113,6 @@ class Stage3Gatherer final : public ParamSync {
   EngineContext& cx_;
   ModelStates& st_;
   std::vector<Slot> slots_;        // per bucket
-  std::vector<Released> released_; // reused or freed once their `after` event completed
   GatherStats stats_;
   int64_t staged_slices_ = 0;      // offload_param: host slices copied in before their all-gather
 };

@@ -13,6 +13,8 @@ TEST(Allocator, TracksCurrentAndPeakPerCategory) {
     EXPECT_EQ(t.current(MemCategory::Params), 1000u);
     EXPECT_EQ(t.current(MemCategory::Grads), 500u);
     EXPECT_EQ(t.current_total(), 1500u);
+    EXPECT_EQ(t.reserved(MemCategory::Params), 1000u);  // a direct allocation reserves what it uses
+    EXPECT_EQ(t.reserved_total(), 1500u);
     for (size_t i = 0; i < 500; ++i) ASSERT_EQ(b.as<unsigned char>()[i], 0);
     {
       DeviceBuffer c = dev->alloc(4000, MemCategory::Params);
@@ -26,6 +28,8 @@ TEST(Allocator, TracksCurrentAndPeakPerCategory) {
     EXPECT_FALSE(static_cast<bool>(a));
   }
   EXPECT_EQ(t.current_total(), 0u);
+  EXPECT_EQ(t.reserved_total(), 0u);
+  EXPECT_EQ(t.peak_reserved_total(), 5500u);
   EXPECT_EQ(t.peak(MemCategory::Params), 5000u);
   t.reset_peaks();
   EXPECT_EQ(t.peak(MemCategory::Params), 0u);

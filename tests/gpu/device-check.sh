@@ -21,12 +21,14 @@
 #   deps        dpkg -x the carried .debs into /tmp/zt-deps (never into /); mpirun from there
 #   configure   cmake, CMAKE_CUDA_ARCHITECTURES=90 only
 #   build       only the targets the check runs, all cores, -k 0
-#   gpu-tests   ctest -L gpu: CUDA kernels vs the CPU reference, zeroed-alloc ordering, NCCL np1
+#   gpu-tests   ctest -L gpu: CUDA kernels vs the CPU reference, zeroed-alloc ordering, memory pool, NCCL np1
 #   memcheck    compute-sanitizer --tool memcheck on a short kernel subset
 #   racecheck   compute-sanitizer --tool racecheck on the same subset
 #   train-fp32  world size 1, gpt-tiny fp32 at stages 0-3: loss curves identical across stages;
 #               first losses vs the CPU backend
 #   gpt2-bf16   GPT-2 124M, bf16, B=8 x T=1024, 20 steps: tokens/s and MFU
+#   memory-total GPT-2 124M, bf16, stage 3, 3 steps: the memory report's device total (reserved +
+#               outside the tracker) within 5% of cudaMemGetInfo's in-use bytes; nvidia-smi beside it
 #   offload     ZeRO-Offload at stage 2 (pinned, pageable) and stage 3 + offload_param vs the device
 #               optimizer (losses within 1e-3 relative; step times)
 #   torch-gpt2  the same GPT-2 124M step in PyTorch (if importable): tokens/s and MFU
@@ -51,7 +53,7 @@ while [ $# -gt 0 ]; do
     --out=*) OUT_DIR=${1#*=}; shift ;;
     --dry-run) DRY_RUN=1; shift ;;
     --rehearse-mpi) REHEARSE=1; shift ;;
-    -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,39p' "$0"; exit 0 ;;
     *) echo "device-check.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -63,7 +65,7 @@ DEBS=${ZT_DEBS:-.device/debs}
 JOBS=${ZT_JOBS:-$(nproc 2>/dev/null || echo 16)}
 RESERVE=5  # seconds kept for the summary
 # Only what the steps below run.
-TARGETS=(zerotrain test_gpu_kernels test_gpu_alloc test_gpu_offload test_comm_nccl zt_comm_bench bench_gpu_kernels)
+TARGETS=(zerotrain test_gpu_kernels test_gpu_alloc test_gpu_offload test_gpu_pool test_comm_nccl zt_comm_bench bench_gpu_kernels)
 # Short kernel subset for the sanitizers (shared-memory reductions, attention, loss, optimizer).
 SANITIZE_FILTER='*LayerNormForwardBackward/bf16:*SquaredNormMatchesAndIsDeterministic/fp32:*ColumnReductionsAreDeterministic/fp32:*SoftmaxCrossEntropyWithIgnoredTargetsAndAliasing/bf16:*AttentionForwardBackward/bf16:*TiledAttentionMatchesCpu/bf16:GpuTest.AdamAllDtypeCombinations'
 
@@ -79,6 +81,7 @@ PLAN=(
   "racecheck 60 sanitizer.log"
   "train-fp32 60 train.log"
   "gpt2-bf16 60 perf.log"
+  "memory-total 45 train.log"
   "offload 40 train.log"
   "long-t 60 train.log"
   "torch-gpt2 60 perf.log"
@@ -319,10 +322,11 @@ fi
 if have zerotrain; then
   step train-fp32 "bash tests/gpu/device-extra.sh stages-fp32"
   step gpt2-bf16 "bash tests/gpu/device-extra.sh gpt2-bf16"
+  step memory-total "bash tests/gpu/device-extra.sh memory-total"
   step offload "bash tests/gpu/device-extra.sh offload"
   step long-t "bash tests/gpu/device-extra.sh long-t"
 else
-  skip train-fp32 "zerotrain not built"; skip gpt2-bf16 "zerotrain not built"; skip offload "zerotrain not built"; skip long-t "zerotrain not built"
+  skip train-fp32 "zerotrain not built"; skip gpt2-bf16 "zerotrain not built"; skip memory-total "zerotrain not built"; skip offload "zerotrain not built"; skip long-t "zerotrain not built"
 fi
 if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
   step torch-gpt2 "python3 tests/gpu/torch_gpt2.py --steps 20 --batch 8"

@@ -8,9 +8,14 @@
 #                losses agree with the GPU's (rel 1e-4)
 #   gpt2-bf16    GPT-2 124M, bf16, stage 1, B=8 x T=1024, 20 steps: tokens/s and MFU (median of
 #                steps 6-20)
+#   memory-total GPT-2 124M, bf16, stage 3, B=4 x T=1024, 3 steps with --memory-report: the report's
+#                device total (reserved bytes of the device categories + the memory outside the
+#                tracker) within 5% of cudaMemGetInfo's in-use bytes at report time; nvidia-smi's
+#                peak memory.used during the run printed beside it
 #   comm-bench   the collective benchmark, NCCL at one rank (checks results, exercises the backend)
 #
-# ZT_TRAIN_DEVICE=cpu runs stages-fp32 on the CPU backend (a rehearsal that needs no GPU).
+# ZT_TRAIN_DEVICE=cpu runs stages-fp32 and memory-total on the CPU backend (a rehearsal that needs
+# no GPU; memory-total then uses ZT_MEM_MODEL, default gpt-tiny, and has no device figure to compare).
 set -u
 BUILD=${BUILD:?set BUILD to the build folder}
 BIN="$BUILD/zerotrain"
@@ -25,8 +30,10 @@ cfg() {  # cfg FILE STAGE DTYPE BATCH
   echo "{\"train_batch_size\": $4, $dt \"zero_optimization\": {\"stage\": $2, \"reduce_bucket_size\": 20000},
          \"steps_per_print\": 5, \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 3e-3}}}" >"$1"
 }
-train() {  # train DEVICE CONFIG MODEL DATA STEPS METRICS LOG
-  "${MPI[@]}" "$BIN" train --device "$1" --config "$2" --model "$3" --data "$4" --steps "$5" --metrics "$6" >"$7" 2>&1
+train() {  # train DEVICE CONFIG MODEL DATA STEPS METRICS LOG [EXTRA ARGS...]
+  local d=$1 c=$2 m=$3 data=$4 n=$5 metrics=$6 log=$7
+  shift 7
+  "${MPI[@]}" "$BIN" train --device "$d" --config "$c" --model "$m" --data "$data" --steps "$n" --metrics "$metrics" "$@" >"$log" 2>&1
 }
 
 stages_fp32() {
@@ -153,6 +160,52 @@ sys.exit(0 if all(math.isfinite(r["loss"]) for r in rows) else 1)
 PY
 }
 
+memory_total() {
+  local model=${ZT_MEM_MODEL:-configs/models/gpt2-124m.json} smi="" poll=""
+  [ "$DEVICE" = cpu ] && model=${ZT_MEM_MODEL:-configs/models/gpt-tiny.json}
+  echo '{"train_batch_size": 4, "bf16": {"enabled": true}, "zero_optimization": {"stage": 3},
+         "optimizer": {"type": "AdamW", "params": {"lr": 6e-4}}}' >"$TMP/mem.json"
+  if command -v nvidia-smi >/dev/null && [ "$DEVICE" = cuda ]; then
+    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -i 0 -lms 200 >"$TMP/smi.txt" 2>/dev/null &
+    poll=$!
+  fi
+  if ! train "$DEVICE" "$TMP/mem.json" "$model" markov:vocab=64,order=1,seed=1 3 "$TMP/mem.jsonl" "$TMP/mem.log" \
+       --memory-report "$TMP/mem_report.json"; then
+    [ -n "$poll" ] && kill "$poll" 2>/dev/null
+    tail -n 30 "$TMP/mem.log"; echo "NOTE: memory-total training run failed"; return 1
+  fi
+  [ -n "$poll" ] && { kill "$poll" 2>/dev/null; wait "$poll" 2>/dev/null; smi=$(sort -n "$TMP/smi.txt" | tail -n 1); }
+  python3 - "$TMP/mem_report.json" "${smi:-}" <<'PY'
+import json, sys
+HOST = {"pinned_host", "host_master", "host_moments", "host_params", "host_staging"}
+rank = json.load(open(sys.argv[1]))["ranks"][0]
+dev, cats = rank["device"], rank["categories"]
+pool = dev["pool"]
+print(f"pool: reserved {pool['reserved_bytes']} B, in use {pool['in_use_bytes']} B, cached {pool['cached_bytes']} B, "
+      f"{pool['device_allocations']} device allocations, {pool['reuses']} reuses")
+for name, o in dev["outside_tracker"].items():
+    print(f"outside the tracker: {name:<18} {o['bytes']:>14} B  ({o['measured_by']})")
+reserved, outside, used = dev["reserved_bytes"], dev["outside_tracker_bytes"], dev["used_bytes"]
+# The prediction where there is one (the peak for gather), else the measured reservation.
+predicted = sum((c["predicted_bytes"] if c["predicted_bytes"] is not None else c["reserved_bytes"])
+                for n, c in cats.items() if n not in HOST)
+if used is None:
+    print(f"NOTE: no device figure (CPU backend): reserved {reserved} B, nothing outside the tracker ({outside} B)")
+    sys.exit(0)
+explained = reserved + outside
+rel = (explained - used) / used
+line = (f"report {explained / 2**20:.1f} MiB (reserved {reserved / 2**20:.1f} + outside {outside / 2**20:.1f}) vs "
+        f"cudaMemGetInfo in use {used / 2**20:.1f} MiB: {100 * rel:+.1f}%; predicted + outside {(predicted + outside) / 2**20:.1f} MiB")
+if sys.argv[2]:
+    smi = float(sys.argv[2]) * 2**20
+    line += f"; nvidia-smi peak memory.used {smi / 2**20:.0f} MiB ({100 * (explained - smi) / smi:+.1f}%)"
+print(line)
+ok = abs(rel) <= 0.05
+print(f"NOTE: memory report total {'within' if ok else 'NOT within'} 5% of the device's in-use bytes ({100 * rel:+.1f}%)")
+sys.exit(0 if ok else 1)
+PY
+}
+
 comm_bench() {
   if "${MPI[@]}" "$BUILD/benchmarks/zt_comm_bench" --device cuda --min-bytes 1M --max-bytes 64M --step-factor 8 \
        >"$TMP/comm.log" 2>&1; then
@@ -168,5 +221,6 @@ case ${1:-} in
   long-t) long_t ;;
   comm-bench) comm_bench ;;
   offload) offload ;;
-  *) echo "usage: device-extra.sh stages-fp32|gpt2-bf16|offload|long-t|comm-bench" >&2; exit 2 ;;
+  memory-total) memory_total ;;
+  *) echo "usage: device-extra.sh stages-fp32|gpt2-bf16|offload|long-t|memory-total|comm-bench" >&2; exit 2 ;;
 esac

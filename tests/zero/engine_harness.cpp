@@ -111,6 +111,7 @@ RunResult run_engine(const RunSpec& spec, MPI_Comm mpi) {
         engine.micro_step(batch);
       }
       res.steps.push_back(engine.step());
+      if (k == 0) res.pool_after_first_step = dev->pool().stats();
       res.step_wall_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     }
     res.last_step_seq = comm->log().last_issued();
@@ -123,6 +124,7 @@ RunResult run_engine(const RunSpec& spec, MPI_Comm mpi) {
     for (int u = 0; u < model->num_units(); ++u) res.unit_params.push_back(model->unit_params(u));
     res.memory = engine.memory_lines();
     res.gather_peak_bytes = static_cast<int64_t>(dev->tracker().peak(MemCategory::Gather));
+    res.pool = dev->pool().stats();
     comm->synchronize();
     res.all_gathers = comm->log().stats(CommOp::AllGather).calls;
     res.reduce_scatters = comm->log().stats(CommOp::ReduceScatter).calls;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "zerotrain/comm/communicator.h"
+#include "zerotrain/core/memory_pool.h"
 #include "zerotrain/zero/engine.h"
 
 namespace zt::testing {
@@ -37,6 +38,7 @@ struct RunResult {
   uint64_t reduce_scatters = 0, all_reduces = 0;
   std::vector<MemoryLine> memory;
   int64_t gather_peak_bytes = 0;           // tracker peak of MemCategory::Gather
+  PoolStats pool, pool_after_first_step;   // the device's memory pool after the last / first step
   ZeroPlan plan;
   std::vector<std::vector<int>> unit_params;
   std::vector<CommRecord> records;         // the comm log's ring, oldest first

@@ -254,6 +254,22 @@ int64_t persistent_buckets(const RunResult& r) {
   for (const auto& b : r.plan.buckets) n += b.persistent ? 1 : 0;
   return n;
 }
+// Stage 3's gathered buffers come from the device's memory pool: leased on the comm stream,
+// released on the compute stream, so every reuse is a cross-stream one; after the first step
+// the same buckets are gathered again and nothing new is allocated; the Gather category
+// reserves at least what it used at its peak, and no more than the pool holds for it.
+void expect_gathers_from_the_pool(const RunResult& r, const std::string& what) {
+  EXPECT_GT(r.gather.reused, 0) << what;
+  EXPECT_EQ(r.pool.cross_stream_reuses + r.pool.cross_stream_waits, r.gather.reused) << what;
+  EXPECT_EQ(r.pool.same_stream_reuses, 0) << what;
+  EXPECT_EQ(r.pool.device_allocations, r.pool_after_first_step.device_allocations)
+      << what << ": a device allocation after the first step";
+  EXPECT_EQ(r.pool.device_frees, 0) << what;
+  const size_t gather_reserved = r.pool.reserved_by[static_cast<int>(MemCategory::Gather)];
+  EXPECT_GE(static_cast<int64_t>(gather_reserved), r.gather_peak_bytes) << what;
+  for (const MemoryLine& l : r.memory)
+    if (l.category == MemCategory::Gather) EXPECT_EQ(l.reserved, static_cast<int64_t>(gather_reserved)) << what;
+}
 }  // namespace
 
 TEST(Engine, Stage3KnobsShapeTheGathers) {
@@ -274,6 +290,7 @@ TEST(Engine, Stage3KnobsShapeTheGathers) {
     EXPECT_EQ(static_cast<int64_t>(r.all_gathers),
               r.gather.gathers + s.steps + static_cast<int64_t>(r.plan.buckets.size()));
     EXPECT_EQ(static_cast<int64_t>(r.reduce_scatters), static_cast<int64_t>(r.plan.buckets.size()) * s.steps);
+    expect_gathers_from_the_pool(r, "no prefetch, no reuse");
   }
   {  // unbounded reuse and prefetch: every bucket gathered once per micro-step, ahead of need
     RunSpec s = base;
@@ -292,6 +309,7 @@ TEST(Engine, Stage3KnobsShapeTheGathers) {
     EXPECT_LE(r.gather.peak_live_beyond_current, cap);
     EXPECT_GT(r.gather.prefetched, 0);
     EXPECT_EQ(r.gather_peak_bytes, r.gather.peak_live_elems * cs) << "measured gather peak == schedule's";
+    expect_gathers_from_the_pool(r, "live-parameter cap");
   }
   {  // persistence: small parameters gathered once per update, never per unit
     RunSpec s = base;

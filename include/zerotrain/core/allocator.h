@@ -33,15 +33,25 @@ enum class MemCategory : uint8_t {
 constexpr int kNumMemCategories = static_cast<int>(MemCategory::kCount);
 const char* mem_category_name(MemCategory c);  // "params", "grads", ..., "communicator"
 
-// Current and peak bytes per category, plus the peak of the total. Thread-safe.
+// Per category: bytes in use (current, and its peak) and bytes reserved, plus the totals. Thread-safe.
+// In use: what allocations asked for. Reserved: the memory held for them. A direct allocation
+// (Device::alloc, alloc_host) reserves exactly what it uses; a memory-pool block (memory_pool.h)
+// reserves its size class, and stays reserved, under the category of its latest user, while it
+// sits in the pool's cache. So reserved(c) >= current(c) (up to the moment between two counter
+// updates of one call).
 class MemoryTracker {
  public:
-  void on_alloc(MemCategory c, size_t bytes);
+  void on_alloc(MemCategory c, size_t bytes);    // in use
   void on_free(MemCategory c, size_t bytes);
+  void on_reserve(MemCategory c, size_t bytes);  // reserved
+  void on_unreserve(MemCategory c, size_t bytes);
   size_t current(MemCategory c) const { return current_[idx(c)].load(); }
   size_t peak(MemCategory c) const { return peak_[idx(c)].load(); }
+  size_t reserved(MemCategory c) const { return reserved_[idx(c)].load(); }
   size_t current_total() const { return total_.load(); }
   size_t peak_total() const { return peak_total_.load(); }
+  size_t reserved_total() const { return reserved_total_.load(); }
+  size_t peak_reserved_total() const { return peak_reserved_total_.load(); }
   void reset_peaks();  // peaks := current
   std::string report(const char* title) const;  // table, bytes and MiB per category
 
@@ -49,8 +59,11 @@ class MemoryTracker {
   static int idx(MemCategory c) { return static_cast<int>(c); }
   std::array<std::atomic<size_t>, kNumMemCategories> current_{};
   std::array<std::atomic<size_t>, kNumMemCategories> peak_{};
+  std::array<std::atomic<size_t>, kNumMemCategories> reserved_{};
   std::atomic<size_t> total_{0};
   std::atomic<size_t> peak_total_{0};
+  std::atomic<size_t> reserved_total_{0};
+  std::atomic<size_t> peak_reserved_total_{0};
 };
 
 class Device;

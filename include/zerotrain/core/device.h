@@ -10,8 +10,10 @@
 #pragma once
 #include <chrono>
 #include <functional>
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "zerotrain/core/allocator.h"
 #include "zerotrain/core/tensor.h"
@@ -19,6 +21,16 @@
 namespace zt {
 
 class Stream;
+class MemoryPool;
+
+// Device memory held outside the tracker (allocated by libraries or the driver, not by
+// Device::alloc), as measured by the backend. CUDA: "cuda_context", "cublas_workspace",
+// "stream_scratch", "nccl_internal" (outside_memory.h); the CPU backend has none.
+struct OutsideTrackerMemory {
+  std::string category;
+  int64_t bytes = 0;
+  std::string measured_by;  // how the bytes were obtained (an API, or a cudaMemGetInfo delta)
+};
 
 class Event {
  public:
@@ -66,6 +78,15 @@ class Device {
   // On the CPU backend both are plain host memory, tracked apart from "device" categories.
   DeviceBuffer alloc_host(size_t bytes, MemCategory c, bool pinned, bool zero = true);
   MemoryTracker& tracker() { return tracker_; }
+  const MemoryTracker& tracker() const { return tracker_; }
+  // The caching pool every per-step / transient device allocation comes from (memory_pool.h).
+  // Owned by the device; blocks reach the device's memory only through it.
+  virtual MemoryPool& pool() = 0;
+
+  // What the memory report shows beside the tracker: bytes outside it, and the whole device's
+  // bytes in use now (CUDA: cudaMemGetInfo total - free; -1 where there is no such figure: CPU).
+  virtual std::vector<OutsideTrackerMemory> outside_tracker_memory() const { return {}; }
+  virtual int64_t device_used_bytes() const { return -1; }
 
   virtual std::unique_ptr<Stream> create_stream(const std::string& name) = 0;
   virtual std::unique_ptr<Event> create_event(bool timing = false) = 0;
@@ -77,7 +98,9 @@ class Device {
 
  protected:
   friend class DeviceBuffer;
+  friend class MemoryPool;
   virtual void* raw_alloc(size_t bytes, MemCategory c) = 0;  // c: for the out-of-memory message
+  virtual void* raw_try_alloc(size_t bytes) = 0;             // nullptr when the device is out of memory
   virtual void raw_free(void* p) = 0;
   virtual void* raw_alloc_pinned(size_t bytes) = 0;
   virtual void raw_free_pinned(void* p) = 0;

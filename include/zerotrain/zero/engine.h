@@ -27,9 +27,11 @@
 // Wire dtype: when communication_data_type differs from the buffer being reduced, the bucket is
 // cast into a double-buffered wire slot, reduced there in place, and cast back / accumulated.
 // Events, not luck: a ring or wire slot is reused only after the comm-stream event recorded once
-// its reduction was consumed; a gathered buffer is freed only after the compute-stream event
-// recorded after its last reader; the optimizer reads grads only after finish_grad_sync made the
-// compute stream wait for the last reduction (the comm stream completes in issue order).
+// its reduction was consumed; a gathered buffer (a memory-pool lease, core/memory_pool.h) is
+// leased again only after the compute-stream event recorded at its release, after its last
+// reader and after compute waited on its all-gather; the optimizer reads grads only after
+// finish_grad_sync made the compute stream wait for the last reduction (the comm stream
+// completes in issue order).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -123,7 +125,22 @@ struct MemoryLine {
   int64_t predicted = -1;  // bytes, -1 = not covered by the ZeRO formula (activations, workspace)
   int64_t measured = 0;    // current bytes after set-up / peak for transient categories
   int64_t peak = 0;
+  int64_t reserved = 0;    // bytes held for the category: measured + its memory-pool rounding and cache
 };
+
+// The device beside the tracker's categories (ZeroEngine::device_memory): the memory pool's
+// reserved vs in-use bytes, the memory outside the tracker (CUDA context, cuBLAS workspaces,
+// per-stream scratch, NCCL's buffers; none on the CPU backend) and the device's own in-use
+// figure (cudaMemGetInfo; -1 where there is none).
+struct DeviceMemory {
+  int64_t pool_reserved = 0, pool_in_use = 0, pool_cached = 0;
+  int64_t pool_device_allocations = 0, pool_reuses = 0, pool_cross_stream_waits = 0;
+  int64_t tracked_reserved = 0;  // reserved bytes of the device (non-host) categories
+  std::vector<OutsideTrackerMemory> outside;
+  int64_t outside_total = 0;
+  int64_t device_used = -1;
+};
+std::string device_memory_text(const DeviceMemory& d);  // the memory report's last lines
 
 struct EngineTestHooks;
 
@@ -144,8 +161,8 @@ class ZeroEngine {
   // Full fp32 master weights by parameter index; collective; only rank `root` gets data.
   std::vector<std::vector<float>> gather_parameters(int root);
 
-  // One micro-batch: forward and backward (reductions as the stage dictates). Non-blocking
-  // except for stage-3 buffer recycling.
+  // One micro-batch: forward and backward (reductions as the stage dictates). Non-blocking:
+  // stage 3 recycles its gathered buffers through the memory pool with stream waits, not host waits.
   void micro_step(const Batch& batch);
   // At the accumulation boundary (after gradient_accumulation_steps micro-steps): norm, clip,
   // overflow check, optimizer, parameter all-gather. Blocks once, for the norm and loss.
@@ -164,6 +181,7 @@ class ZeroEngine {
   double current_lr() const;
   // Predicted vs measured bytes per category for this rank.
   std::vector<MemoryLine> memory_lines() const;
+  DeviceMemory device_memory() const;
   std::string memory_report() const;
   // ZeRO paper figure for these settings (bytes per rank): 16Ψ, 4Ψ+12Ψ/N, 2Ψ+14Ψ/N, 16Ψ/N (mixed precision).
   double zero_paper_model_state_bytes() const;
