@@ -102,11 +102,11 @@ std::string estimate_report(const MemoryEstimate& e, int64_t ranks_per_node) {
                   static_cast<long long>(s.bytes), mib(s.bytes).c_str());
     out += line;
   }
-  if (e.backend == CommBackend::NCCL) {
+  if (e.backend == CommBackend::NCCL && e.world > 1) {
     const NcclBufferSizes n = NcclBufferSizes::from_env();
     std::snprintf(line, sizeof(line),
                   "  nccl buffers: an estimate (NCCL allocates them itself): %lld channels x 2 connections x (%lld + "
-                  "%lld + %lld) B, 0 at one rank (docs/design.md)\n",
+                  "%lld + %lld) B (docs/design.md)\n",
                   static_cast<long long>(n.channels), static_cast<long long>(n.simple), static_cast<long long>(n.ll),
                   static_cast<long long>(n.ll128));
     out += line;
