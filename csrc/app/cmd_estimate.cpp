@@ -1,9 +1,9 @@
 // cmd_estimate.cpp — `zerotrain estimate --config DS.json --model M.json --world-size N
 //   [--nodes K] [--device-memory SIZE] [--host-memory SIZE] [--recompute none|block|selective]
-//   [--device auto|cpu|cuda] [--json FILE]`: per rank and per category, what a run would hold (estimate.h), in well under
-// a second and allocating nothing. Exit 0 when it fits, 1 with the deficit when the per-rank
-// device total exceeds --device-memory (or a node's host total exceeds --host-memory), 2 on
-// bad input.
+//   [--device auto|cpu|cuda] [--json FILE]`: per rank and per category, what a run would hold
+// (estimate.h), in well under a second and allocating nothing. Exit 0 when it fits, 1 with the
+// deficit when the per-rank device total exceeds --device-memory (or a node's host total exceeds
+// --host-memory), 2 on bad input.
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>

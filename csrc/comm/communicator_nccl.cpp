@@ -227,7 +227,7 @@ class NcclCommunicator final : public Communicator {
   ncclComm_t nccl_ = nullptr;
   std::unique_ptr<Stream> stream_;      // the comm stream (its own cudaStream_t)
   cudaStream_t cuda_stream_ = nullptr;
-  DeviceBuffer scratch_;                // one float for barrier() ("nccl barrier scalar"); only the comm stream touches it
+  DeviceBuffer scratch_;                // barrier()'s one float ("nccl barrier scalar"); comm stream only
   std::mutex mu_;                       // guards pending_ and pool_
   std::deque<Pending> pending_;         // launched, not yet seen complete; issue order
   std::vector<cudaEvent_t> pool_;       // idle events

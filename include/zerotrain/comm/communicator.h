@@ -67,9 +67,10 @@ struct CommOptions {
 };
 
 // ---- The communicator's own buffers on one rank (docs/design.md, "Communicator buffers") ----
-// One pure function gives them by name and bytes: the MPI communicator allocates exactly its
-// tracked entries (MemCategory::Communicator) and nothing else in that category; the memory
-// prediction (memory_predict.h) and `zerotrain estimate` list the same entries.
+// One function gives them by name and bytes (from the options; for NCCL also the NCCL_* sizes in
+// the environment): the MPI communicator allocates exactly its tracked entries
+// (MemCategory::Communicator) and nothing else in that category; the memory prediction
+// (memory_predict.h) and `zerotrain estimate` list the same entries.
 struct CommBufferSpec {
   std::string name;
   int64_t bytes = 0;
