@@ -1,9 +1,9 @@
 // cmd_estimate.cpp — `zerotrain estimate --config DS.json --model M.json --world-size N
 //   [--nodes K] [--device-memory SIZE] [--host-memory SIZE] [--recompute none|block|selective]
-//   [--json FILE]`: per rank and per category, what a run would hold (estimate.h), in well under
-// a second and allocating nothing. Exit 0 when it fits, 1 with the deficit when the per-rank
-// device total exceeds --device-memory (or a node's host total exceeds --host-memory), 2 on
-// bad input.
+//   [--device auto|cpu|cuda] [--json FILE]`: per rank and per category, what a run would hold
+// (estimate.h), in well under a second and allocating nothing. Exit 0 when it fits, 1 with the
+// deficit when the per-rank device total exceeds --device-memory (or a node's host total exceeds
+// --host-memory), 2 on bad input.
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -20,8 +20,11 @@ namespace {
 const char* kUsage =
     "usage: zerotrain estimate --config DS.json --model M.json --world-size N [--nodes K]\n"
     "                          [--device-memory SIZE] [--host-memory SIZE] [--recompute none|block|selective]\n"
-    "                          [--json FILE]\n"
-    "  SIZE: bytes, or with a unit: 80GiB, 141GB, 512MiB; --host-memory is per node\n";
+    "                          [--device auto|cpu|cuda] [--json FILE]\n"
+    "  SIZE: bytes, or with a unit: 80GiB, 141GB, 512MiB; --host-memory is per node\n"
+    "  --device: whose communicator buffers to predict, as train --device: cpu = MPI chunk scratch,\n"
+    "            cuda = NCCL's buffers (an estimate; NCCL_BUFFSIZE and friends honoured); auto = cuda\n"
+    "            when a CUDA GPU is visible here, else cpu\n";
 
 int64_t positive(const std::string& flag, const char* v, int64_t hi) {
   char* end = nullptr;
@@ -35,7 +38,7 @@ int64_t positive(const std::string& flag, const char* v, int64_t hi) {
 
 int cmd_estimate(int argc, char** argv) {
   try {
-    std::string config, model, json_out, recompute;
+    std::string config, model, json_out, recompute, device = "auto";
     int64_t world = 0, nodes = 1, device_mem = 0, host_mem = 0;
     for (int i = 1; i < argc; ++i) {
       const std::string f = argv[i];
@@ -54,6 +57,7 @@ int cmd_estimate(int argc, char** argv) {
       else if (f == "--host-memory") host_mem = parse_bytes(value(), "estimate: --host-memory");
       else if (f == "--recompute") recompute = value();
       else if (f == "--json") json_out = value();
+      else if (f == "--device") device = value();
       else throw InputError("estimate: unknown flag '" + f + "'\n" + kUsage);
     }
     if (config.empty() || model.empty() || world == 0)
@@ -68,7 +72,9 @@ int cmd_estimate(int argc, char** argv) {
     copt.hidden_size = model_hidden_size(mcfg);
     const DsConfig cfg = load_ds_config(config, copt);
     for (const std::string& w : cfg.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
-    const MemoryEstimate e = estimate_memory(cfg, mcfg, static_cast<int>(world), recompute_of(cfg, recompute));
+    const CommBackend backend = comm_backend_for_device(device, "estimate: --device");
+    const MemoryEstimate e =
+        estimate_memory(cfg, mcfg, static_cast<int>(world), recompute_of(cfg, recompute), backend);
     std::printf("%s", estimate_report(e, world / nodes).c_str());
     if (!json_out.empty()) {
       std::ofstream f(json_out);

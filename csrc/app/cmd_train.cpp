@@ -128,6 +128,7 @@ void notice_foreign_timeout_variables() {
 void check_inputs(TrainRun& run, const TrainArgs& args, int rank, int world) {
   check_device_available(args.device);
   CommOptions::default_timeout_s();  // ZT_COMM_TIMEOUT_S is valid (InputError otherwise)
+  if (wants_cuda(args.device)) NcclBufferSizes::from_env();  // so are the NCCL_* sizes the memory report reads
   if (rank == 0) notice_foreign_timeout_variables();
   run.model_cfg = parse_model_config_file(args.model);
   run.cfg = load_config(args, run.model_cfg, world);

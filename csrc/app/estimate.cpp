@@ -10,6 +10,7 @@
 
 #include "zerotrain/app/train_setup.h"
 #include "zerotrain/core/check.h"
+#include "zerotrain/core/device.h"
 #include "zerotrain/model/mlp.h"
 
 namespace zt {
@@ -26,7 +27,15 @@ int64_t MemoryEstimate::max_host_total() const {
   return m;
 }
 
-MemoryEstimate estimate_memory(const DsConfig& cfg, const ModelConfig& model, int world, Recompute recompute) {
+CommBackend comm_backend_for_device(const std::string& device, const std::string& flag) {
+  if (device == "cpu") return CommBackend::MPI;
+  if (device == "cuda") return CommBackend::NCCL;
+  if (device == "auto") return cuda_device_count() > 0 ? CommBackend::NCCL : CommBackend::MPI;
+  throw InputError(flag + " '" + device + "': expected auto, cpu or cuda");
+}
+
+MemoryEstimate estimate_memory(const DsConfig& cfg, const ModelConfig& model, int world, Recompute recompute,
+                               CommBackend backend) {
   const EngineOptions eopt = engine_options_from(cfg);
   std::unique_ptr<Device> dev = make_cpu_device();  // never allocates: plan-only model
   std::unique_ptr<Stream> stream = dev->create_stream("estimate");
@@ -43,11 +52,14 @@ MemoryEstimate estimate_memory(const DsConfig& cfg, const ModelConfig& model, in
   e.stage = eopt.stage;
   e.world = world;
   e.recompute = recompute;
+  e.backend = backend;
   const std::vector<BufferSpec> buffers = m->buffer_plan();
+  // What `train` builds: make_communicator with the default CommOptions.
+  const std::vector<CommBufferSpec> comm = comm_buffer_plan(backend, world, CommOptions{});
   // Ranks differ only where the optimizer's chunks do (offloaded host staging); the rest is shared.
   for (int r = 0; r < world; ++r) {
     if (r > 0 && !eopt.offload.optimizer) e.ranks.push_back(e.ranks.front());
-    else e.ranks.push_back(predict_memory(plan, eopt, r, buffers));
+    else e.ranks.push_back(predict_memory(plan, eopt, r, buffers, comm));
   }
   for (Recompute rc : {Recompute::None, Recompute::Block, Recompute::Selective}) {
     ModelOptions o = mopt;
@@ -71,8 +83,8 @@ std::string estimate_report(const MemoryEstimate& e, int64_t ranks_per_node) {
   const MemoryPrediction& p = e.ranks.front();
   std::string out;
   char line[256];
-  std::snprintf(line, sizeof(line), "memory estimate per rank (ZeRO stage %d, N=%d, recompute %s):\n", e.stage, e.world,
-                recompute_name(e.recompute));
+  std::snprintf(line, sizeof(line), "memory estimate per rank (ZeRO stage %d, N=%d, recompute %s, %s communicator):\n",
+                e.stage, e.world, recompute_name(e.recompute), comm_backend_name(e.backend));
   out += line;
   std::snprintf(line, sizeof(line), "  %-20s %16s %14s\n", "category", "bytes (B)", "");
   out += line;
@@ -88,6 +100,15 @@ std::string estimate_report(const MemoryEstimate& e, int64_t ranks_per_node) {
     if (s.category == MemCategory::Activations) continue;  // summarised below
     std::snprintf(line, sizeof(line), "    %-12s %-24s %16lld B %14s\n", mem_category_name(s.category), s.name.c_str(),
                   static_cast<long long>(s.bytes), mib(s.bytes).c_str());
+    out += line;
+  }
+  if (e.backend == CommBackend::NCCL && e.world > 1) {
+    const NcclBufferSizes n = NcclBufferSizes::from_env();
+    std::snprintf(line, sizeof(line),
+                  "  nccl buffers: an estimate (NCCL allocates them itself): %lld channels x 2 connections x (%lld + "
+                  "%lld + %lld) B (docs/design.md)\n",
+                  static_cast<long long>(n.channels), static_cast<long long>(n.simple), static_cast<long long>(n.ll),
+                  static_cast<long long>(n.ll128));
     out += line;
   }
   for (Recompute rc : {Recompute::None, Recompute::Block, Recompute::Selective}) {

@@ -91,10 +91,9 @@ class MpiCommunicator final : public Communicator {
   MpiCommunicator(Device& dev, MPI_Comm comm, int rank, int n, NodeLocal nl, const CommOptions& opts)
       : Communicator(opts, rank, n, nl.local_rank, nl.local_size), comm_(comm) {
     ZT_CHECK(opts_.chunk_bytes <= (size_t(1) << 30), "CommOptions::chunk_bytes must be at most 1 GiB");
-    const size_t chunk = std::max<size_t>(opts_.chunk_bytes, 64);
-    const size_t bytes = std::max(2 * static_cast<size_t>(n - 1) * chunk,
-                                  static_cast<size_t>(n) * opts_.small_all_reduce_bytes);
-    scratch_ = dev.alloc(bytes, MemCategory::Communicator);
+    buffers_ = comm_buffer_plan(CommBackend::MPI, n, opts_);  // the memory prediction lists the same
+    const int64_t bytes = mpi_scratch_bytes(n, opts_);
+    if (bytes > 0) scratch_ = dev.alloc(static_cast<size_t>(bytes), MemCategory::Communicator);
     stream_ = std::make_unique<CpuStream>("comm");
     watchdog_ = std::make_unique<CommWatchdog>(log_, opts_.timeout_s, comm_, CommWatchdog::Hooks{});
   }
@@ -345,7 +344,8 @@ class MpiCommunicator final : public Communicator {
   }
 
   MPI_Comm comm_;
-  DeviceBuffer scratch_;                  // comm-thread-only staging (see reduce_scatter_blocks)
+  // Comm-thread-only staging (reduce_scatter_blocks, small all_reduce), mpi_scratch_bytes; empty at one rank.
+  DeviceBuffer scratch_;
   std::unique_ptr<CpuStream> stream_;     // the comm stream; its thread makes every collective MPI call
   std::unique_ptr<CommWatchdog> watchdog_;
 };

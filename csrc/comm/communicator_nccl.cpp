@@ -41,6 +41,7 @@ class NcclCommunicator final : public Communicator {
  public:
   NcclCommunicator(Device& dev, MPI_Comm comm, int rank, int n, NodeLocal nl, const CommOptions& opts)
       : Communicator(opts, rank, n, nl.local_rank, nl.local_size), dev_(dev), ordinal_(dev.ordinal()), comm_(comm) {
+    buffers_ = comm_buffer_plan(CommBackend::NCCL, n, opts_);  // InputError on a bad NCCL_* size, before NCCL starts
     ZT_CUDA_CHECK(cudaSetDevice(ordinal_));
     ncclUniqueId id{};
     if (rank == 0) ZT_NCCL_CHECK(ncclGetUniqueId(&id));
@@ -236,7 +237,7 @@ class NcclCommunicator final : public Communicator {
   int64_t nccl_bytes_ = 0;              // ncclCommInitRank's device memory (outside the tracker)
   std::unique_ptr<Stream> stream_;      // the comm stream (its own cudaStream_t)
   cudaStream_t cuda_stream_ = nullptr;
-  DeviceBuffer scratch_;                // one float for barrier(); only the comm stream touches it
+  DeviceBuffer scratch_;                // barrier()'s one float ("nccl barrier scalar"); comm stream only
   std::mutex mu_;                       // guards pending_ and pool_
   std::deque<Pending> pending_;         // launched, not yet seen complete; issue order
   std::vector<cudaEvent_t> pool_;       // idle events

@@ -65,7 +65,8 @@ int64_t MemoryPrediction::host_total() const {
 // The ZeRO formulas (docs/design.md) over the actual plan — padding, ring arena, wire slots,
 // stage-3 gather peak — plus the model's buffer list and the engine's step-statistics buffers.
 MemoryPrediction predict_memory(const ZeroPlan& plan, const EngineOptions& o, int rank,
-                                const std::vector<BufferSpec>& model_buffers) {
+                                const std::vector<BufferSpec>& model_buffers,
+                                const std::vector<CommBufferSpec>& comm_buffers) {
   MemoryPrediction p;
   auto at = [&](MemCategory c) -> int64_t& { return p.bytes[static_cast<int>(c)]; };
   auto item = [&](const std::string& name, int64_t bytes, MemCategory c) {
@@ -107,13 +108,24 @@ MemoryPrediction predict_memory(const ZeroPlan& plan, const EngineOptions& o, in
   const int64_t stats = static_cast<int64_t>(plan.buckets.size() + 1) * 8;
   at(MemCategory::Workspace) += stats * (1 + plan.world);
   item("step statistics", stats * (1 + plan.world), MemCategory::Workspace);
+  at(MemCategory::Communicator) = 0;
+  for (const CommBufferSpec& b : comm_buffers) {
+    at(MemCategory::Communicator) += b.bytes;
+    item(b.name, b.bytes, MemCategory::Communicator);
+  }
   return p;
+}
+
+int64_t untracked_comm_bytes(const std::vector<CommBufferSpec>& comm_buffers) {
+  int64_t t = 0;
+  for (const CommBufferSpec& b : comm_buffers) t += b.estimate ? b.bytes : 0;
+  return t;
 }
 
 // Predicted bytes per category (predict_memory) beside what the tracker measured.
 std::vector<MemoryLine> ZeroEngine::memory_lines() const {
   const Impl& e = *impl_;
-  const MemoryPrediction pred = predict_memory(plan_, opt_, e.cx.rank, e.cx.model.buffer_plan());
+  const MemoryPrediction pred = predict_memory(plan_, opt_, e.cx.rank, e.cx.model.buffer_plan(), e.cx.comm.buffers());
   const MemoryTracker& t = e.cx.dev.tracker();
   std::vector<MemoryLine> lines;
   for (int i = 0; i < kNumMemCategories; ++i) {
@@ -140,7 +152,7 @@ double ZeroEngine::zero_paper_model_state_bytes() const {
 }
 
 std::string ZeroEngine::memory_report() const {
-  char line[200];
+  char line[320];
   std::string out;
   std::snprintf(line, sizeof(line), "memory on rank %d (ZeRO stage %d, N=%d, %lld parameters, %lld padded):\n",
                 impl_->cx.rank, opt_.stage, plan_.world, static_cast<long long>(plan_.numel),
@@ -162,6 +174,13 @@ std::string ZeroEngine::memory_report() const {
       pred_states += l.predicted;
       meas_states += l.measured;
     }
+  }
+  if (const int64_t nccl = untracked_comm_bytes(impl_->cx.comm.buffers()); nccl > 0) {
+    std::snprintf(line, sizeof(line),
+                  "  communicator: predicted includes %lld B (%.2f MiB) of NCCL's own buffers, an estimate from NCCL's "
+                  "defaults (docs/design.md); NCCL allocates them itself, so they are not in the measured column\n",
+                  static_cast<long long>(nccl), static_cast<double>(nccl) / (1 << 20));
+    out += line;
   }
   if (opt_.offload.optimizer) {
     out += std::string("  host_* categories: ") + (opt_.offload.pin_memory ? "pinned (page-locked)" : "pageable") +

@@ -1,7 +1,10 @@
 """`zerotrain estimate` and `check-config --model` (CPU backend):
 
 * the --json estimate equals a real run's --memory-report (predicted_bytes, and the measured
-  bytes of every predicted category) for gpt-tiny at 2 ranks, stages 2 and 3, recompute on/off;
+  bytes of every predicted category) for gpt-tiny at 2 ranks, stages 2 and 3, recompute on/off,
+  and at 1-4 ranks (stage 2), where the communicator category is the MPI chunk scratch's formula;
+* --device cuda estimates NCCL's buffers from its defaults and NCCL_BUFFSIZE / NCCL_MAX_NCHANNELS
+  (a bad value exits 2 naming the variable);
 * GPT-2 124M at N=1024 answers in well under a second; a too-small --device-memory exits 1 with
   the deficit;
 * bad input (bad model, bad config, world size 0, bad size) exits 2 with a message naming it.
@@ -43,26 +46,65 @@ class Estimate(unittest.TestCase):
                        "activation_checkpointing": {"zerotrain_recompute": recompute}}, f)
         return path
 
+    def check_against_run(self, stage, recompute, np_):
+        cfg = self.config(stage, recompute)
+        est, rep = os.path.join(self.d, "est.json"), os.path.join(self.d, "rep.json")
+        p = run(["estimate", "--config", cfg, "--model", TINY, "--world-size", str(np_), "--device", "cpu",
+                 "--json", est])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        t = subprocess.run([MPIEXEC] + MPI_FLAGS + ["-np", str(np_), BIN, "train", "--config", cfg, "--model", TINY,
+                            "--device", "cpu", "--data", "markov:vocab=64,order=1,seed=1", "--steps", "1",
+                            "--memory-report", rep], capture_output=True, text=True, timeout=300)
+        self.assertEqual(t.returncode, 0, t.stdout + t.stderr)
+        e, r = json.load(open(est)), json.load(open(rep))
+        self.assertEqual((e["stage"], e["world_size"]), (r["stage"], r["world_size"]))
+        self.assertEqual(len(e["ranks"]), np_)
+        for re_, rr in zip(e["ranks"], r["ranks"]):
+            for cat, v in re_["categories"].items():
+                got = rr["categories"][cat]
+                what = (stage, recompute, np_, cat)
+                self.assertEqual(v["predicted_bytes"], got["predicted_bytes"], what)
+                if v["predicted_bytes"] is not None:
+                    measured = got["peak_bytes"] if cat == "gather" else got["measured_bytes"]
+                    self.assertEqual(v["predicted_bytes"], measured, what)
+        return e
+
     def test_estimate_equals_memory_report(self):
         for stage in (2, 3):
             for recompute in ("none", "block"):
-                cfg = self.config(stage, recompute)
-                est, rep = os.path.join(self.d, "est.json"), os.path.join(self.d, "rep.json")
-                p = run(["estimate", "--config", cfg, "--model", TINY, "--world-size", "2", "--json", est])
-                self.assertEqual(p.returncode, 0, p.stderr)
-                t = subprocess.run([MPIEXEC] + MPI_FLAGS + ["-np", "2", BIN, "train", "--config", cfg, "--model", TINY,
-                                    "--data", "markov:vocab=64,order=1,seed=1", "--steps", "1", "--memory-report", rep],
-                                   capture_output=True, text=True, timeout=300)
-                self.assertEqual(t.returncode, 0, t.stdout + t.stderr)
-                e, r = json.load(open(est)), json.load(open(rep))
-                self.assertEqual((e["stage"], e["world_size"]), (r["stage"], r["world_size"]))
-                for re_, rr in zip(e["ranks"], r["ranks"]):
-                    for cat, v in re_["categories"].items():
-                        got = rr["categories"][cat]
-                        self.assertEqual(v["predicted_bytes"], got["predicted_bytes"], (stage, recompute, cat))
-                        if v["predicted_bytes"] is not None:
-                            measured = got["peak_bytes"] if cat == "gather" else got["measured_bytes"]
-                            self.assertEqual(v["predicted_bytes"], measured, (stage, recompute, cat))
+                self.check_against_run(stage, recompute, 2)
+
+    def test_communicator_buffers_at_1_to_4_ranks(self):
+        # The MPI chunk scratch: none at one rank, else max(2(n-1) x 256 KiB, n x 16 KiB) (docs/design.md).
+        for np_ in (1, 2, 3, 4):
+            e = self.check_against_run(2, "none", np_)
+            want = 0 if np_ == 1 else max(2 * (np_ - 1) * 262144, np_ * 16384)
+            for r in e["ranks"]:
+                self.assertEqual(r["categories"]["communicator"]["predicted_bytes"], want, np_)
+
+    def test_nccl_buffers_are_estimated_from_the_environment(self):
+        cfg = self.config(2)
+
+        def communicator(world, env):
+            est = os.path.join(self.d, "nccl.json")
+            p = run(["estimate", "--config", cfg, "--model", TINY, "--world-size", str(world), "--device", "cuda",
+                     "--json", est], env=dict(os.environ, **env))
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            self.assertIn("nccl communicator", p.stdout)
+            return json.load(open(est))["ranks"][0]["categories"]["communicator"]["predicted_bytes"]
+
+        defaults = {"NCCL_BUFFSIZE": "", "NCCL_LL_BUFFSIZE": "", "NCCL_LL128_BUFFSIZE": "", "NCCL_MAX_NCHANNELS": ""}
+        simple, ll, ll128 = 4 << 20, 8 * 512 * 8 * 16, 120 * 640 * 8 * 8  # NCCL's compile-time defaults
+        barrier = 4  # the one float barrier() all-reduces
+        self.assertEqual(communicator(1, defaults), barrier)  # no peers, no transport buffers
+        self.assertEqual(communicator(8, defaults), barrier + 32 * 2 * (simple + ll + ll128))
+        small = dict(defaults, NCCL_BUFFSIZE="1048576", NCCL_MAX_NCHANNELS="4")
+        self.assertEqual(communicator(8, small), barrier + 4 * 2 * ((1 << 20) + ll + ll128))
+        for var, bad in (("NCCL_BUFFSIZE", "4MB"), ("NCCL_BUFFSIZE", "0"), ("NCCL_MAX_NCHANNELS", "65")):
+            p = run(["estimate", "--config", cfg, "--model", TINY, "--world-size", "2", "--device", "cuda"],
+                    env=dict(os.environ, **dict(defaults, **{var: bad})))
+            self.assertEqual(p.returncode, 2, (var, bad, p.stdout + p.stderr))
+            self.assertIn(var + "='" + bad + "'", p.stderr)
 
     def test_gpt2_at_1024_ranks_is_fast_and_checks_the_budget(self):
         cfg = self.config(3)
@@ -94,6 +136,7 @@ class Estimate(unittest.TestCase):
             "world size 0": ["--config", cfg, "--model", TINY, "--world-size", "0"],
             "bad size": ["--config", cfg, "--model", TINY, "--world-size", "2", "--device-memory", "lots"],
             "bad recompute": ["--config", cfg, "--model", TINY, "--world-size", "2", "--recompute", "all"],
+            "bad device": ["--config", cfg, "--model", TINY, "--world-size", "2", "--device", "tpu"],
         }
         for what, args in cases.items():
             p = run(["estimate"] + args)

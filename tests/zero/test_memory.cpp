@@ -5,11 +5,13 @@
 //  * the prediction (memory_predict.h, what `zerotrain estimate` prints) equals the measured
 //    memory report for every category it predicts — gpt-tiny, a 4-layer GPT and the MLP, stages
 //    0-3, two bucket sizes, stage-3 knobs, recompute on/off — from a plan-only model, as the
-//    estimate builds it;
+//    estimate builds it; the communicator category (the MPI chunk scratch) also equals the
+//    documented formula at 1-4 ranks;
 //  * activations + workspace grow at most 2.2x per doubling of T (tiled attention: linear).
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "engine_harness.h"
@@ -84,6 +86,12 @@ TEST(Recompute, BitwiseIdenticalAndActivationsDropToTheFormula) {
   }
 }
 
+// The MPI communicator's chunk scratch as docs/design.md states it: none at one rank, else
+// max(2·(n−1)·256 KiB pipelined chunks, n·16 KiB small all-reduce contributions).
+int64_t mpi_scratch_formula(int n) {
+  return n == 1 ? 0 : std::max<int64_t>(2 * (n - 1) * (int64_t(256) << 10), n * (int64_t(16) << 10));
+}
+
 // The estimate's path: a plan-only model (nothing allocated) -> plan_for_model -> predict_memory.
 MemoryPrediction offline(const RunSpec& s, int world, int rank) {
   auto dev = make_cpu_device();
@@ -96,7 +104,9 @@ MemoryPrediction offline(const RunSpec& s, int world, int rank) {
   mo.stream = stream.get();
   mo.plan_only = true;
   auto model = make_model(parse_model_config(nlohmann::json::parse(s.model_json), "<test>"), mo);
-  const MemoryPrediction p = predict_memory(plan_for_model(*model, s.opt, world), s.opt, rank, model->buffer_plan());
+  CommOptions copt;  // the harness's options (only the timeout differs from the defaults)
+  const MemoryPrediction p = predict_memory(plan_for_model(*model, s.opt, world), s.opt, rank, model->buffer_plan(),
+                                            comm_buffer_plan(CommBackend::MPI, world, copt));
   EXPECT_EQ(dev->tracker().current_total(), 0u) << "the estimate allocated";
   return p;
 }
@@ -133,6 +143,8 @@ TEST(Estimate, EqualsTheMeasuredReport) {
             // Gather is transient (its peak); everything else is held (current).
             const int64_t got = l.category == MemCategory::Gather ? l.peak : l.measured;
             EXPECT_EQ(got, want) << what << " " << mem_category_name(l.category);
+            if (l.category == MemCategory::Communicator)
+              EXPECT_EQ(got, mpi_scratch_formula(world_size())) << what;
           }
         }
 }

@@ -16,14 +16,20 @@ namespace zt {
 struct MemoryEstimate {
   int stage = 0, world = 1;
   Recompute recompute = Recompute::None;
+  CommBackend backend = CommBackend::MPI;  // whose communicator buffers are predicted
   std::vector<MemoryPrediction> ranks;  // per rank (they differ only in host staging)
   int64_t activations_by_recompute[3] = {0, 0, 0};  // activations bytes at none / block / selective
   int64_t max_device_total() const;
   int64_t max_host_total() const;
 };
 
-// InputError on settings zerotrain cannot run (same rules as train).
-MemoryEstimate estimate_memory(const DsConfig& cfg, const ModelConfig& model, int world, Recompute recompute);
+// "cpu" -> MPI, "cuda" -> NCCL, "auto" -> as `train --device auto`: NCCL when a CUDA GPU is
+// visible, else MPI. InputError naming `flag` otherwise.
+CommBackend comm_backend_for_device(const std::string& device, const std::string& flag);
+// InputError on settings zerotrain cannot run (same rules as train), or on a bad NCCL_* buffer
+// size when `backend` is NCCL (its buffers are estimated from them).
+MemoryEstimate estimate_memory(const DsConfig& cfg, const ModelConfig& model, int world, Recompute recompute,
+                               CommBackend backend = comm_backend_for_device("auto", "--device"));
 // Per-category table with units, the named parts of buckets / gather / workspace, the
 // activations at each recompute setting.
 // ranks_per_node: for the host total per node when host categories are used (offload).

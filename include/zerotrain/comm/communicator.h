@@ -54,8 +54,8 @@ struct CommOptions {
   double timeout_s = default_timeout_s();
   size_t log_capacity = 1024;        // ring log entries kept
   // MPI backend: per-peer chunk of the pipelined reduce-scatter / all-reduce exchange (bytes;
-  // 256 KiB measured best at 1-16 MiB messages on 4 ranks, docs/comm.md). Scratch memory is
-  // 2·(n−1)·chunk_bytes, tracked as MemCategory::Communicator.
+  // 256 KiB measured best at 1-16 MiB messages on 4 ranks, docs/comm.md). Scratch memory:
+  // mpi_scratch_bytes below, tracked as MemCategory::Communicator.
   size_t chunk_bytes = size_t(1) << 18;
   // MPI backend: all_reduce of at most this many bytes gathers every contribution and reduces
   // locally (one latency-bound step instead of the chunked exchange).
@@ -65,6 +65,41 @@ struct CommOptions {
   size_t small_broadcast_bytes = 256 << 10;
   static double default_timeout_s();
 };
+
+// ---- The communicator's own buffers on one rank (docs/design.md, "Communicator buffers") ----
+// One function gives them by name and bytes (from the options; for NCCL also the NCCL_* sizes in
+// the environment): the MPI communicator allocates exactly its tracked entries
+// (MemCategory::Communicator) and nothing else in that category; the memory prediction
+// (memory_predict.h) and `zerotrain estimate` list the same entries.
+struct CommBufferSpec {
+  std::string name;
+  int64_t bytes = 0;
+  // true: allocated by the library itself (NCCL's transport buffers), outside zerotrain's tracking
+  // allocator — the bytes are an estimate from the library's documented defaults.
+  bool estimate = false;
+};
+
+// NCCL's per-connection buffers, one per protocol, and the channel count the estimate assumes:
+// NCCL's compile-time defaults (src/init.cc, src/include/device.h of NCCL 2.x), or the
+// environment variables NCCL itself reads.
+struct NcclBufferSizes {
+  int64_t simple = int64_t(1) << 22;  // NCCL_BUFFSIZE (4 MiB)
+  int64_t ll = 524288;                // NCCL_LL_BUFFSIZE: 8 lines/thread x 512 threads x 8 steps x 16 B
+  int64_t ll128 = 4915200;            // NCCL_LL128_BUFFSIZE: 120 elems/thread x 640 threads x 8 steps x 8 B
+  int64_t channels = 32;              // NCCL_MAX_NCHANNELS when set; else assumed (NCCL picks per topology)
+  // From the environment; InputError naming the variable on a value that is not a positive integer.
+  static NcclBufferSizes from_env();
+};
+// Estimated bytes NCCL holds for its transport on one rank: 0 at world 1 (no peers), else
+// channels x 2 connections (the ring's receive from the previous rank and send to the next) x
+// (simple + ll + ll128).
+int64_t nccl_buffer_bytes(const NcclBufferSizes& s, int world);
+// The MPI backend's chunk scratch (bytes): 0 at world 1 (no exchange), else
+// max(2·(world−1)·max(chunk_bytes, 64), world·small_all_reduce_bytes).
+int64_t mpi_scratch_bytes(int world, const CommOptions& o);
+// Every buffer the `b` communicator holds on a rank of `world` with options `o` (NCCL: reads
+// NcclBufferSizes::from_env(), so InputError on a bad NCCL_* size).
+std::vector<CommBufferSpec> comm_buffer_plan(CommBackend b, int world, const CommOptions& o);
 
 // Thrown by verify_same_across_ranks on every rank when the ranks disagree.
 class CommMismatchError : public std::runtime_error {
@@ -86,6 +121,8 @@ class Communicator {
   virtual Stream& stream() = 0;                    // the comm stream
   virtual std::unique_ptr<Event> create_event() = 0;  // an event of the comm stream's kind
   const CommOptions& options() const { return opts_; }
+  // What this communicator holds (comm_buffer_plan of its backend, world size and options).
+  const std::vector<CommBufferSpec>& buffers() const { return buffers_; }
 
   // Collectives. Return the sequence number; see the file comment for in-place rules.
   // all_reduce: Sum, Avg, Max. reduce_scatter: Sum, Avg.
@@ -156,6 +193,7 @@ class Communicator {
   virtual void record_done(Event& done) { done.record(stream()); }
 
   CommOptions opts_;
+  std::vector<CommBufferSpec> buffers_;  // set by the backend's constructor, before it allocates
   CommLog log_;
   int rank_ = 0, world_size_ = 1, local_rank_ = 0, local_size_ = 1;
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "zerotrain/comm/communicator.h"
 #include "zerotrain/core/allocator.h"
 #include "zerotrain/model/model.h"
 #include "zerotrain/zero/engine.h"
@@ -25,8 +26,13 @@ struct MemoryPrediction {
 // Steady-state bytes after set-up (what the tracker's current counts hold during training) on
 // `rank`. Transient buffers (parameter initialisation staging, --save-weights gathers) are not
 // included: they are freed before training and bounded by kInitStagingElems / the save path.
+// `comm_buffers` (comm_buffer_plan, or Communicator::buffers()) make the communicator category;
+// entries marked `estimate` (NCCL's own buffers) are predicted but never measured by the tracker.
 MemoryPrediction predict_memory(const ZeroPlan& plan, const EngineOptions& opt, int rank,
-                                const std::vector<BufferSpec>& model_buffers);
+                                const std::vector<BufferSpec>& model_buffers,
+                                const std::vector<CommBufferSpec>& comm_buffers);
+// Σ of the `estimate` entries: bytes the communicator category predicts that the tracker cannot see.
+int64_t untracked_comm_bytes(const std::vector<CommBufferSpec>& comm_buffers);
 
 // Parameter initialisation / loading stages the fp32 master through at most this many elements.
 constexpr int64_t kInitStagingElems = int64_t(1) << 22;
