@@ -29,7 +29,8 @@ std::string overlap_text(double pct) { return pct < 0 ? "n/a (no communication)"
 std::string breakdown_text(const StepBreakdown& b) {
   std::string s = " | fwd " + fmt("%.1f", b.fwd_ms) + " ms bwd " + fmt("%.1f", b.bwd_ms) + " ms optim " +
                   fmt("%.1f", b.optim_ms) + " ms | comm busy " + fmt("%.1f", b.comm_busy_ms) + " ms exposed " +
-                  fmt("%.1f", b.comm_exposed_ms) + " ms overlap " + overlap_text(b.overlap_pct());
+                  fmt("%.1f", b.comm_exposed_ms) + " ms idle wait " + fmt("%.1f", b.comm_wait_idle_ms) + " ms overlap " +
+                  overlap_text(b.overlap_pct());
   if (b.has_copy_lane)
     s += " | copy busy " + fmt("%.1f", b.copy_busy_ms) + " ms exposed " + fmt("%.1f", b.copy_exposed_ms) +
          " ms overlap " + overlap_text(b.copy_overlap_pct());
@@ -42,6 +43,7 @@ void add_breakdown_json(nlohmann::json& row, const StepBreakdown& b) {
   row["optim_ms"] = b.optim_ms;
   row["comm_busy_ms"] = b.comm_busy_ms;
   row["comm_exposed_ms"] = b.comm_exposed_ms;
+  row["comm_wait_idle_ms"] = b.comm_wait_idle_ms;
   row["overlap_pct"] = b.overlap_pct() < 0 ? nlohmann::json() : nlohmann::json(b.overlap_pct());
   row["breakdown_window_ms"] = b.window_ms;
   row["collectives"] = b.collectives;
@@ -54,18 +56,21 @@ void add_breakdown_json(nlohmann::json& row, const StepBreakdown& b) {
 
 std::string breakdown_summary(Communicator& comm, const std::vector<StepBreakdown>& steps) {
   const size_t skip = steps.size() > 1 ? 1 : 0;  // the first step warms caches up
-  std::vector<double> f, bw, o, busy, ex;
+  std::vector<double> f, bw, o, busy, ex, idle;
   for (size_t k = skip; k < steps.size(); ++k) {
     f.push_back(steps[k].fwd_ms);
     bw.push_back(steps[k].bwd_ms);
     o.push_back(steps[k].optim_ms);
     busy.push_back(steps[k].comm_busy_ms);
     ex.push_back(steps[k].comm_exposed_ms);
+    idle.push_back(steps[k].comm_wait_idle_ms);
   }
   char line[256];
   const double mb = median(busy), me = median(ex);
-  std::snprintf(line, sizeof(line), "  rank %d: fwd %.1f ms  bwd %.1f ms  optim %.1f ms  comm busy %.1f ms  exposed %.1f ms  overlap %s",
-                comm.rank(), median(f), median(bw), median(o), mb, me,
+  std::snprintf(line, sizeof(line),
+                "  rank %d: fwd %.1f ms  bwd %.1f ms  optim %.1f ms  comm busy %.1f ms  exposed %.1f ms  idle wait %.1f ms  "
+                "overlap %s",
+                comm.rank(), median(f), median(bw), median(o), mb, me, median(idle),
                 overlap_text(mb > 0 ? std::clamp(100 * (1 - me / mb), 0.0, 100.0) : -1).c_str());
   const std::vector<std::string> all = comm.gather_strings(line, 0);
   if (comm.rank() != 0) return {};

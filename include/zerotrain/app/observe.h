@@ -14,9 +14,9 @@
 
 namespace zt {
 
-// " | fwd 4.6 ms bwd 7.2 ms optim 0.8 ms | comm busy 0.5 ms exposed 0.6 ms overlap 0%".
+// " | fwd 4.6 ms bwd 7.2 ms optim 0.8 ms | comm busy 0.5 ms exposed 0.4 ms idle wait 0.1 ms overlap 20%".
 std::string breakdown_text(const StepBreakdown& b);
-// fwd_ms, bwd_ms, optim_ms, comm_busy_ms, comm_exposed_ms, overlap_pct (null: no communication),
+// fwd_ms, bwd_ms, optim_ms, comm_busy_ms, comm_exposed_ms, comm_wait_idle_ms, overlap_pct (null: no communication),
 // breakdown_window_ms, collectives; copy_* when the engine has a copy lane.
 void add_breakdown_json(nlohmann::json& row, const StepBreakdown& b);
 // Rank 0 prints one line per rank: medians over the steps after the first. Every rank calls it.
