@@ -114,6 +114,7 @@ void GradSync::start(int b, bool first_micro, bool boundary) {
   Slot* ws = nullptr;
   const TensorView on_wire = cast_to_wire(src, ws);
   const int handoff = cx_.comm_waits_for_compute();
+  cx_.timer->grads_ready(b, handoff);
   Event* done = nullptr;
   cx_.comm_work([&] { done = issue(b, src, on_wire, first_micro); });
   if (ws) ws->free->record(cx_.comm.stream());

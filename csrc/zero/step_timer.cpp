@@ -82,6 +82,7 @@ void StepTimer::micro_begin(bool first_of_step) {
     used_ = 0;
     marks_.clear();
     stalls_.clear();
+    handoffs_.clear();
     if (!active_) {
       chained_ = false;
       return;
@@ -122,6 +123,10 @@ int StepTimer::anchor() {
   const int ev = take_event();
   pool_[ev]->record(compute_);
   return ev;
+}
+
+void StepTimer::grads_ready(int bucket, int handoff) {
+  if (active_ && level_ == TimingLevel::Trace && handoff >= 0) handoffs_.push_back({handoff, bucket});
 }
 
 void StepTimer::wait(Stream& waiter, Event& e, Lane lane, int since) {
@@ -235,6 +240,14 @@ void StepTimer::add_compute_slices(StepTimeline& tl, const std::vector<double>& 
     s.name = std::string("wait ") + lane_name(st.lane);
     s.begin_s = at(st.before);
     s.end_s = at(st.after);
+    out.push_back(std::move(s));
+  }
+  for (const auto& [ev, bucket] : handoffs_) {
+    TimelineSlice s;
+    s.name = "grads ready b" + std::to_string(bucket);
+    s.begin_s = s.end_s = at(ev);
+    s.bucket = bucket;
+    s.grads_ready = true;
     out.push_back(std::move(s));
   }
   // Time order; an enclosing slice before the slices it contains (same begin: longer first).

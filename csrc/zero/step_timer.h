@@ -37,6 +37,8 @@ class StepTimer {
   void wait(Stream& waiter, Event& e, Lane lane, int since = -1);
   // A compute-stream marker recorded now for a later wait(..., since); -1 when not timed.
   int anchor();
+  // Trace only: bucket b's gradients were handed to the comm stream at `handoff` (an anchor()).
+  void grads_ready(int bucket, int handoff);
   // Work the engine enqueues on the comm stream between comm_begin() and comm_end() (collectives
   // and their post-processing) is one busy bracket: two timing events on the comm stream. Call
   // comm_begin() after the comm stream's wait for compute, and record the events compute will
@@ -97,6 +99,7 @@ class StepTimer {
   int used_ = 0;
   std::vector<Mark> marks_;
   std::vector<Stall> stalls_;
+  std::vector<std::pair<int, int>> handoffs_;      // Trace: (anchor event, bucket) per gradient hand-off
   std::vector<std::unique_ptr<Event>> comm_pool_;  // comm-stream timing events
   std::vector<int> comm_free_;                     // indices of comm_pool_ not in a bracket
   std::vector<Bracket> brackets_;                  // recorded, not yet counted; in stream order

@@ -191,9 +191,10 @@ TEST(StepTiming, TimingDoesNotChangeTheNumbers) {
 }
 
 // A traced step's collective slices are the plan's (op, label, bytes) and the log's counts;
-// every lane is in time order; unit slices cover every unit forward and backward.
+// every lane is in time order; unit slices cover every unit forward and backward; every
+// gradient reduction has its bucket's hand-off before it, inside that bucket's closing backward.
 TEST(StepTiming, TraceSlicesMatchPlanAndLog) {
-  for (int stage : {1, 3}) {
+  for (int stage : {1, 2, 3}) {
     RunSpec spec = small_buckets(stage, true);
     spec.steps = 3;
     spec.timing = TimingLevel::Trace;
@@ -226,6 +227,24 @@ TEST(StepTiming, TraceSlicesMatchPlanAndLog) {
       }
       EXPECT_EQ(ops, planned_ops) << "stage " << stage << " step " << tl.step;
       EXPECT_EQ(units, 2 * r.plan.num_units());
+      int reductions = 0;
+      for (const TimelineSlice& s : tl.slices) {
+        if (s.lane != Lane::Comm || (s.op != "reduce_scatter" && s.op != "all_reduce")) continue;
+        ++reductions;
+        const TimelineSlice* handoff = nullptr;
+        for (const TimelineSlice& c : tl.slices)
+          if (c.grads_ready && c.bucket == s.bucket && c.begin_s <= s.begin_s) handoff = &c;
+        ASSERT_NE(handoff, nullptr) << "stage " << stage << ": no hand-off before " << s.name;
+        bool inside_closer = false;
+        for (const TimelineSlice& u : tl.slices) {
+          if (u.unit < 0 || !u.backward) continue;
+          const std::vector<int>& closes = r.plan.closes_at[u.unit];
+          inside_closer |= std::find(closes.begin(), closes.end(), s.bucket) != closes.end() &&
+                           u.begin_s <= handoff->begin_s && handoff->begin_s <= u.end_s;
+        }
+        EXPECT_TRUE(inside_closer) << "stage " << stage << ": " << handoff->name << " outside its closing backward";
+      }
+      EXPECT_EQ(reductions, static_cast<int>(r.plan.buckets.size())) << "stage " << stage;
     }
     std::map<std::string, int> logged;
     for (const CommRecord& c : r.records)

@@ -31,9 +31,9 @@ StepRange parse_step_range(const std::string& flag, const std::string& text);
 
 // Writes DIR/trace.rank<r>.json on every rank and DIR/trace.json (every rank, pid = rank) on
 // rank 0, times aligned to each rank's start-up barrier (clock_origin_s, on its comm log clock).
-// Every rank must call it.
+// Flow arrows run from each bucket's gradient hand-off to its reduction. Every rank must call it.
 void write_traces(const std::string& dir, Communicator& comm, const std::vector<StepTimeline>& steps,
-                  double clock_origin_s, const std::vector<std::vector<int>>& closes_at);
+                  double clock_origin_s);
 // A barrier on the comm stream; returns the barrier's completion time on this rank's log clock
 // (the trace's zero: every rank leaves the same barrier at nearly the same moment).
 double align_clocks(Communicator& comm);

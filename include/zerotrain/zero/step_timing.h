@@ -69,11 +69,14 @@ struct TimelineSlice {
   uint64_t bytes = 0;
   int unit = -1;                // compute unit slices: the unit; -1 otherwise
   bool backward = false;        // compute unit slices: a backward
+  // Compute lane, zero length: the moment the compute stream handed bucket `bucket`'s complete
+  // gradients to the comm stream (the trace's "grads ready" flow starts here; not a slice).
+  bool grads_ready = false;
 };
 
 struct StepTimeline {
   int64_t step = 0;
-  std::vector<TimelineSlice> slices;  // compute, stall and comm slices, each lane in time order
+  std::vector<TimelineSlice> slices;  // compute, stall, hand-off and comm slices, each lane in time order
 };
 
 }  // namespace zt
