@@ -28,13 +28,13 @@ struct EngineContext {
   Communicator& comm;
   int rank = 0, world = 1;
   std::unique_ptr<Event> compute_mark;  // scratch: recorded on compute, waited by comm
-  StepTimer* timer = nullptr;           // the Impl's; brackets compute-stream stalls when timing is on
+  StepTimer* timer = nullptr;           // the Impl's (always set); brackets stalls and comm work when timing is on
 
   // Later collectives read what the compute stream has written so far. Returns the hand-off's
   // stall anchor (StepTimer::anchor) for a compute wait issued right after, with no compute work
   // in between.
   int comm_waits_for_compute() {
-    const int anchor = timer ? timer->anchor() : -1;
+    const int anchor = timer->anchor();
     compute_mark->record(compute);
     comm.wait(*compute_mark);
     return anchor;

@@ -1,6 +1,7 @@
 // step_timer.h — the engine's stream-side clock (wall_clock_breakdown and --trace): markers and
-// stall brackets recorded as timing events on the compute stream, the comm log's stamps for the
-// collectives. include/zerotrain/zero/step_timing.h says what each number means.
+// stall brackets recorded as timing events on the compute stream, busy brackets recorded on the
+// comm stream, the comm log's stamps for the trace's collective slices.
+// include/zerotrain/zero/step_timing.h says what each number means.
 //
 // Invariants: at TimingLevel::Off no event is created or recorded and wait() is Stream::wait.
 // A level set with set_level() applies from the next step's first micro-step, so a step is timed
