@@ -58,7 +58,7 @@ def launch_argv(ranks):
     return argv
 
 
-FIELDS = ("step_ms", "fwd_ms", "bwd_ms", "optim_ms", "comm_busy_ms", "comm_exposed_ms")
+FIELDS = ("step_ms", "fwd_ms", "bwd_ms", "optim_ms", "comm_busy_ms", "comm_exposed_ms", "comm_wait_idle_ms")
 
 
 def run_point(a, tmp, p, rep, trace_dir):

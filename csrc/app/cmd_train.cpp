@@ -257,7 +257,7 @@ struct Observers {
     Communicator& comm = *run.comm;
     if (breakdown) log("%s", breakdown_summary(comm, steps).c_str());
     if (tracing) {
-      write_traces(args.trace_dir, comm, run.engine->take_timelines(), clock_origin_s, run.engine->plan().closes_at);
+      write_traces(args.trace_dir, comm, run.engine->take_timelines(), clock_origin_s);
       log("trace: %s/trace.json (every rank) and trace.rank<r>.json; open in https://ui.perfetto.dev or chrome://tracing\n",
           args.trace_dir.c_str());
     }

@@ -29,7 +29,8 @@ std::string overlap_text(double pct) { return pct < 0 ? "n/a (no communication)"
 std::string breakdown_text(const StepBreakdown& b) {
   std::string s = " | fwd " + fmt("%.1f", b.fwd_ms) + " ms bwd " + fmt("%.1f", b.bwd_ms) + " ms optim " +
                   fmt("%.1f", b.optim_ms) + " ms | comm busy " + fmt("%.1f", b.comm_busy_ms) + " ms exposed " +
-                  fmt("%.1f", b.comm_exposed_ms) + " ms overlap " + overlap_text(b.overlap_pct());
+                  fmt("%.1f", b.comm_exposed_ms) + " ms idle wait " + fmt("%.1f", b.comm_wait_idle_ms) + " ms overlap " +
+                  overlap_text(b.overlap_pct());
   if (b.has_copy_lane)
     s += " | copy busy " + fmt("%.1f", b.copy_busy_ms) + " ms exposed " + fmt("%.1f", b.copy_exposed_ms) +
          " ms overlap " + overlap_text(b.copy_overlap_pct());
@@ -42,6 +43,7 @@ void add_breakdown_json(nlohmann::json& row, const StepBreakdown& b) {
   row["optim_ms"] = b.optim_ms;
   row["comm_busy_ms"] = b.comm_busy_ms;
   row["comm_exposed_ms"] = b.comm_exposed_ms;
+  row["comm_wait_idle_ms"] = b.comm_wait_idle_ms;
   row["overlap_pct"] = b.overlap_pct() < 0 ? nlohmann::json() : nlohmann::json(b.overlap_pct());
   row["breakdown_window_ms"] = b.window_ms;
   row["collectives"] = b.collectives;
@@ -54,18 +56,21 @@ void add_breakdown_json(nlohmann::json& row, const StepBreakdown& b) {
 
 std::string breakdown_summary(Communicator& comm, const std::vector<StepBreakdown>& steps) {
   const size_t skip = steps.size() > 1 ? 1 : 0;  // the first step warms caches up
-  std::vector<double> f, bw, o, busy, ex;
+  std::vector<double> f, bw, o, busy, ex, idle;
   for (size_t k = skip; k < steps.size(); ++k) {
     f.push_back(steps[k].fwd_ms);
     bw.push_back(steps[k].bwd_ms);
     o.push_back(steps[k].optim_ms);
     busy.push_back(steps[k].comm_busy_ms);
     ex.push_back(steps[k].comm_exposed_ms);
+    idle.push_back(steps[k].comm_wait_idle_ms);
   }
   char line[256];
   const double mb = median(busy), me = median(ex);
-  std::snprintf(line, sizeof(line), "  rank %d: fwd %.1f ms  bwd %.1f ms  optim %.1f ms  comm busy %.1f ms  exposed %.1f ms  overlap %s",
-                comm.rank(), median(f), median(bw), median(o), mb, me,
+  std::snprintf(line, sizeof(line),
+                "  rank %d: fwd %.1f ms  bwd %.1f ms  optim %.1f ms  comm busy %.1f ms  exposed %.1f ms  idle wait %.1f ms  "
+                "overlap %s",
+                comm.rank(), median(f), median(bw), median(o), mb, me, median(idle),
                 overlap_text(mb > 0 ? std::clamp(100 * (1 - me / mb), 0.0, 100.0) : -1).c_str());
   const std::vector<std::string> all = comm.gather_strings(line, 0);
   if (comm.rank() != 0) return {};
@@ -99,15 +104,9 @@ double align_clocks(Communicator& comm) {
 
 namespace {
 // One rank's trace events: lanes as threads (0 compute, 1 comm, 2 copy), times in µs since the
-// start-up barrier; flows from the backward that completes a bucket to the bucket's reduction.
-nlohmann::json trace_events(int rank, const std::vector<StepTimeline>& steps, double origin_s,
-                            const std::vector<std::vector<int>>& closes_at) {
-  std::vector<int> closer;  // bucket -> unit whose backward completes it
-  for (size_t u = 0; u < closes_at.size(); ++u)
-    for (int b : closes_at[u]) {
-      if (static_cast<size_t>(b) >= closer.size()) closer.resize(b + 1, -1);
-      closer[b] = static_cast<int>(u);
-    }
+// start-up barrier; flows from the moment the compute stream handed a bucket's gradients over
+// (inside the backward that completed them) to the bucket's reduction, which starts after it.
+nlohmann::json trace_events(int rank, const std::vector<StepTimeline>& steps, double origin_s) {
   nlohmann::json ev = nlohmann::json::array();
   ev.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", rank}, {"args", {{"name", "rank " + std::to_string(rank)}}}});
   for (Lane l : {Lane::Compute, Lane::Comm, Lane::Copy})
@@ -117,6 +116,7 @@ nlohmann::json trace_events(int rank, const std::vector<StepTimeline>& steps, do
   int64_t flow = static_cast<int64_t>(rank) << 32;
   for (const StepTimeline& st : steps) {
     for (const TimelineSlice& s : st.slices) {
+      if (s.grads_ready) continue;  // a flow's source, not a slice
       nlohmann::json e = {{"name", s.name}, {"ph", "X"}, {"pid", rank}, {"tid", static_cast<int>(s.lane)},
                           {"ts", us(s.begin_s)}, {"dur", std::max(0.0, (s.end_s - s.begin_s) * 1e6)},
                           {"cat", lane_name(s.lane)}};
@@ -127,17 +127,17 @@ nlohmann::json trace_events(int rank, const std::vector<StepTimeline>& steps, do
       }
       e["args"] = args;
       ev.push_back(e);
-      // Flow: the latest backward of the bucket's closing unit that began before this reduction.
+      // Flow: the bucket's latest hand-off before this reduction (gradient accumulation at
+      // stages 2-3 hands a bucket over once per micro-step).
       const bool reduction = s.lane == Lane::Comm && (s.op == "reduce_scatter" || s.op == "all_reduce");
-      if (!reduction || s.bucket < 0 || static_cast<size_t>(s.bucket) >= closer.size()) continue;
+      if (!reduction || s.bucket < 0) continue;
       const TimelineSlice* src = nullptr;
       for (const TimelineSlice& c : st.slices)
-        if (c.lane == Lane::Compute && c.backward && c.unit == closer[s.bucket] && c.begin_s <= s.begin_s) src = &c;
+        if (c.grads_ready && c.bucket == s.bucket && c.begin_s <= s.begin_s) src = &c;
       if (!src) continue;
       ++flow;
-      const double end_us = us(src->end_s), dur = (src->end_s - src->begin_s) * 1e6;
       ev.push_back({{"name", "grads ready"}, {"cat", "flow"}, {"ph", "s"}, {"id", flow}, {"pid", rank},
-                    {"tid", 0}, {"ts", end_us - std::min(0.5, dur / 2)}});
+                    {"tid", 0}, {"ts", us(src->begin_s)}});
       ev.push_back({{"name", "grads ready"}, {"cat", "flow"}, {"ph", "f"}, {"bp", "e"}, {"id", flow},
                     {"pid", rank}, {"tid", 1}, {"ts", us(s.begin_s)}});
     }
@@ -153,11 +153,11 @@ void write_json(const std::filesystem::path& p, const nlohmann::json& events) {
 }  // namespace
 
 void write_traces(const std::string& dir, Communicator& comm, const std::vector<StepTimeline>& steps,
-                  double clock_origin_s, const std::vector<std::vector<int>>& closes_at) {
+                  double clock_origin_s) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw InputError("train: --trace " + dir + ": cannot create the directory (" + ec.message() + ")");
-  const nlohmann::json mine = trace_events(comm.rank(), steps, clock_origin_s, closes_at);
+  const nlohmann::json mine = trace_events(comm.rank(), steps, clock_origin_s);
   write_json(std::filesystem::path(dir) / ("trace.rank" + std::to_string(comm.rank()) + ".json"), mine);
   const std::vector<std::string> all = comm.gather_strings(mine.dump(), 0);
   if (comm.rank() != 0) return;

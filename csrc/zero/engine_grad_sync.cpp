@@ -113,12 +113,14 @@ void GradSync::start(int b, bool first_micro, bool boundary) {
   if (pre != 1.0) ops::scale(cx_.compute, src, static_cast<float>(pre));
   Slot* ws = nullptr;
   const TensorView on_wire = cast_to_wire(src, ws);
-  cx_.comm_waits_for_compute();
-  Event* done = issue(b, src, on_wire, first_micro);
+  const int handoff = cx_.comm_waits_for_compute();
+  cx_.timer->grads_ready(b, handoff);
+  Event* done = nullptr;
+  cx_.comm_work([&] { done = issue(b, src, on_wire, first_micro); });
   if (ws) ws->free->record(cx_.comm.stream());
   done->record(cx_.comm.stream());
   last_ = done;
-  cx_.compute_waits_unless_overlap(*done);
+  cx_.compute_waits_unless_overlap(*done, handoff);
 }
 
 // finish_grad_sync: the comm stream completes in issue order, so the last event covers all.

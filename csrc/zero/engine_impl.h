@@ -28,19 +28,34 @@ struct EngineContext {
   Communicator& comm;
   int rank = 0, world = 1;
   std::unique_ptr<Event> compute_mark;  // scratch: recorded on compute, waited by comm
-  StepTimer* timer = nullptr;           // the Impl's; brackets compute-stream stalls when timing is on
+  StepTimer* timer = nullptr;           // the Impl's (always set); brackets stalls and comm work when timing is on
 
-  // Later collectives read what the compute stream has written so far.
-  void comm_waits_for_compute() {
+  // Later collectives read what the compute stream has written so far. Returns the hand-off's
+  // stall anchor (StepTimer::anchor) for a compute wait issued right after, with no compute work
+  // in between.
+  int comm_waits_for_compute() {
+    const int anchor = timer->anchor();
     compute_mark->record(compute);
     comm.wait(*compute_mark);
+    return anchor;
+  }
+  // Every piece of work the step enqueues on the comm stream (collectives and their
+  // post-processing there) is enqueued inside comm_work, which brackets it with the timer's
+  // busy events when timing is on. Invariant: the events compute waits on for that work are
+  // recorded after comm_work returns (StepTimer::comm_begin).
+  template <typename Enqueue>
+  void comm_work(Enqueue&& enqueue) {
+    timer->comm_begin();
+    enqueue();
+    timer->comm_end();
   }
   // The compute stream waits for an event recorded on `lane` (every such wait goes through here,
   // so wall_clock_breakdown sees every stall).
-  void compute_waits(Event& e, Lane lane = Lane::Comm) { timer->wait(compute, e, lane); }
+  // `since`: the anchor of a hand-off this wait follows directly (-1: none).
+  void compute_waits(Event& e, Lane lane = Lane::Comm, int since = -1) { timer->wait(compute, e, lane, since); }
   // Before a collective returns its result to compute: without overlap_comm, compute waits at once.
-  void compute_waits_unless_overlap(Event& done) {
-    if (!opt.overlap_comm) compute_waits(done);
+  void compute_waits_unless_overlap(Event& done, int since) {
+    if (!opt.overlap_comm) compute_waits(done, Lane::Comm, since);
   }
 };
 

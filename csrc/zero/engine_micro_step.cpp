@@ -69,9 +69,10 @@ void StepExchange::squared_norm(int b, const TensorView& grads) {
 
 StepExchange::Totals StepExchange::exchange() {
   const size_t slots = cx_.plan.buckets.size() + 1;
-  cx_.comm_waits_for_compute();
-  cx_.comm.all_gather(local_.data(), all_.data(), slots * 2, DType::F32, "step stats", ready_.get());
-  cx_.compute_waits(*ready_);
+  const int handoff = cx_.comm_waits_for_compute();
+  cx_.comm_work([&] { cx_.comm.all_gather(local_.data(), all_.data(), slots * 2, DType::F32, "step stats"); });
+  ready_->record(cx_.comm.stream());
+  cx_.compute_waits(*ready_, Lane::Comm, handoff);  // nothing else on compute since the hand-off
   cx_.dev.memcpy_async(host_.data(), all_.data(), all_.bytes(), CopyKind::DeviceToHost, cx_.compute);
   host_ready_->record(cx_.compute);
   host_ready_->synchronize();

@@ -38,20 +38,20 @@ class GroupedAllGather final : public ParamSync {
   // The owned slices were written on the compute stream: gather every group in place.
   void start() override {
     const ZeroPlan& plan = cx_.plan;
-    cx_.comm_waits_for_compute();
+    const int handoff = cx_.comm_waits_for_compute();
     for (size_t g = 0; g < plan.ag_groups.size(); ++g) {
-      {
+      cx_.comm_work([&] {
         CommGroup group(cx_.comm);
         for (int b = plan.ag_groups[g].begin; b < plan.ag_groups[g].end(); ++b)
           all_gather_view(cx_.comm, st_.params.view(plan.slice(b, cx_.rank, Layout::Full)),
                           st_.params.view(plan.bucket_range(b)), "ag" + std::to_string(g) + ".b" + std::to_string(b),
                           nullptr);
-      }
+      });
       done_[g]->record(cx_.comm.stream());
       waited_[g] = false;
     }
     if (cx_.opt.overlap_comm) return;
-    for (size_t g = 0; g < done_.size(); ++g) wait(static_cast<int>(g));
+    for (size_t g = 0; g < done_.size(); ++g) wait(static_cast<int>(g), g == 0 ? handoff : -1);
   }
 
   // The unit's parameters are read only after the groups holding them arrived.
@@ -61,9 +61,9 @@ class GroupedAllGather final : public ParamSync {
   }
 
  private:
-  void wait(int g) {
+  void wait(int g, int since = -1) {
     if (waited_[g]) return;
-    cx_.compute_waits(*done_[g]);
+    cx_.compute_waits(*done_[g], Lane::Comm, since);
     waited_[g] = true;
   }
 

@@ -68,13 +68,16 @@ class Stage3Gatherer final : public ParamSync {
     Slot& s = slots_[b];
     if (!s.buf) s.buf = take_buffer(bk.padded);
     const TensorView shard = st_.params.view(cx_.plan.slice(b, cx_.rank, Layout::Shard));
-    TensorView mine = shard;
-    if (cx_.opt.offload.params) {  // offload_param: stage the host slice into place, on the comm stream
-      mine = rank_slice(s.buf.view(), cx_.rank, cx_.world);
-      copy_view(cx_.dev, mine, shard, cx_.comm.stream(), CopyKind::HostToDevice);
-      ++staged_slices_;
-    }
-    all_gather_view(cx_.comm, mine, s.buf.view(), "gather b" + std::to_string(b), s.done.get());
+    cx_.comm_work([&] {
+      TensorView mine = shard;
+      if (cx_.opt.offload.params) {  // offload_param: stage the host slice into place, on the comm stream
+        mine = rank_slice(s.buf.view(), cx_.rank, cx_.world);
+        copy_view(cx_.dev, mine, shard, cx_.comm.stream(), CopyKind::HostToDevice);
+        ++staged_slices_;
+      }
+      all_gather_view(cx_.comm, mine, s.buf.view(), "gather b" + std::to_string(b), nullptr);
+    });
+    s.done->record(cx_.comm.stream());
     s.waited = false;
     ++stats_.gathers;
     if (prefetch) ++stats_.prefetched;

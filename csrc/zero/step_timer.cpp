@@ -30,11 +30,6 @@ int bucket_of(const std::string& label) {
   return std::stoi(label.substr(b + 1));
 }
 
-double total_busy_s(const CommLog& log) {
-  double s = 0;
-  for (int op = 0; op < kNumCommOps; ++op) s += log.stats(static_cast<CommOp>(op)).busy_s;
-  return s;
-}
 }  // namespace
 
 double StepBreakdown::overlap_pct() const { return overlap_of(comm_exposed_ms, comm_busy_ms); }
@@ -43,6 +38,34 @@ double StepBreakdown::copy_overlap_pct() const { return overlap_of(copy_exposed_
 int StepTimer::take_event() {
   if (used_ == static_cast<int>(pool_.size())) pool_.push_back(dev_.create_event(true));
   return used_++;
+}
+
+int StepTimer::take_comm_event() {
+  if (comm_free_.empty()) {
+    comm_free_.push_back(static_cast<int>(comm_pool_.size()));
+    comm_pool_.push_back(dev_.create_event(true));
+  }
+  const int ev = comm_free_.back();
+  comm_free_.pop_back();
+  comm_pool_[ev]->record(comm_.stream());
+  return ev;
+}
+
+void StepTimer::comm_begin() {
+  if (active_) open_begin_ = take_comm_event();
+}
+
+void StepTimer::comm_end() {
+  if (!active_ || open_begin_ < 0) return;
+  brackets_.push_back({open_begin_, take_comm_event()});
+  open_begin_ = -1;
+}
+
+// Re-recording a pooled event later is safe even if it is still pending: it then completes
+// with the later record.
+void StepTimer::drop_brackets() {
+  for (const Bracket& br : brackets_) comm_free_.insert(comm_free_.end(), {br.begin, br.end});
+  brackets_.clear();
 }
 
 int StepTimer::mark(Kind k, int unit, bool backward) {
@@ -59,12 +82,13 @@ void StepTimer::micro_begin(bool first_of_step) {
     used_ = 0;
     marks_.clear();
     stalls_.clear();
+    handoffs_.clear();
     if (!active_) {
       chained_ = false;
       return;
     }
-    if (!chained_) {
-      busy_s_snapshot_ = total_busy_s(comm_.log());
+    if (!chained_) {  // brackets left by an earlier timed step belong to no step now
+      drop_brackets();
       completed_snapshot_ = comm_.log().last_completed();
     }
     first_seq_ = comm_.log().last_issued() + 1;
@@ -94,10 +118,20 @@ void StepTimer::unit_end(int unit, bool backward) {
   if (active_ && level_ == TimingLevel::Trace) mark(Kind::UnitEnd, unit, backward);
 }
 
-void StepTimer::wait(Stream& waiter, Event& e, Lane lane) {
+int StepTimer::anchor() {
+  if (!active_) return -1;
+  const int ev = take_event();
+  pool_[ev]->record(compute_);
+  return ev;
+}
+
+void StepTimer::grads_ready(int bucket, int handoff) {
+  if (active_ && level_ == TimingLevel::Trace && handoff >= 0) handoffs_.push_back({handoff, bucket});
+}
+
+void StepTimer::wait(Stream& waiter, Event& e, Lane lane, int since) {
   if (!active_ || &waiter != &compute_) return waiter.wait(e);
-  const int before = take_event();
-  pool_[before]->record(compute_);
+  const int before = since >= 0 ? since : anchor();
   waiter.wait(e);
   const int after = take_event();
   pool_[after]->record(compute_);
@@ -126,15 +160,13 @@ std::optional<StepBreakdown> StepTimer::end_step(int64_t step) {
   b.window_ms = t[end];
   for (const Stall& s : stalls_) {
     const double d = t[s.after] - t[s.before];
-    (s.lane == Lane::Copy ? b.copy_exposed_ms : b.comm_exposed_ms) += d;
+    if (s.lane == Lane::Copy) b.copy_exposed_ms += d;
     (s.phase == Phase::Fwd ? b.fwd_ms : s.phase == Phase::Bwd ? b.bwd_ms : b.optim_ms) -= d;
   }
+  add_comm_busy(b, origin, t);
   const CommLog& log = comm_.log();
-  const double busy = total_busy_s(log);
   const uint64_t completed = log.last_completed();
-  b.comm_busy_ms = (busy - busy_s_snapshot_) * 1e3;
   b.collectives = static_cast<int64_t>(completed - completed_snapshot_);
-  busy_s_snapshot_ = busy;
   completed_snapshot_ = completed;
   chained_ = true;
 
@@ -149,6 +181,33 @@ std::optional<StepBreakdown> StepTimer::end_step(int64_t step) {
   }
   add_completed_collectives();
   return b;
+}
+
+// Busy: the brackets that completed by the end of this step (the comm stream completes in
+// order, so they are a prefix of brackets_; the rest, e.g. the post-step parameter all-gathers
+// still running, count in the next timed step). Brackets are disjoint (one stream) and so are
+// stalls (one stream): each comm stall's overlap with the brackets is exposed, its remainder
+// idle, so exposed <= busy and exposed + idle = the stalls.
+void StepTimer::add_comm_busy(StepBreakdown& b, Event& origin, const std::vector<double>& t) {
+  std::vector<std::pair<double, double>> busy;  // [begin, end] in ms since origin
+  size_t done = 0;
+  for (; done < brackets_.size() && comm_pool_[brackets_[done].end]->query(); ++done) {
+    const Bracket& br = brackets_[done];
+    Event &begin = *comm_pool_[br.begin], &end = *comm_pool_[br.end];
+    // Before the origin (a bracket carried over from the previous step) is a negative time.
+    busy.emplace_back(begin.elapsed_ms_since(origin), end.elapsed_ms_since(origin));
+    b.comm_busy_ms += end.elapsed_ms_since(begin);
+    comm_free_.insert(comm_free_.end(), {br.begin, br.end});
+  }
+  brackets_.erase(brackets_.begin(), brackets_.begin() + static_cast<std::ptrdiff_t>(done));
+  for (const Stall& s : stalls_) {
+    if (s.lane != Lane::Comm) continue;
+    const double s0 = t[s.before], s1 = t[s.after];
+    double covered = 0;
+    for (const auto& [c0, c1] : busy) covered += std::max(0.0, std::min(s1, c1) - std::max(s0, c0));
+    b.comm_exposed_ms += covered;
+    b.comm_wait_idle_ms += (s1 - s0) - covered;
+  }
 }
 
 void StepTimer::add_compute_slices(StepTimeline& tl, const std::vector<double>& t, double origin_s) {
@@ -181,6 +240,14 @@ void StepTimer::add_compute_slices(StepTimeline& tl, const std::vector<double>& 
     s.name = std::string("wait ") + lane_name(st.lane);
     s.begin_s = at(st.before);
     s.end_s = at(st.after);
+    out.push_back(std::move(s));
+  }
+  for (const auto& [ev, bucket] : handoffs_) {
+    TimelineSlice s;
+    s.name = "grads ready b" + std::to_string(bucket);
+    s.begin_s = s.end_s = at(ev);
+    s.bucket = bucket;
+    s.grads_ready = true;
     out.push_back(std::move(s));
   }
   // Time order; an enclosing slice before the slices it contains (same begin: longer first).

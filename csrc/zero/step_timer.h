@@ -1,11 +1,14 @@
 // step_timer.h — the engine's stream-side clock (wall_clock_breakdown and --trace): markers and
-// stall brackets recorded as timing events on the compute stream, the comm log's stamps for the
-// collectives. include/zerotrain/zero/step_timing.h says what each number means.
+// stall brackets recorded as timing events on the compute stream, busy brackets recorded on the
+// comm stream, the comm log's stamps for the trace's collective slices.
+// include/zerotrain/zero/step_timing.h says what each number means.
 //
 // Invariants: at TimingLevel::Off no event is created or recorded and wait() is Stream::wait.
 // A level set with set_level() applies from the next step's first micro-step, so a step is timed
 // entirely or not at all. Events come from a pool reused every step (never freed mid-step: the
-// step's events are read in end_step(), after the step's last marker completed).
+// step's events are read in end_step(), after the step's last marker completed). Comm-stream
+// brackets have their own pool: a bracket can outlive its step (the post-step parameter
+// all-gathers), so its events return to the pool only once it has been read or dropped.
 #pragma once
 #include <memory>
 #include <optional>
@@ -29,8 +32,20 @@ class StepTimer {
   void unit_begin(int unit, bool backward);   // Trace only
   void unit_end(int unit, bool backward);
   // `waiter`.wait(e) where e was recorded on `lane`; on the compute stream of a timed step the
-  // blocked time is bracketed and counted as that lane's exposed time.
-  void wait(Stream& waiter, Event& e, Lane lane);
+  // blocked time is bracketed and counted as a stall on that lane. `since`: an anchor() recorded
+  // earlier in this step, with no compute work between it and this wait, where the stall begins
+  // (so a compute thread descheduled right after a hand-off still counts as waiting); -1: now.
+  void wait(Stream& waiter, Event& e, Lane lane, int since = -1);
+  // A compute-stream marker recorded now for a later wait(..., since); -1 when not timed.
+  int anchor();
+  // Trace only: bucket b's gradients were handed to the comm stream at `handoff` (an anchor()).
+  void grads_ready(int bucket, int handoff);
+  // Work the engine enqueues on the comm stream between comm_begin() and comm_end() (collectives
+  // and their post-processing) is one busy bracket: two timing events on the comm stream. Call
+  // comm_begin() after the comm stream's wait for compute, and record the events compute will
+  // wait on for this work after comm_end(), so a stall that ended implies its bracket ended.
+  void comm_begin();
+  void comm_end();
   // The engine has a copy lane (offload): report copy_* figures.
   void add_copy_lane() { has_copy_lane_ = true; }
   // Inside a timed step (the copy lane brackets its copies only then).
@@ -60,8 +75,16 @@ class StepTimer {
     Lane lane;
     Phase phase;
   };
+  struct Bracket {
+    int begin, end;  // indices into comm_pool_
+  };
   int mark(Kind k, int unit = -1, bool backward = false);  // records a pooled event on compute
   int take_event();
+  int take_comm_event();  // records a comm_pool_ event on the comm stream
+  void drop_brackets();   // every pending bracket's events back to the pool, unread
+  // Completed brackets (in stream order) -> busy; comm stalls split into exposed (overlapping a
+  // bracket) and idle (the rest). `origin` is the step's first marker, t_ms its markers' times.
+  void add_comm_busy(StepBreakdown& b, Event& origin, const std::vector<double>& t_ms);
   void add_compute_slices(StepTimeline& tl, const std::vector<double>& t_ms, double origin_log_s);
   void add_completed_collectives();  // pending seq ranges -> comm slices, as far as complete
 
@@ -77,9 +100,13 @@ class StepTimer {
   int used_ = 0;
   std::vector<Mark> marks_;
   std::vector<Stall> stalls_;
+  std::vector<std::pair<int, int>> handoffs_;      // Trace: (anchor event, bucket) per gradient hand-off
+  std::vector<std::unique_ptr<Event>> comm_pool_;  // comm-stream timing events
+  std::vector<int> comm_free_;                     // indices of comm_pool_ not in a bracket
+  std::vector<Bracket> brackets_;                  // recorded, not yet counted; in stream order
+  int open_begin_ = -1;                            // comm_begin() without its comm_end() yet
   bool chained_ = false;          // the previous step was timed: the snapshots below are its end
-  double busy_s_snapshot_ = 0;    // Σ busy_s over ops at the previous timed step's end
-  uint64_t completed_snapshot_ = 0;
+  uint64_t completed_snapshot_ = 0;  // the log's last completed seq at the previous timed step's end
   uint64_t first_seq_ = 0;        // first collective issued in this step
   struct Pending {
     size_t timeline;              // index into timelines_

@@ -82,15 +82,22 @@ class Observe(unittest.TestCase):
         steps = [l for l in p.stdout.splitlines() if l.startswith("step ")]
         self.assertEqual(len(steps), 4)
         for l in steps:
-            self.assertRegex(l, r"fwd [\d.]+ ms bwd [\d.]+ ms optim [\d.]+ ms \| comm busy [\d.]+ ms exposed [\d.]+ ms")
+            self.assertRegex(l, r"fwd [\d.]+ ms bwd [\d.]+ ms optim [\d.]+ ms \| comm busy [\d.]+ ms exposed [\d.]+ ms "
+                                r"idle wait [\d.]+ ms")
         self.assertIn("wall_clock_breakdown per rank", p.stdout)
         self.assertEqual(len(re.findall(r"rank \d comms_logger", p.stdout)), 2, p.stdout)
         for path in (m, m + ".rank1"):
             rows = [json.loads(l) for l in open(path)]
             self.assertEqual(len(rows), 4)
             for r in rows:
-                for k in ("fwd_ms", "bwd_ms", "optim_ms", "comm_busy_ms", "comm_exposed_ms", "overlap_pct", "step_ms"):
+                for k in ("fwd_ms", "bwd_ms", "optim_ms", "comm_busy_ms", "comm_exposed_ms", "comm_wait_idle_ms",
+                          "overlap_pct", "step_ms"):
                     self.assertIn(k, r)
+                # exposed is stall time while the comm stream worked: never above busy (float rounding aside),
+                # and the phases plus both parts of the stalls tile the compute stream's window.
+                self.assertLessEqual(r["comm_exposed_ms"], r["comm_busy_ms"] + 0.01, r)
+                parts = r["fwd_ms"] + r["bwd_ms"] + r["optim_ms"] + r["comm_exposed_ms"] + r["comm_wait_idle_ms"]
+                self.assertAlmostEqual(parts, r["breakdown_window_ms"], delta=1e-3 + 1e-6 * r["breakdown_window_ms"])
         logged = {}
         for rank, path in ((0, clog), (1, clog + ".rank1")):
             for l in open(path):

@@ -14,9 +14,9 @@
 
 namespace zt {
 
-// " | fwd 4.6 ms bwd 7.2 ms optim 0.8 ms | comm busy 0.5 ms exposed 0.6 ms overlap 0%".
+// " | fwd 4.6 ms bwd 7.2 ms optim 0.8 ms | comm busy 0.5 ms exposed 0.4 ms idle wait 0.1 ms overlap 20%".
 std::string breakdown_text(const StepBreakdown& b);
-// fwd_ms, bwd_ms, optim_ms, comm_busy_ms, comm_exposed_ms, overlap_pct (null: no communication),
+// fwd_ms, bwd_ms, optim_ms, comm_busy_ms, comm_exposed_ms, comm_wait_idle_ms, overlap_pct (null: no communication),
 // breakdown_window_ms, collectives; copy_* when the engine has a copy lane.
 void add_breakdown_json(nlohmann::json& row, const StepBreakdown& b);
 // Rank 0 prints one line per rank: medians over the steps after the first. Every rank calls it.
@@ -31,9 +31,9 @@ StepRange parse_step_range(const std::string& flag, const std::string& text);
 
 // Writes DIR/trace.rank<r>.json on every rank and DIR/trace.json (every rank, pid = rank) on
 // rank 0, times aligned to each rank's start-up barrier (clock_origin_s, on its comm log clock).
-// Every rank must call it.
+// Flow arrows run from each bucket's gradient hand-off to its reduction. Every rank must call it.
 void write_traces(const std::string& dir, Communicator& comm, const std::vector<StepTimeline>& steps,
-                  double clock_origin_s, const std::vector<std::vector<int>>& closes_at);
+                  double clock_origin_s);
 // A barrier on the comm stream; returns the barrier's completion time on this rank's log clock
 // (the trace's zero: every rank leaves the same barrier at nearly the same moment).
 double align_clocks(Communicator& comm);

@@ -11,14 +11,19 @@
 //    only when the wait is satisfied, so (after - before) is exactly the blocked time (CPU: the
 //    worker thread's time inside the wait task; CUDA: cudaStreamWaitEvent between two events).
 //    Every comm -> compute dependency of a step goes through such a wait (the step has no other
-//    host-side wait on the comm stream), so the stalls on comm events are the exposed
+//    host-side wait on the comm stream), so the stalls on comm events cover the exposed
 //    communication, "communication outside any compute" included.
-//  * comm_busy: the communicator log's start/end stamps of every collective completed during the
-//    step, taken on the comm stream (CPU: the comm thread around the MPI exchange; NCCL: the
-//    watchdog's polling of events bracketing the collective — coarser, see docs/observability.md).
-// Invariant: fwd + bwd + optim + comm_exposed + copy_exposed == window (the compute stream's span
-// of the step, first forward to the end of step()), by construction: each stall is attributed to
-// the phase it was issued in and subtracted from that phase's span.
+//  * comm_busy: the comm stream's own timing events around every group of work the engine
+//    enqueues on it (the collectives and their post-processing on that stream: the add into the
+//    shard accumulator, casts, offload_param's staging copy), recorded after the comm stream's
+//    wait for compute — so the time the comm stream sat waiting is not busy.
+//  * A comm stall is split by those brackets: the part while the comm stream was executing is
+//    comm_exposed, the rest (the comm thread not yet scheduled after the compute hand-off, the
+//    compute thread waking up after the event, an event already complete) is comm_wait_idle.
+//    So comm_exposed <= comm_busy and comm_exposed + comm_wait_idle = the comm stalls.
+// Invariant: fwd + bwd + optim + comm_exposed + comm_wait_idle + copy_exposed == window (the
+// compute stream's span of the step, first forward to the end of step()), by construction: each
+// stall is attributed to the phase it was issued in and subtracted from that phase's span.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -40,8 +45,9 @@ struct StepBreakdown {
   double fwd_ms = 0;           // forward units (+ the host's hand-off between micro-steps), stalls excluded
   double bwd_ms = 0;           // backward units + bucket hand-offs, stalls excluded
   double optim_ms = 0;         // norm, step statistics, optimizer, param-sync issue, stalls excluded
-  double comm_busy_ms = 0;     // comm stream executing collectives completed during the step
-  double comm_exposed_ms = 0;  // compute stream stalled on communication events
+  double comm_busy_ms = 0;     // comm stream executing collectives + their post-processing (brackets done by the step's end)
+  double comm_exposed_ms = 0;  // compute stream stalled on communication events while the comm stream was busy
+  double comm_wait_idle_ms = 0;  // the rest of those stalls: the comm stream not executing (scheduling, wake-ups)
   double copy_busy_ms = 0;     // copy lane (offload) busy, when the engine has one
   double copy_exposed_ms = 0;  // compute stream stalled on copy-lane events
   bool has_copy_lane = false;
@@ -63,11 +69,14 @@ struct TimelineSlice {
   uint64_t bytes = 0;
   int unit = -1;                // compute unit slices: the unit; -1 otherwise
   bool backward = false;        // compute unit slices: a backward
+  // Compute lane, zero length: the moment the compute stream handed bucket `bucket`'s complete
+  // gradients to the comm stream (the trace's "grads ready" flow starts here; not a slice).
+  bool grads_ready = false;
 };
 
 struct StepTimeline {
   int64_t step = 0;
-  std::vector<TimelineSlice> slices;  // compute, stall and comm slices, each lane in time order
+  std::vector<TimelineSlice> slices;  // compute, stall, hand-off and comm slices, each lane in time order
 };
 
 }  // namespace zt
