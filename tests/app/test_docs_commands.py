@@ -11,7 +11,7 @@ rank lists to their first entry, stage lists to stage 2, message sizes to at mos
 A block is skipped only when the line just above its fence says why:
     <!-- docs-test: skip: REASON -->
 or when it needs an optional tool that is absent (the test prints which):
-    <!-- docs-test: needs: torch|perf -->
+    <!-- docs-test: needs: torch|perf|matplotlib|gpu -->
 """
 import glob
 import os
@@ -51,6 +51,11 @@ def blocks():
 def available(tool):
     if tool == "torch":
         return subprocess.run(["/usr/bin/python3", "-c", "import torch"], capture_output=True).returncode == 0
+    if tool == "matplotlib":  # the python3 on PATH, which the documented command runs
+        return subprocess.run(["python3", "-c", "import matplotlib"], capture_output=True).returncode == 0
+    if tool == "gpu":
+        return subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode == 0 if shutil.which(
+            "nvidia-smi") else False
     return shutil.which(tool) is not None
 
 
