@@ -37,7 +37,8 @@ SMOKE = [
 
 
 def blocks():
-    for path in ["README.md"] + sorted(glob.glob(os.path.join("docs", "*.md"))):
+    docs = sorted(os.path.relpath(p, REPO) for p in glob.glob(os.path.join(REPO, "docs", "*.md")))
+    for path in ["README.md"] + docs:
         with open(os.path.join(REPO, path)) as f:
             text = f.read()
         for m in FENCE.finditer(text):
