@@ -198,3 +198,25 @@ TEST(Provenance, ResolvedJsonUsesDeepSpeedNamesAndIsReparseable) {
   EXPECT_EQ(again.resolved, r);
   EXPECT_TRUE(again.warnings.empty()) << again.warnings.front();
 }
+
+// The "not used" list: a key counts when its value differs from what resolution gives without it,
+// whatever its spelling; a not-used key at its default is not listed; --explain tags every one.
+TEST(UnusedKeys, ListedOnceBySpellingAndTaggedInExplain) {
+  zt::DsConfig c = resolve(R"({"train_batch_size": 8, "zero_optimization": {"stage": 3,
+    "round_robin_gradients": false, "model_persistence_threshold": 5, "cpu_offload_use_pin_memory": true},
+    "checkpoint": {"parallel_write": {"pipeline_stage": true}}})");
+  EXPECT_EQ(c.unused_keys, (std::vector<std::string>{"zero_optimization.model_persistence_threshold",
+                                                     "zero_optimization.cpu_offload_use_pin_memory",
+                                                     "checkpoint.parallel_write.pipeline_stage"}));
+  size_t lists = 0;
+  for (const std::string& w : c.warnings) lists += w.find("set but not used by zerotrain") != std::string::npos;
+  EXPECT_EQ(lists, 1u);
+  const std::string explain = c.explain();
+  EXPECT_NE(explain.find("checkpoint.parallel_write.pipeline_stage = true  [file: not used by zerotrain"),
+            std::string::npos) << explain;
+  EXPECT_NE(explain.find("zero_optimization.round_robin_gradients = false  [file: not used by zerotrain"),
+            std::string::npos) << explain;
+  zt::DsConfig quiet = resolve(R"({"train_batch_size": 8, "zero_optimization": {"round_robin_gradients": false}})");
+  EXPECT_TRUE(quiet.unused_keys.empty());
+  EXPECT_TRUE(quiet.warnings.empty()) << quiet.warnings.front();
+}
