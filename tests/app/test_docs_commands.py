@@ -17,6 +17,7 @@ import glob
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -90,12 +91,16 @@ class DocsCommands(unittest.TestCase):
                 for name in LINKED:
                     os.symlink(os.path.join(REPO, name), os.path.join(d, name))
                 script = smoke(body)
+                # Own process group: a block that runs past the limit is killed with everything it started.
+                p = subprocess.Popen(["bash", "-e", "-c", script], cwd=d, env=env, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
                 try:
-                    p = subprocess.run(["bash", "-e", "-c", script], cwd=d, env=env, capture_output=True,
-                                       timeout=400)
-                    rc, out = p.returncode, (p.stdout + p.stderr).decode("utf-8", "replace")
+                    out = p.communicate(timeout=400)[0].decode("utf-8", "replace")
+                    rc = p.returncode
                 except subprocess.TimeoutExpired:
-                    rc, out = "timeout", ""
+                    os.killpg(p.pid, signal.SIGKILL)
+                    out = p.communicate()[0].decode("utf-8", "replace")
+                    rc = "timeout (400 s)"
                 ran += 1
                 print(f"ran  {where}: exit {rc}", flush=True)
                 if rc != 0:
