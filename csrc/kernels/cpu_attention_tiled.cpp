@@ -8,11 +8,15 @@
 // Memory: per pair O(T·hs) fp32 copies plus one tile_q×tile_k score tile — never T×T.
 // Determinism: the tiling depends only on (T, tile_q, tile_k); OpenBLAS never splits K, so every
 // element is summed in the same order for any thread count.
+// Per-row tile math runs on the SIMD rows of cpu_vec_kernels.h (ISA picked at run time), which
+// compute attn_tile::unnormalised_p / recomputed_p / score_grad bitwise; a forward row sum is the
+// fixed 16-lane order of vec::exp_sum, so results depend neither on the ISA nor the thread count.
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "cpu_kernels.h"
+#include "cpu_vec_kernels.h"
 #include "zerotrain/kernels/attention_tile.h"
 
 namespace zt::cpu_ops {
@@ -40,6 +44,7 @@ void attention_tiled_forward(const TensorView& out, const TensorView& stats, con
   const int64_t hs = C / H;
   const float sc = math::attention_scale(static_cast<int>(hs));
   const Tiles tl = tiles_of(tile_q, tile_k);
+  const vec::Kernels& vk = vec::active();
   float* st = static_cast<float*>(stats.data);
   dispatch_dtype(out.dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -64,15 +69,10 @@ void attention_tiled_forward(const TensorView& out, const TensorView& stats, con
           mm(false, true, rows, cols, hs, sc, q.data() + r0 * hs, hs, k.data() + c0 * hs, hs, 0.0f, S.data(), cols);
           for (int64_t r = 0; r < rows; ++r) {
             float* srow = S.data() + r * cols;
-            const int64_t vis = attn_tile::visible_keys(r0 + r, c0, cols);
-            float tile_max = -INFINITY;
-            for (int64_t j = 0; j < vis; ++j) tile_max = std::max(tile_max, srow[j]);
-            const float alpha = vis > 0 ? attn_tile::rescale_running_max(m[r], tile_max) : 1.0f;
-            float sum = 0.0f;
-            for (int64_t j = 0; j < cols; ++j) {
-              srow[j] = j < vis ? attn_tile::unnormalised_p(srow[j], m[r]) : 0.0f;
-              sum += srow[j];
-            }
+            const int64_t vis = std::max<int64_t>(0, attn_tile::visible_keys(r0 + r, c0, cols));
+            const float alpha = vis > 0 ? attn_tile::rescale_running_max(m[r], vec::row_max(vk, srow, vis)) : 1.0f;
+            const float sum = vis > 0 ? vec::exp_sum(vk, srow, srow, vis, m[r]) : 0.0f;  // unnormalised_p
+            std::fill(srow + vis, srow + cols, 0.0f);
             l[r] = alpha * l[r] + sum;
             if (alpha != 1.0f)
               for (int64_t i = 0; i < hs; ++i) acc[r * hs + i] *= alpha;
@@ -99,6 +99,7 @@ void attention_tiled_backward(const TensorView& dqkv, const TensorView& dout, co
   const int64_t hs = C / H;
   const float sc = math::attention_scale(static_cast<int>(hs));
   const Tiles tl = tiles_of(tile_q, tile_k);
+  const vec::Kernels& vk = vec::active();
   const float* st = static_cast<const float*>(stats.data);
   dispatch_dtype(dqkv.dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -132,16 +133,17 @@ void attention_tiled_backward(const TensorView& dqkv, const TensorView& dout, co
           for (int64_t r = 0; r < rows; ++r) {
             const float* s_row = st + (bh * T_ + r0 + r) * attn_tile::kStatsPerRow;
             const float mr = s_row[0], inv_l = 1.0f / s_row[1];
-            const int64_t vis = attn_tile::visible_keys(r0 + r, c0, cols);
+            const int64_t vis = std::max<int64_t>(0, attn_tile::visible_keys(r0 + r, c0, cols));
             float* prow = P.data() + r * cols;
-            for (int64_t j = 0; j < cols; ++j) prow[j] = j < vis ? attn_tile::recomputed_p(prow[j], mr, inv_l) : 0.0f;
+            vec::exp_scale(vk, prow, prow, vis, mr, inv_l);  // recomputed_p
+            std::fill(prow + vis, prow + cols, 0.0f);
           }
           mm(true, false, cols, hs, rows, 1.0f, P.data(), cols, goB, hs, 1.0f, dv.data() + c0 * hs, hs);
           mm(false, true, rows, cols, hs, 1.0f, goB, hs, v.data() + c0 * hs, hs, 0.0f, dP.data(), cols);
           for (int64_t r = 0; r < rows; ++r) {
             const float* prow = P.data() + r * cols;
             float* drow = dP.data() + r * cols;  // becomes dS (masked entries have p = 0)
-            for (int64_t j = 0; j < cols; ++j) drow[j] = attn_tile::score_grad(prow[j], drow[j], D[r0 + r], sc);
+            vec::score_grad(vk, drow, prow, cols, D[r0 + r], sc);
           }
           mm(false, false, rows, hs, cols, 1.0f, dP.data(), cols, k.data() + c0 * hs, hs, 1.0f, dq.data() + r0 * hs,
              hs);

@@ -32,11 +32,19 @@ void row_scale_s(float* d, const float* e, int64_t n, float inv, float dloss) {
   for (int64_t i = 0; i < n; ++i) d[i] = dloss * (e[i] * inv);
 }
 
+void exp_scale_s(const float* s, float* p, int64_t n, float m, float inv) {
+  for (int64_t i = 0; i < n; ++i) p[i] = math::exp_nonpos(s[i] - m) * inv;
+}
+void score_grad_s(float* d, const float* p, int64_t n, float dr, float scale) {
+  for (int64_t i = 0; i < n; ++i) d[i] = p[i] * (d[i] - dr) * scale;
+}
+
 int64_t whole_blocks(int64_t n) { return n - n % kBlock; }
 
 }  // namespace
 
-const Kernels kScalar{"scalar", gelu_forward_s, gelu_backward_s, row_max_s, row_exp_s, row_scale_s};
+const Kernels kScalar{"scalar",    gelu_forward_s, gelu_backward_s, row_max_s, row_exp_s, row_scale_s,
+                      exp_scale_s, score_grad_s};
 
 const Kernels& active() {
   switch (host_optim::active_isa()) {
@@ -59,21 +67,43 @@ void gelu_backward(const Kernels& k, float* dinp, const float* x, const float* d
   gelu_backward_s(dinp + nb, x + nb, dout + nb, n - nb);
 }
 
-float softmax_xent_row(const Kernels& k, const float* x, float* d, int64_t V, int32_t target, float dloss) {
-  const int64_t nb = whole_blocks(V);
-  const float mb = k.row_max(x, nb), mt = row_max_s(x + nb, V - nb);
-  const float m = mt > mb ? mt : mb;
-  // -log p[target] = log(sum) - (x[target] - max), from the logit (read before d, which may alias x).
-  const float shifted_target = x[target] - m;
+float row_max(const Kernels& k, const float* x, int64_t n) {
+  const int64_t nb = whole_blocks(n);
+  const float mb = k.row_max(x, nb), mt = row_max_s(x + nb, n - nb);
+  return mt > mb ? mt : mb;
+}
+
+float exp_sum(const Kernels& k, const float* x, float* e, int64_t n, float m) {
+  const int64_t nb = whole_blocks(n);
   float acc[kBlock] = {};
-  k.row_exp(x, d, nb, m, acc);
-  row_exp_s(x + nb, d + nb, V - nb, m, acc);  // the tail's j - nb is its lane: nb % 16 == 0
+  k.row_exp(x, e, nb, m, acc);
+  row_exp_s(x + nb, e + nb, n - nb, m, acc);  // the tail's j - nb is its lane: nb % 16 == 0
   for (int64_t h = kBlock / 2; h >= 1; h /= 2) {  // fixed tree: lane l += lane l + h
     for (int64_t l = 0; l < h; ++l) acc[l] += acc[l + h];
   }
-  const float sum = acc[0];
+  return acc[0];
+}
+
+void exp_scale(const Kernels& k, const float* s, float* p, int64_t n, float m, float inv) {
+  const int64_t nb = whole_blocks(n);
+  k.exp_scale(s, p, nb, m, inv);
+  exp_scale_s(s + nb, p + nb, n - nb, m, inv);
+}
+
+void score_grad(const Kernels& k, float* d, const float* p, int64_t n, float dr, float scale) {
+  const int64_t nb = whole_blocks(n);
+  k.score_grad(d, p, nb, dr, scale);
+  score_grad_s(d + nb, p + nb, n - nb, dr, scale);
+}
+
+float softmax_xent_row(const Kernels& k, const float* x, float* d, int64_t V, int32_t target, float dloss) {
+  const float m = row_max(k, x, V);
+  // -log p[target] = log(sum) - (x[target] - max), from the logit (read before d, which may alias x).
+  const float shifted_target = x[target] - m;
+  const float sum = exp_sum(k, x, d, V, m);
   const float e_target = d[target];
   const float inv = 1.0f / sum;
+  const int64_t nb = whole_blocks(V);
   k.row_scale(d, d, nb, inv, dloss);
   row_scale_s(d + nb, d + nb, V - nb, inv, dloss);
   d[target] = dloss * (e_target * inv - 1.0f);

@@ -39,6 +39,10 @@ struct Kernels {
   void (*row_exp)(const float* x, float* e, int64_t n, float m, float* acc16);
   // d[j] = dloss * (e[j] * inv) (d may alias e).
   void (*row_scale)(float* d, const float* e, int64_t n, float inv, float dloss);
+  // p[j] = math::exp_nonpos(s[j] - m) * inv (p may alias s): attn_tile::recomputed_p.
+  void (*exp_scale)(const float* s, float* p, int64_t n, float m, float inv);
+  // d[j] = p[j] * (d[j] - dr) * scale, left to right: attn_tile::score_grad(p, d, dr, scale).
+  void (*score_grad)(float* d, const float* p, int64_t n, float dr, float scale);
 };
 
 extern const Kernels kScalar;
@@ -58,5 +62,14 @@ void gelu_backward(const Kernels& k, float* dinp, const float* x, const float* d
 // = log(sum_j exp(x_j - max)) - (x_target - max). d may alias x (x[target] is read before
 // any write). 0 <= target < V.
 float softmax_xent_row(const Kernels& k, const float* x, float* d, int64_t V, int32_t target, float dloss);
+
+// Tiled-attention rows (csrc/kernels/cpu_attention_tiled.cpp), any n, bitwise equal across tables.
+// max over x[0..n) (non-NaN inputs), -inf for n == 0.
+float row_max(const Kernels& k, const float* x, int64_t n);
+// e[j] = math::exp_nonpos(x[j] - m) (e may alias x); returns their sum: lane j % 16 partial sums
+// in increasing j, then the fixed tree lane l += lane l + h for h = 8, 4, 2, 1.
+float exp_sum(const Kernels& k, const float* x, float* e, int64_t n, float m);
+void exp_scale(const Kernels& k, const float* s, float* p, int64_t n, float m, float inv);
+void score_grad(const Kernels& k, float* d, const float* p, int64_t n, float dr, float scale);
 
 }  // namespace zt::cpu_ops::vec

@@ -150,8 +150,22 @@ void row_scale_v(float* d, const float* e, int64_t n, float inv, float dloss) {
 }
 
 template <class V>
+void exp_scale_v(const float* s, float* p, int64_t n, float m, float inv) {
+  const typename V::F mv = V::set1(m), iv = V::set1(inv);
+  for (int64_t i = 0; i < n; i += V::W) V::store(p + i, V::mul(exp_nonpos_v<V>(V::sub(V::load(s + i), mv)), iv));
+}
+
+template <class V>
+void score_grad_v(float* d, const float* p, int64_t n, float dr, float scale) {
+  const typename V::F drv = V::set1(dr), sv = V::set1(scale);
+  for (int64_t i = 0; i < n; i += V::W)
+    V::store(d + i, V::mul(V::mul(V::load(p + i), V::sub(V::load(d + i), drv)), sv));
+}
+
+template <class V>
 constexpr Kernels make_kernels(const char* name) {
-  return Kernels{name, gelu_forward_v<V>, gelu_backward_v<V>, row_max_v<V>, row_exp_v<V>, row_scale_v<V>};
+  return Kernels{name,           gelu_forward_v<V>, gelu_backward_v<V>, row_max_v<V>, row_exp_v<V>, row_scale_v<V>,
+                 exp_scale_v<V>, score_grad_v<V>};
 }
 
 }  // namespace

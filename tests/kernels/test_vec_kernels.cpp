@@ -1,6 +1,6 @@
 // SIMD kernels of csrc/kernels/cpu_vec_kernels.h: every ISA path this CPU supports (and the
 // scalar one) bitwise against the scalar path on tails and odd sizes; exp_nonpos against double
-// exp; the softmax-cross-entropy row against a double reference and against the previous scalar
+// exp; the tiled-attention rows against attn_tile's per-element math; the softmax-cross-entropy row against a double reference and against the previous scalar
 // kernel (glibc expf, one sequential sum); and the ops' dispatch under a forced ZT_CPU_ISA.
 #include <gtest/gtest.h>
 
@@ -15,6 +15,7 @@
 
 #include "../../csrc/kernels/cpu_vec_kernels.h"
 #include "kernel_test_util.h"
+#include "zerotrain/kernels/attention_tile.h"
 #include "zerotrain/kernels/cpu_ops.h"
 #include "zerotrain/kernels/math.h"
 #include "zerotrain/optim/host_optim.h"
@@ -94,6 +95,42 @@ TEST(VecKernels, GeluEveryPathBitwiseEqualsScalar) {
       expect_same(fwd, fwd_ref, "gelu_forward " + what);
       expect_same(inplace, fwd_ref, "gelu_forward in place " + what);
       expect_same(bwd, bwd_ref, "gelu_backward " + what);
+    }
+  }
+}
+
+// The tiled-attention rows are attn_tile's per-element math (the CUDA kernel's), bitwise, on every
+// path; exp_sum's sum is the fixed 16-lane order, the same bits on every path and close to a
+// sequential double sum.
+TEST(VecKernels, AttentionRowsEveryPathBitwiseEqualAttnTileMath) {
+  std::mt19937_64 rng(5);
+  for (int64_t n : kSizes) {
+    const std::vector<float> s = random_floats(rng, n, -40.0f, 8.0f), d0 = random_floats(rng, n, -2.0f, 2.0f);
+    const float m = cpu_ops::vec::row_max(cpu_ops::vec::kScalar, s.data(), n), inv_l = 0.0371f, dr = 0.25f, sc = 0.17f;
+    float mw = -INFINITY;
+    for (float x : s) mw = x > mw ? x : mw;
+    ASSERT_EQ(m, mw) << "row_max n=" << n;
+    std::vector<float> e_ref(s.size()), p_ref(s.size()), g_ref(d0);
+    double sum_want = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      e_ref[j] = attn_tile::unnormalised_p(s[j], m);
+      p_ref[j] = attn_tile::recomputed_p(s[j], m, inv_l);
+      g_ref[j] = attn_tile::score_grad(p_ref[j], d0[j], dr, sc);
+      sum_want += e_ref[j];
+    }
+    const float sum_ref = cpu_ops::vec::exp_sum(cpu_ops::vec::kScalar, s.data(), std::vector<float>(s).data(), n, m);
+    EXPECT_NEAR(sum_ref, sum_want, 1e-6 * (1 + sum_want)) << "n=" << n;
+    for (const Kernels* k : tables()) {
+      const std::string what = std::string(k->name) + " n=" + std::to_string(n);
+      std::vector<float> e(s), p(s.size()), g(d0);
+      EXPECT_EQ(cpu_ops::vec::row_max(*k, s.data(), n), m) << what;
+      const float sum = cpu_ops::vec::exp_sum(*k, e.data(), e.data(), n, m);
+      expect_same({sum}, {sum_ref}, "exp_sum " + what);
+      cpu_ops::vec::exp_scale(*k, s.data(), p.data(), n, m, inv_l);
+      cpu_ops::vec::score_grad(*k, g.data(), p.data(), n, dr, sc);
+      expect_same(e, e_ref, "exp_sum rows " + what);
+      expect_same(p, p_ref, "exp_scale " + what);
+      expect_same(g, g_ref, "score_grad " + what);
     }
   }
 }
