@@ -43,6 +43,18 @@ struct Kernels {
   void (*exp_scale)(const float* s, float* p, int64_t n, float m, float inv);
   // d[j] = p[j] * (d[j] - dr) * scale, left to right: attn_tile::score_grad(p, d, dr, scale).
   void (*score_grad)(float* d, const float* p, int64_t n, float dr, float scale);
+  // LayerNorm rows (cpu_layernorm.cpp, fp32). acc16[j % 16] += x[j] in increasing j.
+  void (*sum16)(const float* x, int64_t n, float* acc16);
+  // acc16[j % 16] += (x[j] - m) * (x[j] - m) in increasing j.
+  void (*sqdev16)(const float* x, int64_t n, float m, float* acc16);
+  // o[j] = (x[j] - m) * rs * w[j] + b[j], left to right (o may alias x).
+  void (*ln_out)(float* o, const float* x, const float* w, const float* b, int64_t n, float m, float rs);
+  // dn = w[j] * dy[j], nr = (x[j] - m) * rs: a16[j % 16] += dn, b16[j % 16] += dn * nr.
+  void (*ln_dsums)(const float* x, const float* dy, const float* w, int64_t n, float m, float rs, float* a16,
+                   float* b16);
+  // dx[j] = dx[j] + math::layernorm_dinp(w[j] * dy[j], (x[j] - m) * rs, dmean, dnmean, rs).
+  void (*ln_dinp)(float* dx, const float* x, const float* dy, const float* w, int64_t n, float m, float rs,
+                  float dmean, float dnmean);
 };
 
 extern const Kernels kScalar;
@@ -71,5 +83,17 @@ float row_max(const Kernels& k, const float* x, int64_t n);
 float exp_sum(const Kernels& k, const float* x, float* e, int64_t n, float m);
 void exp_scale(const Kernels& k, const float* s, float* p, int64_t n, float m, float inv);
 void score_grad(const Kernels& k, float* d, const float* p, int64_t n, float dr, float scale);
+
+// LayerNorm rows, any n, bitwise equal across tables. Sums are the 16 lane partial sums in
+// increasing j followed by the exp_sum tree: a function of the row alone (not of ISA or threads).
+float sum(const Kernels& k, const float* x, int64_t n);
+float sq_dev_sum(const Kernels& k, const float* x, int64_t n, float m);
+void layernorm_out(const Kernels& k, float* o, const float* x, const float* w, const float* b, int64_t n, float m,
+                   float rs);
+// Returns the sums of dn and of dn * nr (see ln_dsums) through dsum and dnsum.
+void layernorm_dsums(const Kernels& k, const float* x, const float* dy, const float* w, int64_t n, float m, float rs,
+                     float* dsum, float* dnsum);
+void layernorm_dinp(const Kernels& k, float* dx, const float* x, const float* dy, const float* w, int64_t n, float m,
+                    float rs, float dmean, float dnmean);
 
 }  // namespace zt::cpu_ops::vec
