@@ -50,43 +50,54 @@ void attention_tiled_forward(const TensorView& out, const TensorView& stats, con
     using T = decltype(tag);
     T* o = static_cast<T*>(out.data);
     const T* x = static_cast<const T*>(qkv.data);
-#pragma omp parallel for schedule(static) if (B * H * T_ * T_ * hs > kParallelGrain)
-    for (int64_t bh = 0; bh < B * H; ++bh) {
-      const int64_t b = bh / H, h = bh % H;
+#pragma omp parallel if (B * H * T_ * T_ * hs > kParallelGrain)
+    {
+      // Per-thread scratch, every element written before it is read for each pair.
       const size_t n_el = static_cast<size_t>(T_ * hs);
       std::vector<float> q(n_el), k(n_el), v(n_el), acc(static_cast<size_t>(tl.q * hs));
       std::vector<float> S(static_cast<size_t>(tl.q * tl.k)), m(tl.q), l(tl.q);
-      load_head(x, b, h, T_, 3 * C, 0, hs, q.data());
-      load_head(x, b, h, T_, 3 * C, C, hs, k.data());
-      load_head(x, b, h, T_, 3 * C, 2 * C, hs, v.data());
-      for (int64_t r0 = 0; r0 < T_; r0 += tl.q) {
-        const int64_t rows = std::min(tl.q, T_ - r0);
-        std::fill(m.begin(), m.end(), -INFINITY);
-        std::fill(l.begin(), l.end(), 0.0f);
-        std::fill(acc.begin(), acc.end(), 0.0f);
-        for (int64_t c0 = 0; c0 < r0 + rows; c0 += tl.k) {
-          const int64_t cols = key_cols(c0, tl.k, r0, rows);
-          mm(false, true, rows, cols, hs, sc, q.data() + r0 * hs, hs, k.data() + c0 * hs, hs, 0.0f, S.data(), cols);
-          for (int64_t r = 0; r < rows; ++r) {
-            float* srow = S.data() + r * cols;
-            const int64_t vis = std::max<int64_t>(0, attn_tile::visible_keys(r0 + r, c0, cols));
-            const float alpha = vis > 0 ? attn_tile::rescale_running_max(m[r], vec::row_max(vk, srow, vis)) : 1.0f;
-            const float sum = vis > 0 ? vec::exp_sum(vk, srow, srow, vis, m[r]) : 0.0f;  // unnormalised_p
-            std::fill(srow + vis, srow + cols, 0.0f);
-            l[r] = alpha * l[r] + sum;
-            if (alpha != 1.0f)
-              for (int64_t i = 0; i < hs; ++i) acc[r * hs + i] *= alpha;
+#pragma omp for schedule(static)
+      for (int64_t bh = 0; bh < B * H; ++bh) {
+        const int64_t b = bh / H, h = bh % H;
+        load_head(x, b, h, T_, 3 * C, 0, hs, q.data());
+        load_head(x, b, h, T_, 3 * C, C, hs, k.data());
+        load_head(x, b, h, T_, 3 * C, 2 * C, hs, v.data());
+        for (int64_t r0 = 0; r0 < T_; r0 += tl.q) {
+          const int64_t rows = std::min(tl.q, T_ - r0);
+          std::fill(m.begin(), m.end(), -INFINITY);
+          std::fill(l.begin(), l.end(), 0.0f);
+          std::fill(acc.begin(), acc.end(), 0.0f);
+          for (int64_t c0 = 0; c0 < r0 + rows; c0 += tl.k) {
+            const int64_t cols = key_cols(c0, tl.k, r0, rows);
+            mm(false, true, rows, cols, hs, sc, q.data() + r0 * hs, hs, k.data() + c0 * hs, hs, 0.0f, S.data(), cols);
+            for (int64_t r = 0; r < rows; ++r) {
+              float* srow = S.data() + r * cols;
+              const int64_t vis = std::max<int64_t>(0, attn_tile::visible_keys(r0 + r, c0, cols));
+              float alpha = 1.0f, sum = 0.0f;
+              if (vis > 0) {
+                // Masked scores become -inf: no effect on the max, exp_nonpos gives exactly +0 and the
+                // lane sums are unchanged by +0, so whole rows run on SIMD with no scalar tail.
+                std::fill(srow + vis, srow + cols, -INFINITY);
+                alpha = attn_tile::rescale_running_max(m[r], vec::row_max(vk, srow, cols));
+                sum = vec::exp_sum(vk, srow, srow, cols, m[r]);  // unnormalised_p
+              } else {
+                std::fill(srow, srow + cols, 0.0f);
+              }
+              l[r] = alpha * l[r] + sum;
+              if (alpha != 1.0f)
+                for (int64_t i = 0; i < hs; ++i) acc[r * hs + i] *= alpha;
+            }
+            mm(false, false, rows, hs, cols, 1.0f, S.data(), cols, v.data() + c0 * hs, hs, 1.0f, acc.data(), hs);
           }
-          mm(false, false, rows, hs, cols, 1.0f, S.data(), cols, v.data() + c0 * hs, hs, 1.0f, acc.data(), hs);
-        }
-        for (int64_t r = 0; r < rows; ++r) {
-          const int64_t t = r0 + r;
-          const float inv = 1.0f / l[r];
-          T* orow = o + (b * T_ + t) * C + h * hs;
-          for (int64_t i = 0; i < hs; ++i) orow[i] = from_f32<T>(acc[r * hs + i] * inv);
-          float* s_row = st + (bh * T_ + t) * attn_tile::kStatsPerRow;
-          s_row[0] = m[r];
-          s_row[1] = l[r];
+          for (int64_t r = 0; r < rows; ++r) {
+            const int64_t t = r0 + r;
+            const float inv = 1.0f / l[r];
+            T* orow = o + (b * T_ + t) * C + h * hs;
+            for (int64_t i = 0; i < hs; ++i) orow[i] = from_f32<T>(acc[r * hs + i] * inv);
+            float* s_row = st + (bh * T_ + t) * attn_tile::kStatsPerRow;
+            s_row[0] = m[r];
+            s_row[1] = l[r];
+          }
         }
       }
     }
@@ -107,52 +118,59 @@ void attention_tiled_backward(const TensorView& dqkv, const TensorView& dout, co
     const T* x = static_cast<const T*>(qkv.data);
     const T* dy = static_cast<const T*>(dout.data);
     const T* y = static_cast<const T*>(out.data);
-#pragma omp parallel for schedule(static) if (B * H * T_ * T_ * hs > kParallelGrain)
-    for (int64_t bh = 0; bh < B * H; ++bh) {
-      const int64_t b = bh / H, h = bh % H;
+#pragma omp parallel if (B * H * T_ * T_ * hs > kParallelGrain)
+    {
+      // Per-thread scratch: dq, dk, dv are zeroed for each pair, the rest written before read.
       const size_t n_el = static_cast<size_t>(T_ * hs), tile = static_cast<size_t>(tl.q * tl.k);
-      std::vector<float> q(n_el), k(n_el), v(n_el), go(n_el), yo(n_el), dq(n_el, 0.0f), dk(n_el, 0.0f),
-          dv(n_el, 0.0f), D(T_), P(tile), dP(tile);
-      load_head(x, b, h, T_, 3 * C, 0, hs, q.data());
-      load_head(x, b, h, T_, 3 * C, C, hs, k.data());
-      load_head(x, b, h, T_, 3 * C, 2 * C, hs, v.data());
-      load_head(dy, b, h, T_, C, 0, hs, go.data());
-      load_head(y, b, h, T_, C, 0, hs, yo.data());
-      for (int64_t t = 0; t < T_; ++t) {  // D_t = dout_t · out_t = Σ_j p_j dp_j
-        float d = 0.0f;
-        for (int64_t i = 0; i < hs; ++i) d += go[t * hs + i] * yo[t * hs + i];
-        D[t] = d;
-      }
-      for (int64_t r0 = 0; r0 < T_; r0 += tl.q) {
-        const int64_t rows = std::min(tl.q, T_ - r0);
-        const float* qB = q.data() + r0 * hs;
-        const float* goB = go.data() + r0 * hs;
-        for (int64_t c0 = 0; c0 < r0 + rows; c0 += tl.k) {
-          const int64_t cols = key_cols(c0, tl.k, r0, rows);
-          mm(false, true, rows, cols, hs, sc, qB, hs, k.data() + c0 * hs, hs, 0.0f, P.data(), cols);
-          for (int64_t r = 0; r < rows; ++r) {
-            const float* s_row = st + (bh * T_ + r0 + r) * attn_tile::kStatsPerRow;
-            const float mr = s_row[0], inv_l = 1.0f / s_row[1];
-            const int64_t vis = std::max<int64_t>(0, attn_tile::visible_keys(r0 + r, c0, cols));
-            float* prow = P.data() + r * cols;
-            vec::exp_scale(vk, prow, prow, vis, mr, inv_l);  // recomputed_p
-            std::fill(prow + vis, prow + cols, 0.0f);
-          }
-          mm(true, false, cols, hs, rows, 1.0f, P.data(), cols, goB, hs, 1.0f, dv.data() + c0 * hs, hs);
-          mm(false, true, rows, cols, hs, 1.0f, goB, hs, v.data() + c0 * hs, hs, 0.0f, dP.data(), cols);
-          for (int64_t r = 0; r < rows; ++r) {
-            const float* prow = P.data() + r * cols;
-            float* drow = dP.data() + r * cols;  // becomes dS (masked entries have p = 0)
-            vec::score_grad(vk, drow, prow, cols, D[r0 + r], sc);
-          }
-          mm(false, false, rows, hs, cols, 1.0f, dP.data(), cols, k.data() + c0 * hs, hs, 1.0f, dq.data() + r0 * hs,
-             hs);
-          mm(true, false, cols, hs, rows, 1.0f, dP.data(), cols, qB, hs, 1.0f, dk.data() + c0 * hs, hs);
+      std::vector<float> q(n_el), k(n_el), v(n_el), go(n_el), yo(n_el), dq(n_el), dk(n_el), dv(n_el), D(T_), P(tile),
+          dP(tile);
+#pragma omp for schedule(static)
+      for (int64_t bh = 0; bh < B * H; ++bh) {
+        const int64_t b = bh / H, h = bh % H;
+        std::fill(dq.begin(), dq.end(), 0.0f);
+        std::fill(dk.begin(), dk.end(), 0.0f);
+        std::fill(dv.begin(), dv.end(), 0.0f);
+        load_head(x, b, h, T_, 3 * C, 0, hs, q.data());
+        load_head(x, b, h, T_, 3 * C, C, hs, k.data());
+        load_head(x, b, h, T_, 3 * C, 2 * C, hs, v.data());
+        load_head(dy, b, h, T_, C, 0, hs, go.data());
+        load_head(y, b, h, T_, C, 0, hs, yo.data());
+        for (int64_t t = 0; t < T_; ++t) {  // D_t = dout_t · out_t = Σ_j p_j dp_j
+          float d = 0.0f;
+          for (int64_t i = 0; i < hs; ++i) d += go[t * hs + i] * yo[t * hs + i];
+          D[t] = d;
         }
+        for (int64_t r0 = 0; r0 < T_; r0 += tl.q) {
+          const int64_t rows = std::min(tl.q, T_ - r0);
+          const float* qB = q.data() + r0 * hs;
+          const float* goB = go.data() + r0 * hs;
+          for (int64_t c0 = 0; c0 < r0 + rows; c0 += tl.k) {
+            const int64_t cols = key_cols(c0, tl.k, r0, rows);
+            mm(false, true, rows, cols, hs, sc, qB, hs, k.data() + c0 * hs, hs, 0.0f, P.data(), cols);
+            for (int64_t r = 0; r < rows; ++r) {
+              const float* s_row = st + (bh * T_ + r0 + r) * attn_tile::kStatsPerRow;
+              const float mr = s_row[0], inv_l = 1.0f / s_row[1];
+              const int64_t vis = std::max<int64_t>(0, attn_tile::visible_keys(r0 + r, c0, cols));
+              float* prow = P.data() + r * cols;
+              std::fill(prow + vis, prow + cols, -INFINITY);   // exp_nonpos(-inf) * inv_l = +0, as masked
+              vec::exp_scale(vk, prow, prow, cols, mr, inv_l);  // recomputed_p
+            }
+            mm(true, false, cols, hs, rows, 1.0f, P.data(), cols, goB, hs, 1.0f, dv.data() + c0 * hs, hs);
+            mm(false, true, rows, cols, hs, 1.0f, goB, hs, v.data() + c0 * hs, hs, 0.0f, dP.data(), cols);
+            for (int64_t r = 0; r < rows; ++r) {
+              const float* prow = P.data() + r * cols;
+              float* drow = dP.data() + r * cols;  // becomes dS (masked entries have p = 0)
+              vec::score_grad(vk, drow, prow, cols, D[r0 + r], sc);
+            }
+            mm(false, false, rows, hs, cols, 1.0f, dP.data(), cols, k.data() + c0 * hs, hs, 1.0f, dq.data() + r0 * hs,
+               hs);
+            mm(true, false, cols, hs, rows, 1.0f, dP.data(), cols, qB, hs, 1.0f, dk.data() + c0 * hs, hs);
+          }
+        }
+        add_head(dx, b, h, T_, 3 * C, 0, hs, dq.data());
+        add_head(dx, b, h, T_, 3 * C, C, hs, dk.data());
+        add_head(dx, b, h, T_, 3 * C, 2 * C, hs, dv.data());
       }
-      add_head(dx, b, h, T_, 3 * C, 0, hs, dq.data());
-      add_head(dx, b, h, T_, 3 * C, C, hs, dk.data());
-      add_head(dx, b, h, T_, 3 * C, 2 * C, hs, dv.data());
     }
   });
 }

@@ -120,6 +120,7 @@ void layernorm_backward(const TensorView& dinp, const TensorView& dweight, const
 
     // dweight, dbias: column blocks in parallel, each column reduced over rows in order.
     const int64_t blocks = (C + kColumnBlock - 1) / kColumnBlock;
+    const vec::Kernels& vk_cols = vec::active();
 #pragma omp parallel for schedule(static) if (N * C > kParallelGrain)
     for (int64_t blk = 0; blk < blocks; ++blk) {
       const int64_t j0 = blk * kColumnBlock;
@@ -130,10 +131,14 @@ void layernorm_backward(const TensorView& dinp, const TensorView& dweight, const
         const T* xr = x + i * C;
         const T* dyr = dy + i * C;
         const float m = mean_p[i], rs = rstd_p[i];
-        for (int64_t j = j0; j < j1; ++j) {
-          float g = to_f32(dyr[j]);
-          acc_w[j - j0] += (to_f32(xr[j]) - m) * rs * g;
-          acc_b[j - j0] += g;
+        if constexpr (std::is_same_v<T, float>) {  // the loop below, one SIMD column block per call
+          vec::layernorm_cols(vk_cols, acc_w, acc_b, xr + j0, dyr + j0, j1 - j0, m, rs);
+        } else {
+          for (int64_t j = j0; j < j1; ++j) {
+            float g = to_f32(dyr[j]);
+            acc_w[j - j0] += (to_f32(xr[j]) - m) * rs * g;
+            acc_b[j - j0] += g;
+          }
         }
       }
       for (int64_t j = j0; j < j1; ++j) {

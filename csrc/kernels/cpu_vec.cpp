@@ -65,6 +65,13 @@ void ln_dinp_s(float* dx, const float* x, const float* dy, const float* w, int64
   for (int64_t i = 0; i < n; ++i) dx[i] = dx[i] + math::layernorm_dinp(w[i] * dy[i], (x[i] - m) * rs, dmean, dnmean, rs);
 }
 
+void ln_cols_s(float* acc_w, float* acc_b, const float* x, const float* dy, int64_t n, float m, float rs) {
+  for (int64_t i = 0; i < n; ++i) {
+    acc_w[i] += (x[i] - m) * rs * dy[i];
+    acc_b[i] += dy[i];
+  }
+}
+
 int64_t whole_blocks(int64_t n) { return n - n % kBlock; }
 
 // The fixed tree over 16 partial sums: lane l += lane l + h for h = 8, 4, 2, 1.
@@ -79,7 +86,7 @@ float reduce16(float* acc) {
 
 const Kernels kScalar{"scalar",    gelu_forward_s, gelu_backward_s, row_max_s, row_exp_s, row_scale_s,
                       exp_scale_s, score_grad_s,   sum16_s,         sqdev16_s, ln_out_s,  ln_dsums_s,
-                      ln_dinp_s};
+                      ln_dinp_s,   ln_cols_s};
 
 const Kernels& active() {
   switch (host_optim::active_isa()) {
@@ -167,6 +174,13 @@ void layernorm_dinp(const Kernels& k, float* dx, const float* x, const float* dy
   const int64_t nb = whole_blocks(n);
   k.ln_dinp(dx, x, dy, w, nb, m, rs, dmean, dnmean);
   ln_dinp_s(dx + nb, x + nb, dy + nb, w + nb, n - nb, m, rs, dmean, dnmean);
+}
+
+void layernorm_cols(const Kernels& k, float* acc_w, float* acc_b, const float* x, const float* dy, int64_t n, float m,
+                    float rs) {
+  const int64_t nb = whole_blocks(n);
+  k.ln_cols(acc_w, acc_b, x, dy, nb, m, rs);
+  ln_cols_s(acc_w + nb, acc_b + nb, x + nb, dy + nb, n - nb, m, rs);
 }
 
 float softmax_xent_row(const Kernels& k, const float* x, float* d, int64_t V, int32_t target, float dloss) {

@@ -55,6 +55,8 @@ struct Kernels {
   // dx[j] = dx[j] + math::layernorm_dinp(w[j] * dy[j], (x[j] - m) * rs, dmean, dnmean, rs).
   void (*ln_dinp)(float* dx, const float* x, const float* dy, const float* w, int64_t n, float m, float rs,
                   float dmean, float dnmean);
+  // One row's share of dweight / dbias: acc_w[j] += (x[j] - m) * rs * dy[j], acc_b[j] += dy[j].
+  void (*ln_cols)(float* acc_w, float* acc_b, const float* x, const float* dy, int64_t n, float m, float rs);
 };
 
 extern const Kernels kScalar;
@@ -95,5 +97,7 @@ void layernorm_dsums(const Kernels& k, const float* x, const float* dy, const fl
                      float* dsum, float* dnsum);
 void layernorm_dinp(const Kernels& k, float* dx, const float* x, const float* dy, const float* w, int64_t n, float m,
                     float rs, float dmean, float dnmean);
+void layernorm_cols(const Kernels& k, float* acc_w, float* acc_b, const float* x, const float* dy, int64_t n, float m,
+                    float rs);
 
 }  // namespace zt::cpu_ops::vec

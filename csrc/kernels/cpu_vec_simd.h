@@ -230,10 +230,20 @@ void ln_dinp_v(float* dx, const float* x, const float* dy, const float* w, int64
 }
 
 template <class V>
+void ln_cols_v(float* acc_w, float* acc_b, const float* x, const float* dy, int64_t n, float m, float rs) {
+  const typename V::F mv = V::set1(m), rv = V::set1(rs);
+  for (int64_t i = 0; i < n; i += V::W) {
+    const typename V::F g = V::load(dy + i);
+    V::store(acc_w + i, V::add(V::load(acc_w + i), V::mul(V::mul(V::sub(V::load(x + i), mv), rv), g)));
+    V::store(acc_b + i, V::add(V::load(acc_b + i), g));
+  }
+}
+
+template <class V>
 constexpr Kernels make_kernels(const char* name) {
   return Kernels{name,           gelu_forward_v<V>, gelu_backward_v<V>, row_max_v<V>, row_exp_v<V>, row_scale_v<V>,
                  exp_scale_v<V>, score_grad_v<V>,   sum16_v<V>,         sqdev16_v<V>, ln_out_v<V>, ln_dsums_v<V>,
-                 ln_dinp_v<V>};
+                 ln_dinp_v<V>,   ln_cols_v<V>};
 }
 
 }  // namespace

@@ -177,6 +177,11 @@ TEST(VecKernels, LayerNormRowsEveryPathBitwiseEqualsScalarAndCloseToDouble) {
       expect_same(o, o_ref, "layernorm_out " + what);
       expect_same(o_in, o_ref, "layernorm_out in place " + what);
       expect_same(dx, dx_ref, "layernorm_dinp " + what);
+      std::vector<float> aw(dx0), ab(b), aw_ref(dx0), ab_ref(b);  // column sums: the old per-element loop
+      for (int64_t j = 0; j < n; ++j) aw_ref[j] += (x[j] - m) * rs * dy[j], ab_ref[j] += dy[j];
+      cpu_ops::vec::layernorm_cols(*k, aw.data(), ab.data(), x.data(), dy.data(), n, m, rs);
+      expect_same(aw, aw_ref, "layernorm_cols dweight " + what);
+      expect_same(ab, ab_ref, "layernorm_cols dbias " + what);
     }
   }
 }
