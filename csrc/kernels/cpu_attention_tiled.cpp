@@ -6,7 +6,8 @@
 // Within a pair, the head's q, k, v (and dout, out in backward) are fp32 [T,hs] rows — read in place
 // from fp32 tensors (row stride 3C or C), widened into per-thread copies for 16-bit ones — and
 // every tile product is an fp32 OpenBLAS sgemm of at most tile_q·tile_k·hs multiply-adds.
-// Memory: per pair O(T·hs) fp32 copies plus one tile_q×tile_k score tile — never T×T.
+// Memory: per thread O(T·hs) fp32 scratch (dq, dk, dv in backward, the widened heads for 16-bit
+// dtypes) plus one tile_q×tile_k score tile — never T×T.
 // Determinism: the tiling depends only on (T, tile_q, tile_k); OpenBLAS never splits K, so every
 // element is summed in the same order for any thread count.
 // Per-row tile math runs on the SIMD rows of cpu_vec_kernels.h (ISA picked at run time), which

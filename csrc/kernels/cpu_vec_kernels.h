@@ -5,10 +5,11 @@
 // or the level forced by ZT_CPU_ISA=scalar|avx2|avx512 (include/zerotrain/optim/host_optim.h).
 //
 // Bitwise contract: every path gives bitwise the same results as the scalar one for non-NaN
-// inputs (NaN in gives NaN out on every path). The SIMD files evaluate math::gelu, gelu_grad and
-// exp_nonpos operation by operation in their evaluation order, without FMA, and the row sums
-// of softmax use the same 16 partial sums and the same reduction tree on every path. So results
-// depend neither on the ISA nor on the thread count.
+// inputs (NaN in gives NaN out on every path). The SIMD files evaluate math::gelu, gelu_grad,
+// exp_nonpos and the attention / LayerNorm element math operation by operation in their
+// evaluation order, without FMA, and every row sum (softmax, attention, LayerNorm) uses the same
+// 16 partial sums and the same reduction tree on every path. So results depend neither on the
+// ISA nor on the thread count.
 //
 // Portability invariant (as in csrc/optim/host_adam_kernels.h): the SIMD files include only this
 // header, <cstdint>, <immintrin.h> and cpu_vec_simd.h, and define nothing with external linkage
