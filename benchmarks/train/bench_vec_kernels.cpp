@@ -1,7 +1,9 @@
 // bench_vec_kernels.cpp — per-kernel time of the SIMD paths of csrc/kernels/cpu_vec_kernels.h on
 // issue 16's shapes (GPT V=256, T=128, C=128, B=8; one thread), each ISA path this CPU supports
 // against the scalar path and, for softmax-cross-entropy, against the previous kernel (glibc
-// expf, one sequential sum; csrc/kernels/cpu_loss.cpp before 1e31992). Median of --reps calls.
+// expf, one sequential sum; csrc/kernels/cpu_loss.cpp before 1e31992); then the CPU ops that
+// run on these paths (tiled attention, LayerNorm, AdamW) under each ZT_CPU_ISA (scalar = the
+// reference loops). Median of --reps calls.
 // Not a test: nothing is asserted. docs/benchmarks.md, section 3.
 #include <algorithm>
 #include <chrono>
@@ -14,6 +16,8 @@
 #include <vector>
 
 #include "../../csrc/kernels/cpu_vec_kernels.h"
+#include "zerotrain/kernels/attention_tile.h"
+#include "zerotrain/kernels/cpu_ops.h"
 #include "zerotrain/optim/host_optim.h"
 
 namespace {
@@ -40,6 +44,51 @@ float old_row(const float* x, float* d, int64_t V, int32_t t, float dloss, float
   const float inv = 1.0f / sum;
   for (int64_t j = 0; j < V; ++j) d[j] = dloss * (e[j] * inv - (j == t ? 1.0f : 0.0f));
   return logf(sum) - (x[t] - m);
+}
+
+// The CPU ops on issue 16's layer shapes, one row per ISA path (forced through ZT_CPU_ISA).
+void bench_ops(int reps, std::mt19937& rng) {
+  using zt::DType;
+  using zt::TensorView;
+  const int64_t B = 8, T = 128, C = 128, H = 4, N = B * T, P = 857088;  // P: about the GPT's parameter count
+  std::uniform_real_distribution<float> u(-1, 1);
+  auto vec_of = [&](int64_t n) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& f : v) f = u(rng);
+    return v;
+  };
+  std::vector<float> qkv = vec_of(N * 3 * C), out(N * C), stats(B * H * T * 2), dout = vec_of(N * C), dqkv(N * 3 * C);
+  std::vector<float> x = vec_of(N * C), w = vec_of(C), b = vec_of(C), y(N * C), mean(N), rstd(N), dx(N * C), dw(C),
+                     db(C);
+  std::vector<float> p = vec_of(P), m = vec_of(P), v = vec_of(P), g = vec_of(P);
+  for (float& f : v) f = f * f;
+  zt::math::AdamParams a{};
+  a.lr = 1e-3f, a.beta1 = 0.9f, a.beta2 = 0.95f, a.eps = 1e-8f, a.weight_decay = 0.1f, a.adam_w_mode = true;
+  a.bias_correction1 = 0.1f, a.bias_correction2 = 0.05f;
+  auto tv = [](std::vector<float>& f) { return TensorView(f.data(), DType::F32, {static_cast<int64_t>(f.size())}); };
+  double base[3] = {0, 0, 0};
+  for (zt::host_optim::Isa isa : {zt::host_optim::Isa::Scalar, zt::host_optim::Isa::Avx2, zt::host_optim::Isa::Avx512}) {
+    if (!zt::host_optim::isa_supported(isa)) continue;
+    setenv("ZT_CPU_ISA", zt::host_optim::isa_name(isa), 1);
+    const double t_att = median_us(reps, [&] {
+      zt::cpu_ops::attention_tiled_forward(tv(out), tv(stats), tv(qkv), B, T, C, H, 0, 0);
+      zt::cpu_ops::attention_tiled_backward(tv(dqkv), tv(dout), tv(qkv), tv(out), tv(stats), B, T, C, H, 0, 0);
+    });
+    const double t_ln = median_us(reps, [&] {
+      zt::cpu_ops::layernorm_forward(tv(y), tv(mean), tv(rstd), tv(x), tv(w), tv(b), 1e-5f);
+      zt::cpu_ops::layernorm_backward(tv(dx), tv(dw), tv(db), tv(dout), tv(x), tv(w), tv(mean), tv(rstd));
+    });
+    const double t_adam =
+        median_us(reps, [&] { zt::cpu_ops::adam_step(tv(p), tv(m), tv(v), tv(g), 1.0f, a, TensorView()); });
+    const double t[3] = {t_att, t_ln, t_adam};
+    const char* names[3] = {"attention_tiled fwd+bwd [8,128,128]", "layernorm fwd+bwd [1024 x 128]",
+                            "adam_step fp32 (857088)"};
+    for (int i = 0; i < 3; ++i) {
+      if (base[i] == 0) base[i] = t[i];
+      std::printf("%-34s %-8s %10.1f %9.2f\n", names[i], zt::host_optim::isa_name(isa), t[i], base[i] / t[i]);
+    }
+  }
+  unsetenv("ZT_CPU_ISA");
 }
 
 }  // namespace
@@ -76,5 +125,6 @@ int main(int argc, char** argv) {
     std::printf("%-34s %-8s %10.1f %9.2f\n", "gelu_forward (4 x 524288)", k->name, f, base_f / f);
     std::printf("%-34s %-8s %10.1f %9.2f\n", "gelu_backward (4 x 524288)", k->name, b, base_b / b);
   }
+  bench_ops(reps, rng);
   return 0;
 }

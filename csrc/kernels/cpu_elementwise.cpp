@@ -16,6 +16,8 @@ constexpr int64_t kColumnBlock = 64;
 
 // Elements per partial sum in squared_norm; partials are added in index order.
 constexpr int64_t kNormChunk = 1 << 15;
+constexpr int64_t kNormLanes = 8;  // independent double sums per chunk (a power of two)
+static_assert(kNormChunk % kNormLanes == 0, "every chunk but the last is whole lanes");
 
 // Elements per task of the fp32 GELU loops (a multiple of vec::kBlock). Elementwise: the split
 // does not change any result.
@@ -186,12 +188,24 @@ void squared_norm(double* out, const TensorView& src) {
 #pragma omp parallel for schedule(static) if (chunks > 1)
     for (int64_t c = 0; c < chunks; ++c) {
       const int64_t i1 = (c + 1) * kNormChunk < n ? (c + 1) * kNormChunk : n;
-      double acc = 0.0;
-      for (int64_t i = c * kNormChunk; i < i1; ++i) {
-        double v = to_f32(x[i]);
-        acc += v * v;
+      // kNormLanes independent sums (element i of the chunk into lane i % kNormLanes), then a
+      // fixed tree: a function of the chunk alone, and no single serial chain of adds.
+      double acc[kNormLanes] = {};
+      const int64_t i0 = c * kNormChunk, whole = i0 + (i1 - i0) / kNormLanes * kNormLanes;
+      for (int64_t i = i0; i < whole; i += kNormLanes) {
+        for (int64_t l = 0; l < kNormLanes; ++l) {
+          const double v = to_f32(x[i + l]);
+          acc[l] += v * v;
+        }
       }
-      partial[static_cast<size_t>(c)] = acc;
+      for (int64_t i = whole; i < i1; ++i) {
+        const double v = to_f32(x[i]);
+        acc[i - whole] += v * v;
+      }
+      for (int64_t h = kNormLanes / 2; h >= 1; h /= 2) {
+        for (int64_t l = 0; l < h; ++l) acc[l] += acc[l + h];
+      }
+      partial[static_cast<size_t>(c)] = acc[0];
     }
   });
   double total = 0.0;

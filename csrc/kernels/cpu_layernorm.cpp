@@ -1,8 +1,13 @@
 // cpu_layernorm.cpp — LayerNorm forward/backward over the last dim on the CPU backend.
 // Row statistics are fp32 (two-pass mean / variance); mean[N] and rstd[N] are saved for backward.
+// fp32 rows run on the SIMD rows of cpu_vec_kernels.h (ISA picked at run time; every row sum in
+// the fixed 16-lane order, so the bits depend neither on the ISA nor on the thread count); 16-bit
+// rows widen element by element and sum sequentially.
+#include <type_traits>
 #include <vector>
 
 #include "cpu_kernels.h"
+#include "cpu_vec_kernels.h"
 
 namespace zt::cpu_ops {
 namespace {
@@ -25,6 +30,19 @@ void layernorm_forward(const TensorView& out, const TensorView& mean, const Tens
     const T* x = static_cast<const T*>(inp.data);
     const T* w = static_cast<const T*>(weight.data);
     const T* b = static_cast<const T*>(bias.data);
+    if constexpr (std::is_same_v<T, float>) {
+      const vec::Kernels& vk = vec::active();
+#pragma omp parallel for schedule(static) if (N * C > kParallelGrain)
+      for (int64_t i = 0; i < N; ++i) {
+        const float* xr = x + i * C;
+        const float m = vec::sum(vk, xr, C) / static_cast<float>(C);
+        const float rs = math::layernorm_rstd(vec::sq_dev_sum(vk, xr, C, m) / static_cast<float>(C), eps);
+        vec::layernorm_out(vk, o + i * C, xr, w, b, C, m, rs);
+        mean_p[i] = m;
+        rstd_p[i] = rs;
+      }
+      return;
+    }
 #pragma omp parallel for schedule(static) if (N * C > kParallelGrain)
     for (int64_t i = 0; i < N; ++i) {
       const T* xr = x + i * C;
@@ -66,30 +84,43 @@ void layernorm_backward(const TensorView& dinp, const TensorView& dweight, const
     const T* w = static_cast<const T*>(weight.data);
 
     // dinp: rows are independent.
+    if constexpr (std::is_same_v<T, float>) {
+      const vec::Kernels& vk = vec::active();
 #pragma omp parallel for schedule(static) if (N * C > kParallelGrain)
-    for (int64_t i = 0; i < N; ++i) {
-      const T* xr = x + i * C;
-      const T* dyr = dy + i * C;
-      const float m = mean_p[i], rs = rstd_p[i];
-      float dnorm_sum = 0.0f, dnorm_n_sum = 0.0f;
-      for (int64_t j = 0; j < C; ++j) {
-        float n = (to_f32(xr[j]) - m) * rs;
-        float dnorm = to_f32(w[j]) * to_f32(dyr[j]);
-        dnorm_sum += dnorm;
-        dnorm_n_sum += dnorm * n;
+      for (int64_t i = 0; i < N; ++i) {
+        const float m = mean_p[i], rs = rstd_p[i];
+        float dsum = 0.0f, dnsum = 0.0f;
+        vec::layernorm_dsums(vk, x + i * C, dy + i * C, w, C, m, rs, &dsum, &dnsum);
+        vec::layernorm_dinp(vk, dx + i * C, x + i * C, dy + i * C, w, C, m, rs, dsum / static_cast<float>(C),
+                            dnsum / static_cast<float>(C));
       }
-      const float dnorm_mean = dnorm_sum / static_cast<float>(C);
-      const float dnorm_n_mean = dnorm_n_sum / static_cast<float>(C);
-      T* dxr = dx + i * C;
-      for (int64_t j = 0; j < C; ++j) {
-        float n = (to_f32(xr[j]) - m) * rs;
-        float dnorm = to_f32(w[j]) * to_f32(dyr[j]);
-        dxr[j] = from_f32<T>(to_f32(dxr[j]) + math::layernorm_dinp(dnorm, n, dnorm_mean, dnorm_n_mean, rs));
+    } else {
+#pragma omp parallel for schedule(static) if (N * C > kParallelGrain)
+      for (int64_t i = 0; i < N; ++i) {
+        const T* xr = x + i * C;
+        const T* dyr = dy + i * C;
+        const float m = mean_p[i], rs = rstd_p[i];
+        float dnorm_sum = 0.0f, dnorm_n_sum = 0.0f;
+        for (int64_t j = 0; j < C; ++j) {
+          float n = (to_f32(xr[j]) - m) * rs;
+          float dnorm = to_f32(w[j]) * to_f32(dyr[j]);
+          dnorm_sum += dnorm;
+          dnorm_n_sum += dnorm * n;
+        }
+        const float dnorm_mean = dnorm_sum / static_cast<float>(C);
+        const float dnorm_n_mean = dnorm_n_sum / static_cast<float>(C);
+        T* dxr = dx + i * C;
+        for (int64_t j = 0; j < C; ++j) {
+          float n = (to_f32(xr[j]) - m) * rs;
+          float dnorm = to_f32(w[j]) * to_f32(dyr[j]);
+          dxr[j] = from_f32<T>(to_f32(dxr[j]) + math::layernorm_dinp(dnorm, n, dnorm_mean, dnorm_n_mean, rs));
+        }
       }
     }
 
     // dweight, dbias: column blocks in parallel, each column reduced over rows in order.
     const int64_t blocks = (C + kColumnBlock - 1) / kColumnBlock;
+    const vec::Kernels& vk_cols = vec::active();
 #pragma omp parallel for schedule(static) if (N * C > kParallelGrain)
     for (int64_t blk = 0; blk < blocks; ++blk) {
       const int64_t j0 = blk * kColumnBlock;
@@ -100,10 +131,14 @@ void layernorm_backward(const TensorView& dinp, const TensorView& dweight, const
         const T* xr = x + i * C;
         const T* dyr = dy + i * C;
         const float m = mean_p[i], rs = rstd_p[i];
-        for (int64_t j = j0; j < j1; ++j) {
-          float g = to_f32(dyr[j]);
-          acc_w[j - j0] += (to_f32(xr[j]) - m) * rs * g;
-          acc_b[j - j0] += g;
+        if constexpr (std::is_same_v<T, float>) {  // the loop below, one SIMD column block per call
+          vec::layernorm_cols(vk_cols, acc_w, acc_b, xr + j0, dyr + j0, j1 - j0, m, rs);
+        } else {
+          for (int64_t j = j0; j < j1; ++j) {
+            float g = to_f32(dyr[j]);
+            acc_w[j - j0] += (to_f32(xr[j]) - m) * rs * g;
+            acc_b[j - j0] += g;
+          }
         }
       }
       for (int64_t j = j0; j < j1; ++j) {

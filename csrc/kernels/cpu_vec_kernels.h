@@ -5,10 +5,11 @@
 // or the level forced by ZT_CPU_ISA=scalar|avx2|avx512 (include/zerotrain/optim/host_optim.h).
 //
 // Bitwise contract: every path gives bitwise the same results as the scalar one for non-NaN
-// inputs (NaN in gives NaN out on every path). The SIMD files evaluate math::gelu, gelu_grad and
-// exp_nonpos operation by operation in their evaluation order, without FMA, and the row sums
-// of softmax use the same 16 partial sums and the same reduction tree on every path. So results
-// depend neither on the ISA nor on the thread count.
+// inputs (NaN in gives NaN out on every path). The SIMD files evaluate math::gelu, gelu_grad,
+// exp_nonpos and the attention / LayerNorm element math operation by operation in their
+// evaluation order, without FMA, and every row sum (softmax, attention, LayerNorm) uses the same
+// 16 partial sums and the same reduction tree on every path. So results depend neither on the
+// ISA nor on the thread count.
 //
 // Portability invariant (as in csrc/optim/host_adam_kernels.h): the SIMD files include only this
 // header, <cstdint>, <immintrin.h> and cpu_vec_simd.h, and define nothing with external linkage
@@ -39,6 +40,24 @@ struct Kernels {
   void (*row_exp)(const float* x, float* e, int64_t n, float m, float* acc16);
   // d[j] = dloss * (e[j] * inv) (d may alias e).
   void (*row_scale)(float* d, const float* e, int64_t n, float inv, float dloss);
+  // p[j] = math::exp_nonpos(s[j] - m) * inv (p may alias s): attn_tile::recomputed_p.
+  void (*exp_scale)(const float* s, float* p, int64_t n, float m, float inv);
+  // d[j] = p[j] * (d[j] - dr) * scale, left to right: attn_tile::score_grad(p, d, dr, scale).
+  void (*score_grad)(float* d, const float* p, int64_t n, float dr, float scale);
+  // LayerNorm rows (cpu_layernorm.cpp, fp32). acc16[j % 16] += x[j] in increasing j.
+  void (*sum16)(const float* x, int64_t n, float* acc16);
+  // acc16[j % 16] += (x[j] - m) * (x[j] - m) in increasing j.
+  void (*sqdev16)(const float* x, int64_t n, float m, float* acc16);
+  // o[j] = (x[j] - m) * rs * w[j] + b[j], left to right (o may alias x).
+  void (*ln_out)(float* o, const float* x, const float* w, const float* b, int64_t n, float m, float rs);
+  // dn = w[j] * dy[j], nr = (x[j] - m) * rs: a16[j % 16] += dn, b16[j % 16] += dn * nr.
+  void (*ln_dsums)(const float* x, const float* dy, const float* w, int64_t n, float m, float rs, float* a16,
+                   float* b16);
+  // dx[j] = dx[j] + math::layernorm_dinp(w[j] * dy[j], (x[j] - m) * rs, dmean, dnmean, rs).
+  void (*ln_dinp)(float* dx, const float* x, const float* dy, const float* w, int64_t n, float m, float rs,
+                  float dmean, float dnmean);
+  // One row's share of dweight / dbias: acc_w[j] += (x[j] - m) * rs * dy[j], acc_b[j] += dy[j].
+  void (*ln_cols)(float* acc_w, float* acc_b, const float* x, const float* dy, int64_t n, float m, float rs);
 };
 
 extern const Kernels kScalar;
@@ -58,5 +77,28 @@ void gelu_backward(const Kernels& k, float* dinp, const float* x, const float* d
 // = log(sum_j exp(x_j - max)) - (x_target - max). d may alias x (x[target] is read before
 // any write). 0 <= target < V.
 float softmax_xent_row(const Kernels& k, const float* x, float* d, int64_t V, int32_t target, float dloss);
+
+// Tiled-attention rows (csrc/kernels/cpu_attention_tiled.cpp), any n, bitwise equal across tables.
+// max over x[0..n) (non-NaN inputs), -inf for n == 0.
+float row_max(const Kernels& k, const float* x, int64_t n);
+// e[j] = math::exp_nonpos(x[j] - m) (e may alias x); returns their sum: lane j % 16 partial sums
+// in increasing j, then the fixed tree lane l += lane l + h for h = 8, 4, 2, 1.
+float exp_sum(const Kernels& k, const float* x, float* e, int64_t n, float m);
+void exp_scale(const Kernels& k, const float* s, float* p, int64_t n, float m, float inv);
+void score_grad(const Kernels& k, float* d, const float* p, int64_t n, float dr, float scale);
+
+// LayerNorm rows, any n, bitwise equal across tables. Sums are the 16 lane partial sums in
+// increasing j followed by the exp_sum tree: a function of the row alone (not of ISA or threads).
+float sum(const Kernels& k, const float* x, int64_t n);
+float sq_dev_sum(const Kernels& k, const float* x, int64_t n, float m);
+void layernorm_out(const Kernels& k, float* o, const float* x, const float* w, const float* b, int64_t n, float m,
+                   float rs);
+// Returns the sums of dn and of dn * nr (see ln_dsums) through dsum and dnsum.
+void layernorm_dsums(const Kernels& k, const float* x, const float* dy, const float* w, int64_t n, float m, float rs,
+                     float* dsum, float* dnsum);
+void layernorm_dinp(const Kernels& k, float* dx, const float* x, const float* dy, const float* w, int64_t n, float m,
+                    float rs, float dmean, float dnmean);
+void layernorm_cols(const Kernels& k, float* acc_w, float* acc_b, const float* x, const float* dy, int64_t n, float m,
+                    float rs);
 
 }  // namespace zt::cpu_ops::vec

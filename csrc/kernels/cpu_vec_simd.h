@@ -150,8 +150,100 @@ void row_scale_v(float* d, const float* e, int64_t n, float inv, float dloss) {
 }
 
 template <class V>
+void exp_scale_v(const float* s, float* p, int64_t n, float m, float inv) {
+  const typename V::F mv = V::set1(m), iv = V::set1(inv);
+  for (int64_t i = 0; i < n; i += V::W) V::store(p + i, V::mul(exp_nonpos_v<V>(V::sub(V::load(s + i), mv)), iv));
+}
+
+template <class V>
+void score_grad_v(float* d, const float* p, int64_t n, float dr, float scale) {
+  const typename V::F drv = V::set1(dr), sv = V::set1(scale);
+  for (int64_t i = 0; i < n; i += V::W)
+    V::store(d + i, V::mul(V::mul(V::load(p + i), V::sub(V::load(d + i), drv)), sv));
+}
+
+// The LayerNorm sums keep their 16 partial sums as acc16 does in row_exp_v.
+template <class V>
+void sum16_v(const float* x, int64_t n, float* acc16) {
+  constexpr int H = kBlock / V::W;
+  typename V::F acc[H];
+  for (int h = 0; h < H; ++h) acc[h] = V::load(acc16 + h * V::W);
+  for (int64_t i = 0; i < n; i += kBlock)
+    for (int h = 0; h < H; ++h) acc[h] = V::add(acc[h], V::load(x + i + h * V::W));
+  for (int h = 0; h < H; ++h) V::store(acc16 + h * V::W, acc[h]);
+}
+
+template <class V>
+void sqdev16_v(const float* x, int64_t n, float m, float* acc16) {
+  constexpr int H = kBlock / V::W;
+  typename V::F acc[H];
+  const typename V::F mv = V::set1(m);
+  for (int h = 0; h < H; ++h) acc[h] = V::load(acc16 + h * V::W);
+  for (int64_t i = 0; i < n; i += kBlock) {
+    for (int h = 0; h < H; ++h) {
+      const typename V::F d = V::sub(V::load(x + i + h * V::W), mv);
+      acc[h] = V::add(acc[h], V::mul(d, d));
+    }
+  }
+  for (int h = 0; h < H; ++h) V::store(acc16 + h * V::W, acc[h]);
+}
+
+template <class V>
+void ln_out_v(float* o, const float* x, const float* w, const float* b, int64_t n, float m, float rs) {
+  const typename V::F mv = V::set1(m), rv = V::set1(rs);
+  for (int64_t i = 0; i < n; i += V::W) {
+    const typename V::F nr = V::mul(V::sub(V::load(x + i), mv), rv);
+    V::store(o + i, V::add(V::mul(nr, V::load(w + i)), V::load(b + i)));
+  }
+}
+
+template <class V>
+void ln_dsums_v(const float* x, const float* dy, const float* w, int64_t n, float m, float rs, float* a16,
+                float* b16) {
+  constexpr int H = kBlock / V::W;
+  typename V::F a[H], b[H];
+  const typename V::F mv = V::set1(m), rv = V::set1(rs);
+  for (int h = 0; h < H; ++h) a[h] = V::load(a16 + h * V::W), b[h] = V::load(b16 + h * V::W);
+  for (int64_t i = 0; i < n; i += kBlock) {
+    for (int h = 0; h < H; ++h) {
+      const int64_t j = i + h * V::W;
+      const typename V::F nr = V::mul(V::sub(V::load(x + j), mv), rv);
+      const typename V::F dn = V::mul(V::load(w + j), V::load(dy + j));
+      a[h] = V::add(a[h], dn);
+      b[h] = V::add(b[h], V::mul(dn, nr));
+    }
+  }
+  for (int h = 0; h < H; ++h) V::store(a16 + h * V::W, a[h]), V::store(b16 + h * V::W, b[h]);
+}
+
+// rstd * ((dnorm - dnorm_mean) - n * dnorm_n_mean), as math::layernorm_dinp evaluates it.
+template <class V>
+void ln_dinp_v(float* dx, const float* x, const float* dy, const float* w, int64_t n, float m, float rs, float dmean,
+               float dnmean) {
+  const typename V::F mv = V::set1(m), rv = V::set1(rs), dm = V::set1(dmean), dnm = V::set1(dnmean);
+  for (int64_t i = 0; i < n; i += V::W) {
+    const typename V::F nr = V::mul(V::sub(V::load(x + i), mv), rv);
+    const typename V::F dn = V::mul(V::load(w + i), V::load(dy + i));
+    const typename V::F g = V::mul(rv, V::sub(V::sub(dn, dm), V::mul(nr, dnm)));
+    V::store(dx + i, V::add(V::load(dx + i), g));
+  }
+}
+
+template <class V>
+void ln_cols_v(float* acc_w, float* acc_b, const float* x, const float* dy, int64_t n, float m, float rs) {
+  const typename V::F mv = V::set1(m), rv = V::set1(rs);
+  for (int64_t i = 0; i < n; i += V::W) {
+    const typename V::F g = V::load(dy + i);
+    V::store(acc_w + i, V::add(V::load(acc_w + i), V::mul(V::mul(V::sub(V::load(x + i), mv), rv), g)));
+    V::store(acc_b + i, V::add(V::load(acc_b + i), g));
+  }
+}
+
+template <class V>
 constexpr Kernels make_kernels(const char* name) {
-  return Kernels{name, gelu_forward_v<V>, gelu_backward_v<V>, row_max_v<V>, row_exp_v<V>, row_scale_v<V>};
+  return Kernels{name,           gelu_forward_v<V>, gelu_backward_v<V>, row_max_v<V>, row_exp_v<V>, row_scale_v<V>,
+                 exp_scale_v<V>, score_grad_v<V>,   sum16_v<V>,         sqdev16_v<V>, ln_out_v<V>, ln_dsums_v<V>,
+                 ln_dinp_v<V>,   ln_cols_v<V>};
 }
 
 }  // namespace

@@ -1,5 +1,8 @@
 // host_adam.cpp — host_optim::adam_step / sgd_step: validation, the thread split, the ISA
 // dispatch and the scalar kernels (which also run every SIMD tail). Baseline x86-64 code.
+#include <omp.h>
+
+#include <algorithm>
 #include <string>
 #include <type_traits>
 
@@ -83,8 +86,12 @@ void for_blocks(HostThreadPool& pool, int64_t n, const Fn& fn) {
 
 }  // namespace
 
-void adam_step(HostThreadPool& pool, Isa isa, const TensorView& p, const TensorView& m, const TensorView& v,
-               const TensorView& g, float grad_scale, const math::AdamParams& a, const TensorView& param_out) {
+namespace {
+
+// Validates the operands (as the header says) and flattens them; isa must be supported.
+detail::AdamArgs adam_args(Isa isa, const TensorView& p, const TensorView& m, const TensorView& v,
+                           const TensorView& g, float grad_scale, const math::AdamParams& a,
+                           const TensorView& param_out) {
   const int64_t n = p.numel();
   check_host(p, "p", n), check_host(m, "m", n), check_host(v, "v", n), check_host(g, "g", n);
   const bool has_out = param_out.data != nullptr;
@@ -94,8 +101,6 @@ void adam_step(HostThreadPool& pool, Isa isa, const TensorView& p, const TensorV
            std::string("host_optim::adam_step: m and v must both be fp32 or both bf16, got ") + dtype_name(m.dtype) +
                " and " + dtype_name(v.dtype));
   ZT_CHECK(isa_supported(isa), std::string("host_optim::adam_step: ISA ") + isa_name(isa) + " not supported by this CPU");
-  if (n == 0) return;
-
   detail::AdamArgs args{};
   args.p = p.data, args.m = m.data, args.v = v.data, args.g = g.data, args.out = has_out ? param_out.data : nullptr;
   args.pt = static_cast<uint8_t>(p.dtype), args.st = static_cast<uint8_t>(m.dtype);
@@ -103,16 +108,42 @@ void adam_step(HostThreadPool& pool, Isa isa, const TensorView& p, const TensorV
   args.grad_scale = grad_scale, args.lr = a.lr, args.beta1 = a.beta1, args.beta2 = a.beta2, args.eps = a.eps;
   args.weight_decay = a.weight_decay, args.bias_correction1 = a.bias_correction1;
   args.bias_correction2 = a.bias_correction2, args.adam_w_mode = a.adam_w_mode;
+  return args;
+}
 
+// Elements [begin, end): whole vectors on the isa's kernel, the rest on the scalar one.
+void adam_range(Isa isa, const detail::AdamArgs& args, int64_t begin, int64_t end) {
   void (*vec)(const detail::AdamArgs&, int64_t, int64_t) = nullptr;
   int64_t width = 1;
   if (isa == Isa::Avx512) vec = detail::adam_avx512, width = detail::kAvx512Width;
   if (isa == Isa::Avx2) vec = detail::adam_avx2, width = detail::kAvx2Width;
-  for_blocks(pool, n, [&](int64_t begin, int64_t end) {
-    const int64_t vec_end = begin + (end - begin) / width * width;
-    if (vec != nullptr && vec_end > begin) vec(args, begin, vec_end);
-    adam_scalar(args, vec != nullptr ? vec_end : begin, end);
-  });
+  const int64_t vec_end = begin + (end - begin) / width * width;
+  if (vec != nullptr && vec_end > begin) vec(args, begin, vec_end);
+  adam_scalar(args, vec != nullptr ? vec_end : begin, end);
+}
+
+}  // namespace
+
+void adam_step(HostThreadPool& pool, Isa isa, const TensorView& p, const TensorView& m, const TensorView& v,
+               const TensorView& g, float grad_scale, const math::AdamParams& a, const TensorView& param_out) {
+  const detail::AdamArgs args = adam_args(isa, p, m, v, g, grad_scale, a, param_out);
+  const int64_t n = p.numel();
+  if (n == 0) return;
+  for_blocks(pool, n, [&](int64_t begin, int64_t end) { adam_range(isa, args, begin, end); });
+}
+
+void adam_step_omp(Isa isa, const TensorView& p, const TensorView& m, const TensorView& v, const TensorView& g,
+                   float grad_scale, const math::AdamParams& a, const TensorView& param_out) {
+  const detail::AdamArgs args = adam_args(isa, p, m, v, g, grad_scale, a, param_out);
+  const int64_t n = p.numel(), blocks = (n + kBlock - 1) / kBlock;
+  if (n == 0) return;
+  // One kBlock-aligned contiguous part per team thread (elementwise: the split changes nothing).
+#pragma omp parallel if (blocks >= 2 * kGrainBlocks)
+  {
+    const int64_t parts = omp_get_num_threads(), k = omp_get_thread_num();
+    const int64_t b0 = blocks * k / parts, b1 = blocks * (k + 1) / parts;
+    adam_range(isa, args, b0 * kBlock, std::min(n, b1 * kBlock));
+  }
 }
 
 // ---- SGD (scalar) -----------------------------------------------------------------------

@@ -1,9 +1,13 @@
 // Tiled (memory-efficient) causal attention against the materialised kernel and a double
 // reference: forward and every input gradient, many T (around the tile edges), heads 1-4, tile
-// sizes that do and do not divide T; finite differences in double; 16-bit tolerances.
+// sizes that do and do not divide T; finite differences in double; 16-bit tolerances; the same
+// bits under every ZT_CPU_ISA.
+#include <cstdlib>
+
 #include "attention_ref.h"
 #include "kernel_test_util.h"
 #include "zerotrain/kernels/attention_tile.h"
+#include "zerotrain/optim/host_optim.h"
 
 namespace zt::test {
 namespace {
@@ -112,6 +116,28 @@ TEST_F(TiledAttentionTest, DeterministicAcrossThreadCounts) {
   set_stream_omp_threads(s(), 1);
   sync();
   EXPECT_EQ(d1.raw(), d3.raw());
+}
+
+// The per-row SIMD paths (ZT_CPU_ISA) leave out, stats and dqkv bitwise as the scalar path does.
+TEST_F(TiledAttentionTest, SameBitsUnderEveryForcedIsa) {
+  const char* before = std::getenv("ZT_CPU_ISA");
+  const std::string saved = before ? before : "";
+  const Case c{2, 77, 32, 2, 16, 24};  // rows of 24 keys: one 16-lane block plus a tail
+  HostTensor qkv = random_tensor(rng_, DType::F32, {c.B, c.T, 3 * c.C}), dout = random_tensor(rng_, DType::F32, {c.B, c.T, c.C});
+  std::vector<std::vector<unsigned char>> ref;
+  for (host_optim::Isa isa : {host_optim::Isa::Scalar, host_optim::Isa::Avx2, host_optim::Isa::Avx512}) {
+    if (!host_optim::isa_supported(isa)) continue;
+    setenv("ZT_CPU_ISA", host_optim::isa_name(isa), 1);
+    HostTensor out(DType::F32, {c.B, c.T, c.C}), stats(DType::F32, {c.B, c.H, c.T, 2}), d(DType::F32, {c.B, c.T, 3 * c.C});
+    ops::attention_tiled_forward(s(), out.view(), stats.view(), qkv.view(), c.B, c.T, c.C, c.H, c.tile_q, c.tile_k);
+    ops::attention_tiled_backward(s(), d.view(), dout.view(), qkv.view(), out.view(), stats.view(), c.B, c.T, c.C, c.H,
+                                  c.tile_q, c.tile_k);
+    sync();
+    const std::vector<std::vector<unsigned char>> got{out.raw(), stats.raw(), d.raw()};
+    if (ref.empty()) ref = got;
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(got[i] == ref[i]) << host_optim::isa_name(isa) << " output " << i;
+  }
+  before ? setenv("ZT_CPU_ISA", saved.c_str(), 1) : unsetenv("ZT_CPU_ISA");
 }
 
 }  // namespace

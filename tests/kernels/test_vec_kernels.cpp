@@ -1,6 +1,7 @@
 // SIMD kernels of csrc/kernels/cpu_vec_kernels.h: every ISA path this CPU supports (and the
 // scalar one) bitwise against the scalar path on tails and odd sizes; exp_nonpos against double
-// exp; the softmax-cross-entropy row against a double reference and against the previous scalar
+// exp; the tiled-attention rows against attn_tile's per-element math; the LayerNorm rows against
+// scalar and double; the softmax-cross-entropy row against a double reference and against the previous scalar
 // kernel (glibc expf, one sequential sum); and the ops' dispatch under a forced ZT_CPU_ISA.
 #include <gtest/gtest.h>
 
@@ -15,6 +16,7 @@
 
 #include "../../csrc/kernels/cpu_vec_kernels.h"
 #include "kernel_test_util.h"
+#include "zerotrain/kernels/attention_tile.h"
 #include "zerotrain/kernels/cpu_ops.h"
 #include "zerotrain/kernels/math.h"
 #include "zerotrain/optim/host_optim.h"
@@ -98,6 +100,92 @@ TEST(VecKernels, GeluEveryPathBitwiseEqualsScalar) {
   }
 }
 
+// The tiled-attention rows are attn_tile's per-element math (the CUDA kernel's), bitwise, on every
+// path; exp_sum's sum is the fixed 16-lane order, the same bits on every path and close to a
+// sequential double sum.
+TEST(VecKernels, AttentionRowsEveryPathBitwiseEqualAttnTileMath) {
+  std::mt19937_64 rng(5);
+  for (int64_t n : kSizes) {
+    const std::vector<float> s = random_floats(rng, n, -40.0f, 8.0f), d0 = random_floats(rng, n, -2.0f, 2.0f);
+    const float m = cpu_ops::vec::row_max(cpu_ops::vec::kScalar, s.data(), n), inv_l = 0.0371f, dr = 0.25f, sc = 0.17f;
+    float mw = -INFINITY;
+    for (float x : s) mw = x > mw ? x : mw;
+    ASSERT_EQ(m, mw) << "row_max n=" << n;
+    std::vector<float> e_ref(s.size()), p_ref(s.size()), g_ref(d0);
+    double sum_want = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      e_ref[j] = attn_tile::unnormalised_p(s[j], m);
+      p_ref[j] = attn_tile::recomputed_p(s[j], m, inv_l);
+      g_ref[j] = attn_tile::score_grad(p_ref[j], d0[j], dr, sc);
+      sum_want += e_ref[j];
+    }
+    const float sum_ref = cpu_ops::vec::exp_sum(cpu_ops::vec::kScalar, s.data(), std::vector<float>(s).data(), n, m);
+    EXPECT_NEAR(sum_ref, sum_want, 1e-6 * (1 + sum_want)) << "n=" << n;
+    for (const Kernels* k : tables()) {
+      const std::string what = std::string(k->name) + " n=" + std::to_string(n);
+      std::vector<float> e(s), p(s.size()), g(d0);
+      EXPECT_EQ(cpu_ops::vec::row_max(*k, s.data(), n), m) << what;
+      const float sum = cpu_ops::vec::exp_sum(*k, e.data(), e.data(), n, m);
+      expect_same({sum}, {sum_ref}, "exp_sum " + what);
+      cpu_ops::vec::exp_scale(*k, s.data(), p.data(), n, m, inv_l);
+      cpu_ops::vec::score_grad(*k, g.data(), p.data(), n, dr, sc);
+      expect_same(e, e_ref, "exp_sum rows " + what);
+      expect_same(p, p_ref, "exp_scale " + what);
+      expect_same(g, g_ref, "score_grad " + what);
+    }
+  }
+}
+
+// LayerNorm rows: every path the scalar path's bits (sums in the 16-lane order), and the scalar
+// path within fp32 rounding of double.
+TEST(VecKernels, LayerNormRowsEveryPathBitwiseEqualsScalarAndCloseToDouble) {
+  std::mt19937_64 rng(13);
+  for (int64_t n : kSizes) {
+    const std::vector<float> x = random_floats(rng, n, -3.0f, 5.0f), dy = random_floats(rng, n, -1.0f, 1.0f);
+    const std::vector<float> w = random_floats(rng, n, 0.5f, 1.5f), b = random_floats(rng, n, -0.5f, 0.5f);
+    const std::vector<float> dx0 = random_floats(rng, n, -1.0f, 1.0f);
+    const Kernels& sk = cpu_ops::vec::kScalar;
+    const float m = 0.75f, rs = 1.3f, dmean = 0.02f, dnmean = -0.04f;
+    const float s_ref = cpu_ops::vec::sum(sk, x.data(), n), q_ref = cpu_ops::vec::sq_dev_sum(sk, x.data(), n, m);
+    float a_ref = 0, b_ref = 0;
+    cpu_ops::vec::layernorm_dsums(sk, x.data(), dy.data(), w.data(), n, m, rs, &a_ref, &b_ref);
+    std::vector<float> o_ref(x.size()), dx_ref(dx0);
+    cpu_ops::vec::layernorm_out(sk, o_ref.data(), x.data(), w.data(), b.data(), n, m, rs);
+    cpu_ops::vec::layernorm_dinp(sk, dx_ref.data(), x.data(), dy.data(), w.data(), n, m, rs, dmean, dnmean);
+    double sd = 0, qd = 0, ad = 0, bd = 0, mag = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      const double d = double(x[j]) - m, nr = d * rs, dn = double(w[j]) * dy[j];
+      sd += x[j], qd += d * d, ad += dn, bd += dn * nr, mag += std::fabs(x[j]) + d * d + std::fabs(dn * nr);
+      EXPECT_NEAR(o_ref[j], nr * w[j] + b[j], 1e-5) << "n=" << n << " j=" << j;
+      EXPECT_NEAR(dx_ref[j], dx0[j] + rs * (dn - dmean - nr * dnmean), 1e-5) << "n=" << n << " j=" << j;
+    }
+    const double tol = 1e-6 * (1 + mag);
+    EXPECT_NEAR(s_ref, sd, tol) << n;
+    EXPECT_NEAR(q_ref, qd, tol) << n;
+    EXPECT_NEAR(a_ref, ad, tol) << n;
+    EXPECT_NEAR(b_ref, bd, tol) << n;
+    for (const Kernels* k : tables()) {
+      const std::string what = std::string(k->name) + " n=" + std::to_string(n);
+      float a = 0, bb = 0;
+      cpu_ops::vec::layernorm_dsums(*k, x.data(), dy.data(), w.data(), n, m, rs, &a, &bb);
+      expect_same({cpu_ops::vec::sum(*k, x.data(), n), cpu_ops::vec::sq_dev_sum(*k, x.data(), n, m), a, bb},
+                  {s_ref, q_ref, a_ref, b_ref}, "layernorm sums " + what);
+      std::vector<float> o(x.size()), o_in(x), dx(dx0);
+      cpu_ops::vec::layernorm_out(*k, o.data(), x.data(), w.data(), b.data(), n, m, rs);
+      cpu_ops::vec::layernorm_out(*k, o_in.data(), o_in.data(), w.data(), b.data(), n, m, rs);
+      cpu_ops::vec::layernorm_dinp(*k, dx.data(), x.data(), dy.data(), w.data(), n, m, rs, dmean, dnmean);
+      expect_same(o, o_ref, "layernorm_out " + what);
+      expect_same(o_in, o_ref, "layernorm_out in place " + what);
+      expect_same(dx, dx_ref, "layernorm_dinp " + what);
+      std::vector<float> aw(dx0), ab(b), aw_ref(dx0), ab_ref(b);  // column sums: the old per-element loop
+      for (int64_t j = 0; j < n; ++j) aw_ref[j] += (x[j] - m) * rs * dy[j], ab_ref[j] += dy[j];
+      cpu_ops::vec::layernorm_cols(*k, aw.data(), ab.data(), x.data(), dy.data(), n, m, rs);
+      expect_same(aw, aw_ref, "layernorm_cols dweight " + what);
+      expect_same(ab, ab_ref, "layernorm_cols dbias " + what);
+    }
+  }
+}
+
 // The kernel before cpu_vec (csrc/kernels/cpu_loss.cpp at b64b1dd): expf and one sequential sum.
 float old_row(const float* x, float* d, int64_t V, int32_t t, float dloss) {
   float m = -INFINITY;
@@ -164,7 +252,7 @@ struct RestoreIsaEnv {
 };
 
 // The ops pick the path from ZT_CPU_ISA; all give the scalar path's bits (fp32 and bf16 logits,
-// an ignored position, a multi-threaded GELU when OMP_NUM_THREADS > 1).
+// an ignored position, a multi-threaded GELU when OMP_NUM_THREADS > 1, LayerNorm both ways).
 TEST(VecKernels, OpsUnderForcedIsaMatchScalar) {
   RestoreIsaEnv restore;
   std::mt19937_64 rng(3);
@@ -175,6 +263,7 @@ TEST(VecKernels, OpsUnderForcedIsaMatchScalar) {
   for (DType dt : {DType::F32, DType::BF16}) {
     HostTensor logits = random_tensor(rng, dt, {N, V}, -5, 5), gx = random_tensor(rng, DType::F32, {n}, -8, 8);
     HostTensor gd = random_tensor(rng, DType::F32, {n});
+    HostTensor lw = random_tensor(rng, dt, {V}, 0.5, 1.5), lb = random_tensor(rng, dt, {V});
     std::vector<std::vector<unsigned char>> ref;
     for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
       if (!host_optim::isa_supported(isa)) continue;
@@ -185,7 +274,13 @@ TEST(VecKernels, OpsUnderForcedIsaMatchScalar) {
       cpu_ops::gelu_forward(gy.view(), gx.view());
       cpu_ops::gelu_backward(gdx.view(), gx.view(), gd.view());
       EXPECT_EQ(losses.get(5), 0.0);
-      const std::vector<std::vector<unsigned char>> got{losses.raw(), dl.raw(), gy.raw(), gdx.raw()};
+      // LayerNorm over rows of 259 (16 blocks + a tail), forward and backward.
+      HostTensor lo(dt, {N, V}), mean(DType::F32, {N}), rstd(DType::F32, {N}), ldx(dt, {N, V}), ldw(dt, {V}), ldb(dt, {V});
+      cpu_ops::layernorm_forward(lo.view(), mean.view(), rstd.view(), logits.view(), lw.view(), lb.view(), 1e-5f);
+      cpu_ops::layernorm_backward(ldx.view(), ldw.view(), ldb.view(), lo.view(), logits.view(), lw.view(), mean.view(),
+                                  rstd.view());
+      const std::vector<std::vector<unsigned char>> got{losses.raw(), dl.raw(), gy.raw(), gdx.raw(), lo.raw(),
+                                                        mean.raw(), rstd.raw(), ldx.raw(), ldw.raw(), ldb.raw()};
       if (ref.empty()) ref = got;
       for (size_t i = 0; i < got.size(); ++i)
         EXPECT_TRUE(got[i] == ref[i]) << host_optim::isa_name(isa) << " output " << i << " dtype " << dtype_name(dt);

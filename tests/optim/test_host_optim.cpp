@@ -2,8 +2,11 @@
 // the CPU backend's kernels (cpu_ops::adam_step / cpu_ops::sgd_step, run synchronously here) —
 // BITWISE equal p, m, v and param_out for all dtype combinations, tail sizes, AdamW/L2, bias
 // correction, thread counts 1-3, special values (NaN, inf, subnormals, rounding ties) and every
-// bf16/fp16 bit pattern. Also the thread pool's partition, ZT_CPU_ISA and OMP_NUM_THREADS.
+// bf16/fp16 bit pattern; the reference is the scalar loop (ZT_CPU_ISA=scalar), and the CPU
+// backend's own step is checked on every ISA and OpenMP thread count. Also the thread pool's
+// partition, ZT_CPU_ISA and OMP_NUM_THREADS.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <atomic>
@@ -70,14 +73,35 @@ math::AdamParams adam_params(bool adamw, int bc_step) {
   return a;
 }
 
+// Restores an environment variable when the test ends.
+class EnvGuard {
+ public:
+  explicit EnvGuard(const char* name) : name_(name) {
+    const char* v = std::getenv(name);
+    had_ = v != nullptr;
+    if (had_) old_ = v;
+  }
+  ~EnvGuard() { had_ ? setenv(name_, old_.c_str(), 1) : unsetenv(name_); }
+ private:
+  const char* name_;
+  bool had_ = false;
+  std::string old_;
+};
+
 struct AdamState { Buf p, m, v, g, out; };
+
+// The reference: cpu_ops::adam_step's scalar loop (ZT_CPU_ISA=scalar), in place on r.
+void scalar_reference(AdamState& r, bool has_out, float grad_scale, const math::AdamParams& a) {
+  EnvGuard guard("ZT_CPU_ISA");
+  setenv("ZT_CPU_ISA", "scalar", 1);
+  cpu_ops::adam_step(r.p.view(), r.m.view(), r.v.view(), r.g.view(), grad_scale, a, has_out ? r.out.view() : TensorView());
+}
 
 // Runs the reference and host_optim::adam_step on copies of `s` and expects identical bytes.
 void expect_adam_bitwise(const AdamState& s, bool has_out, float grad_scale, const math::AdamParams& a, Isa isa,
                          int threads, const std::string& tag) {
   AdamState ref = s, got = s;
-  cpu_ops::adam_step(ref.p.view(), ref.m.view(), ref.v.view(), ref.g.view(), grad_scale, a,
-                     has_out ? ref.out.view() : TensorView());
+  scalar_reference(ref, has_out, grad_scale, a);
   adam_step(pool_of(threads), isa, got.p.view(), got.m.view(), got.v.view(), got.g.view(), grad_scale, a,
             has_out ? got.out.view() : TensorView());
   const std::string where = tag + " isa=" + isa_name(isa) + " threads=" + std::to_string(threads);
@@ -109,6 +133,38 @@ TEST(HostAdam, BitwiseAllPathsDtypesSizesThreads) {
           expect_adam_bitwise(s, has_out, 0.37f, adam_params(adamw, bc_step), isa, threads, tag);
         if (HasFailure()) return;
       }
+    }
+  }
+}
+
+// The CPU backend's own step (cpu_ops::adam_step, which runs host_optim's SIMD AdamW over an
+// OpenMP team unless ZT_CPU_ISA=scalar): every ISA and 1-3 OpenMP threads, sizes below and above
+// the serial threshold, bitwise equal to the scalar loop.
+TEST(HostAdam, CpuBackendStepBitwiseEveryIsaAndOmpThreads) {
+  std::mt19937 rng(99);
+  EnvGuard guard("ZT_CPU_ISA");
+  const int omp_threads = omp_get_max_threads();
+  for (int64_t n : {5, 1000, 40000, 100003}) {
+    for (DType pt : kMaster) for (DType gt : kAny) for (DType ot : kAny) {
+      AdamState s{random_buf(rng, pt, n, -1.0f, 1.0f), random_buf(rng, pt, n, -0.1f, 0.1f),
+                  random_buf(rng, pt, n, 0.0f, 0.01f), random_buf(rng, gt, n, -2.0f, 2.0f), Buf(ot, n)};
+      const math::AdamParams a = adam_params(true, 5);
+      AdamState ref = s;
+      scalar_reference(ref, true, 0.37f, a);
+      for (Isa isa : isas_to_test()) for (int threads : {1, 2, 3}) {
+        AdamState got = s;
+        setenv("ZT_CPU_ISA", isa_name(isa), 1);
+        omp_set_num_threads(threads);
+        cpu_ops::adam_step(got.p.view(), got.m.view(), got.v.view(), got.g.view(), 0.37f, a, got.out.view());
+        const std::string where = " n=" + std::to_string(n) + " p=" + dtype_name(pt) + " g=" + dtype_name(gt) +
+                                  " out=" + dtype_name(ot) + " isa=" + isa_name(isa) + " omp=" + std::to_string(threads);
+        EXPECT_EQ(got.p.bytes, ref.p.bytes) << "p differs:" << where;
+        EXPECT_EQ(got.m.bytes, ref.m.bytes) << "m differs:" << where;
+        EXPECT_EQ(got.v.bytes, ref.v.bytes) << "v differs:" << where;
+        EXPECT_EQ(got.out.bytes, ref.out.bytes) << "out differs:" << where;
+      }
+      omp_set_num_threads(omp_threads);
+      if (HasFailure()) return;
     }
   }
 }
@@ -251,21 +307,6 @@ TEST(HostThreadPool, RethrowsAndRunsNestedInline) {
   });
   EXPECT_EQ(total.load(), 30);
 }
-
-// Restores an environment variable when the test ends.
-class EnvGuard {
- public:
-  explicit EnvGuard(const char* name) : name_(name) {
-    const char* v = std::getenv(name);
-    had_ = v != nullptr;
-    if (had_) old_ = v;
-  }
-  ~EnvGuard() { had_ ? setenv(name_, old_.c_str(), 1) : unsetenv(name_); }
- private:
-  const char* name_;
-  bool had_ = false;
-  std::string old_;
-};
 
 TEST(HostIsa, ForcingAndErrors) {
   EnvGuard guard("ZT_CPU_ISA");

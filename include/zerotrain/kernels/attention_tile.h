@@ -14,6 +14,9 @@
 //    dq_t += ds_j k_j;  dk_j += ds_j q_t.
 // Invariant: key tile 0 holds key 0, visible to every row, so m is finite after the first tile
 // and α = exp(−inf) = 0 happens only on a row's first tile.
+// exp is math::exp_nonpos (every argument is a score minus a running or final row max, <= 0):
+// within 4 ulp of expf, branch-free, and the CPU kernel's SIMD rows (cpu_vec_kernels.h) are
+// bitwise equal to it; the order of the row sum Σ_j p_j is the kernel's own.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -41,16 +44,16 @@ ZT_HD int64_t visible_keys(int64_t t, int64_t c0, int64_t cols) {
 // returns the factor α that rescales the running sum and accumulator, and updates m.
 ZT_HD float rescale_running_max(float& m, float tile_max) {
   const float m_new = fmaxf(m, tile_max);
-  const float alpha = m == -INFINITY ? 0.0f : expf(m - m_new);
+  const float alpha = m == -INFINITY ? 0.0f : math::exp_nonpos(m - m_new);
   m = m_new;
   return alpha;
 }
 
 // Unnormalised probability of a visible score under the running max.
-ZT_HD float unnormalised_p(float s, float m) { return expf(s - m); }
+ZT_HD float unnormalised_p(float s, float m) { return math::exp_nonpos(s - m); }
 
 // Backward: the probability recomputed from the saved statistics.
-ZT_HD float recomputed_p(float s, float m, float inv_l) { return expf(s - m) * inv_l; }
+ZT_HD float recomputed_p(float s, float m, float inv_l) { return math::exp_nonpos(s - m) * inv_l; }
 
 // Backward: the gradient of the scaled score (softmax backward times the score scale).
 ZT_HD float score_grad(float p, float dp, float d_row, float scale) { return p * (dp - d_row) * scale; }

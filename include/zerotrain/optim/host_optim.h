@@ -80,6 +80,12 @@ int default_host_threads();
 void adam_step(HostThreadPool& pool, Isa isa, const TensorView& p, const TensorView& m, const TensorView& v,
                const TensorView& g, float grad_scale, const math::AdamParams& a, const TensorView& param_out);
 
+// The same step split over an OpenMP team instead of a pool (the CPU backend's
+// cpu_ops::adam_step runs its SIMD paths through this): one contiguous 64-element-aligned part
+// per team thread, serial below 32K elements. Same bitwise contract for every thread count.
+void adam_step_omp(Isa isa, const TensorView& p, const TensorView& m, const TensorView& v, const TensorView& g,
+                   float grad_scale, const math::AdamParams& a, const TensorView& param_out);
+
 // SGD with momentum over host pointers, same semantics as zero_ops::sgd_step: p in F32/BF16,
 // momentum (any dtype; ignored when a.momentum == 0), g and param_out (optional) in any dtype.
 void sgd_step(HostThreadPool& pool, const TensorView& p, const TensorView& momentum, const TensorView& g,
