@@ -118,14 +118,9 @@ std::string spelling_in(const Json& doc, const KeyEntry& e) {
 }
 
 void erase_path(Json& doc, const std::string& path) {
-  Json* parent = &doc;
-  size_t start = 0;
-  for (size_t dot = path.find('.'); dot != std::string::npos; start = dot + 1, dot = path.find('.', start)) {
-    const std::string key = path.substr(start, dot - start);
-    if (!parent->is_object() || !parent->contains(key)) return;
-    parent = &(*parent)[key];
-  }
-  if (parent->is_object()) parent->erase(path.substr(start));
+  const size_t dot = path.rfind('.');
+  Json* parent = dot == std::string::npos ? &doc : json_at_path(doc, path.substr(0, dot));
+  if (parent && parent->is_object()) parent->erase(path.substr(dot + 1));  // npos + 1 == 0: the whole path
 }
 
 // Whether the file's value of a "not used" key differs from what resolution gives without it.

@@ -341,8 +341,10 @@ const KeyEntry* find_key_entry(const std::string& path) {
   return nullptr;
 }
 
-const Json* json_at_path(const Json& doc, const std::string& path) {
-  const Json* v = &doc;
+namespace {
+template <typename J>  // Json or const Json
+J* walk_path(J& doc, const std::string& path) {
+  J* v = &doc;
   size_t start = 0;
   for (;;) {
     const size_t dot = path.find('.', start);
@@ -353,6 +355,10 @@ const Json* json_at_path(const Json& doc, const std::string& path) {
     start = dot + 1;
   }
 }
+}  // namespace
+
+Json* json_at_path(Json& doc, const std::string& path) { return walk_path(doc, path); }
+const Json* json_at_path(const Json& doc, const std::string& path) { return walk_path(doc, path); }
 
 Json key_table_json() {
   Json out = Json::array();

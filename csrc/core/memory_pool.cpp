@@ -93,15 +93,11 @@ PoolBuffer MemoryPool::allocate(size_t bytes, MemCategory c, Stream& s, bool zer
       b->ptr = p;
       b->size = size;
       b->category = c;
-      dev_.tracker().on_reserve(c, size);
-      stats_.reserved += size;
-      at(stats_.reserved_by, c) += size;
+      count_reserved(c, size);
       ++stats_.device_allocations;
     } else if (b->category != c) {  // reserved bytes follow the latest lease
-      dev_.tracker().on_unreserve(b->category, size);
-      at(stats_.reserved_by, b->category) -= size;
-      dev_.tracker().on_reserve(c, size);
-      at(stats_.reserved_by, c) += size;
+      uncount_reserved(b->category, size);
+      count_reserved(c, size);
       b->category = c;
     }
     b->leased = true;
@@ -187,6 +183,18 @@ void MemoryPool::release(PoolBlock* b, Stream& s) {
   stats_.cached += b->size;
 }
 
+void MemoryPool::count_reserved(MemCategory c, size_t size) {
+  dev_.tracker().on_reserve(c, size);
+  stats_.reserved += size;
+  at(stats_.reserved_by, c) += size;
+}
+
+void MemoryPool::uncount_reserved(MemCategory c, size_t size) {
+  dev_.tracker().on_unreserve(c, size);
+  stats_.reserved -= size;
+  at(stats_.reserved_by, c) -= size;
+}
+
 size_t MemoryPool::empty_cache() {
   std::lock_guard<std::mutex> lock(mu_);
   return empty_cache_locked();
@@ -199,9 +207,7 @@ size_t MemoryPool::empty_cache_locked() {
       b->freed->synchronize();  // the releasing stream's last use is done
       dev_.raw_free(b->ptr);
       b->ptr = nullptr;
-      dev_.tracker().on_unreserve(b->category, size);
-      stats_.reserved -= size;
-      at(stats_.reserved_by, b->category) -= size;
+      uncount_reserved(b->category, size);
       stats_.cached -= size;
       ++stats_.device_frees;
       freed += size;

@@ -50,5 +50,6 @@ Json key_table_json();
 
 // A value at a dotted path of a JSON object (nullptr when absent).
 const Json* json_at_path(const Json& doc, const std::string& path);
+Json* json_at_path(Json& doc, const std::string& path);
 
 }  // namespace zt

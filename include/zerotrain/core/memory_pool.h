@@ -130,6 +130,9 @@ class MemoryPool {
   void release(PoolBlock* b, Stream& s);
   PoolBlock* take_cached(size_t size, Stream& s, CrossStream cross);  // mu_ held
   void* device_alloc(size_t size, MemCategory c);                      // mu_ held
+  // Reserved bytes of a block under category c, in the tracker and the pool's stats (mu_ held).
+  void count_reserved(MemCategory c, size_t size);
+  void uncount_reserved(MemCategory c, size_t size);
   size_t empty_cache_locked();
 
   Device& dev_;
