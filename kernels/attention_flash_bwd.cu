@@ -97,14 +97,14 @@ __global__ void __launch_bounds__(kThreads) flash_dkdv_kernel(T* dqkv, const T* 
       load_a<D>(kf, Ks + warp * kWarpRows * LD, LD);
       gemm_nt<D, BQ>(st, kf, Qt, LD);
     }
-    const bool need_mask = r0 < c0 + BK - 1 || r0 + BQ > p.T;
+    const bool need_mask = attn_mma::tile_needs_mask(r0, BQ, c0, BK, p.T);
 #pragma unroll
     for (int n = 0; n < BQ / 8; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int qc = 8 * n + attn_mma::frag_c_col(lane, e);
         const int64_t q = r0 + qc, key = key_g + 8 * (e / 2);
-        const bool masked = need_mask && (key > q || q >= p.T);
+        const bool masked = need_mask && attn_mma::score_masked(q, key, p.T);
         st[n][e] = masked ? 0.0f : ex2(st[n][e] * p.scale_log2 - Lt[qc]);
       }
     uint32_t pa[BQ / 16][4];
@@ -201,13 +201,13 @@ __global__ void __launch_bounds__(kThreads) flash_dq_kernel(T* dqkv, const T* do
     gemm_nt<D, BC>(s, qf, Kt, LD);   // S = Q Kᵀ
     gemm_nt<D, BC>(dp, df, Vt, LD);  // dP = dO Vᵀ
     const int64_t c0 = static_cast<int64_t>(j) * BC;
-    const bool need_mask = c0 + BC - 1 > r0 || c0 + BC > p.T;
+    const bool need_mask = attn_mma::tile_needs_mask(r0, BR, c0, BC, p.T);
 #pragma unroll
     for (int n = 0; n < BC / 8; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int64_t key = c0 + 8 * n + attn_mma::frag_c_col(lane, e), row = row_g + 8 * (e / 2);
-        const bool masked = need_mask && (key > row || key >= p.T);
+        const bool masked = need_mask && attn_mma::score_masked(row, key, p.T);
         const float pv = masked ? 0.0f : ex2(s[n][e] * p.scale_log2 - lse[e / 2]);
         s[n][e] = pv * (dp[n][e] - dd[e / 2]) * p.scale;  // dS
       }

@@ -70,7 +70,7 @@ __global__ void __launch_bounds__(kThreads) flash_fwd_kernel(T* out, float* stat
     gemm_nt<D, BC>(s, qf, Kt, LD);
     // Positions within the head in 32 bits (T < 2^31: the [B,T,3C] tensor is indexed in 64 bits).
     const int c0 = j * BC, Ti = static_cast<int>(p.T), rg = static_cast<int>(row_g);
-    const bool need_mask = c0 + BC - 1 > r0 || c0 + BC > Ti;  // diagonal tile or the end of T
+    const bool need_mask = attn_mma::tile_needs_mask(r0, BR, c0, BC, p.T);  // diagonal tile or the end of T
     float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int n = 0; n < BC / 8; ++n)
@@ -78,7 +78,8 @@ __global__ void __launch_bounds__(kThreads) flash_fwd_kernel(T* out, float* stat
       for (int e = 0; e < 4; ++e) {
         const int key = c0 + 8 * n + attn_mma::frag_c_col(lane, e), row = rg + 8 * (e / 2);
         float v = s[n][e] * p.scale_log2;
-        if (need_mask && (key > row || key >= Ti)) v = -INFINITY;
+        // Rows >= T are never stored; keeping them unmasked keeps every row's max finite.
+        if (need_mask && (key > row || key >= Ti)) v = -INFINITY;  // score_masked without the row test
         s[n][e] = v;
         mx[e / 2] = fmaxf(mx[e / 2], v);
       }

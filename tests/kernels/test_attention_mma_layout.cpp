@@ -4,7 +4,8 @@
 // emulation of one warp's ldmatrix.x4 (+ .trans) and mma.sync, driven by the kernels' addressing
 // functions and loop structure (kernels/attention_mma.cuh: load_a, gemm_nt, gemm_nn, acc_to_a),
 // against plain matrix products; (3) the forward's per-warp online softmax on those fragments
-// (quad reductions, diagonal / end-of-T masks) against a double-precision causal attention.
+// (quad reductions, diagonal / end-of-T masks) against a double-precision causal attention;
+// (4) the backward's dK/dV and dQ warp steps (recomputed P from lse₂, masks, dS) likewise.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -83,6 +84,15 @@ TEST(AttentionMmaLayout, FragmentsMatchPtxIsa) {
     for (int r = 0; r < 8; ++r) groups.insert((r * am::smem_stride(D) * 2 / 16) % 8);
     EXPECT_EQ(groups.size(), 8u) << "D " << D;
   }
+  // Masks: a tile needs the per-element test exactly when one of its scores is masked.
+  for (int64_t T : {1, 63, 64, 65, 130})
+    for (int64_t r0 = 0; r0 < T; r0 += 64)
+      for (int64_t c0 = 0; c0 <= r0; c0 += 32) {
+        bool any = false;
+        for (int64_t r = r0; r < r0 + 64; ++r)
+          for (int64_t c = c0; c < c0 + 32; ++c) any = any || am::score_masked(r, c, T);
+        EXPECT_EQ(am::tile_needs_mask(r0, 64, c0, 32, T), any) << "T " << T << " r0 " << r0 << " c0 " << c0;
+      }
   EXPECT_TRUE(am::vector_loads_ok(64, 2304, 256));
   EXPECT_FALSE(am::vector_loads_ok(20, 2304, 256));
   EXPECT_FALSE(am::vector_loads_ok(64, 2300, 256));
@@ -270,7 +280,7 @@ TEST(AttentionMmaLayout, EmulatedForwardWarpMatchesCausalAttention) {
             if (c0 + r < T) kv[r * ld + c] = bf(k[c0 + r][c]), kv[(BC + r) * ld + c] = bf(v[c0 + r][c]);
         std::vector<Acc> s(BC / 8, Acc{});
         gemm(s, qf, kv, 0, ld, D, BC, false);
-        const bool need_mask = c0 + BC - 1 > r0 || c0 + BC > T;
+        const bool need_mask = am::tile_needs_mask(r0, 64, c0, BC, T);
         float mx[32][2];
         for (int lane = 0; lane < 32; ++lane) {
           mx[lane][0] = mx[lane][1] = -INFINITY;
@@ -329,6 +339,141 @@ TEST(AttentionMmaLayout, EmulatedForwardWarpMatchesCausalAttention) {
             EXPECT_NEAR(o[n][lane][e] / lsum, ref, 8e-3) << "T " << T << " row " << row << " col " << col;
           }
         }
+    }
+  }
+}
+
+// ---- (4) the backward's per-warp steps on fragments (attention_flash_bwd.cu) ----
+// dK/dV: a warp owns keys key0..key0+15 and visits query tiles of BQ from its block's first key;
+// dQ: a warp owns queries row0..row0+15 and visits key tiles of BC; P from lse₂ = log2(Σ exp(s − m)) + m·log2e.
+// Both against a double-precision causal attention backward of one head.
+struct Head {
+  int T, D, hs;
+  std::vector<std::vector<float>> q, k, v, dout;
+  std::vector<double> lse2, Dt;  // per query row
+  std::vector<std::vector<double>> dq, dk, dv;
+};
+Head make_head(std::mt19937& rng, int T, int hs) {
+  const int D = am::head_dim(hs);
+  Head h{T, D, hs, {}, {}, {}, {}, {}, {}, {}, {}, {}};
+  auto mat = [&] {
+    std::vector<std::vector<float>> m(T, std::vector<float>(D, 0.0f));
+    for (auto& r : m)
+      for (int c = 0; c < hs; ++c) r[c] = small(rng);
+    return m;
+  };
+  h.q = mat(), h.k = mat(), h.v = mat(), h.dout = mat();
+  const double sc = 1.0 / std::sqrt(double(hs));
+  h.lse2.assign(T, 0), h.Dt.assign(T, 0);
+  h.dq.assign(T, std::vector<double>(D, 0)), h.dk = h.dq, h.dv = h.dq;
+  for (int t = 0; t < T; ++t) {
+    std::vector<double> s(t + 1), P(t + 1), dP(t + 1);
+    double mx = -INFINITY, den = 0;
+    for (int j = 0; j <= t; ++j) {
+      double d = 0;
+      for (int c = 0; c < D; ++c) d += double{h.q[t][c]} * h.k[j][c];
+      mx = std::max(mx, s[j] = d * sc);
+    }
+    for (int j = 0; j <= t; ++j) den += std::exp(s[j] - mx);
+    h.lse2[t] = mx / std::log(2.0) + std::log2(den);
+    std::vector<double> o(D, 0);
+    for (int j = 0; j <= t; ++j) {
+      P[j] = std::exp(s[j] - mx) / den;
+      for (int c = 0; c < D; ++c) o[c] += P[j] * h.v[j][c];
+    }
+    for (int c = 0; c < D; ++c) h.Dt[t] += double{h.dout[t][c]} * o[c];
+    for (int j = 0; j <= t; ++j) {
+      double dpj = 0;
+      for (int c = 0; c < D; ++c) dpj += double{h.dout[t][c]} * h.v[j][c];
+      const double ds = P[j] * (dpj - h.Dt[t]) * sc;
+      for (int c = 0; c < D; ++c) {
+        h.dv[j][c] += P[j] * h.dout[t][c];
+        h.dq[t][c] += ds * h.k[j][c];
+        h.dk[j][c] += ds * h.q[t][c];
+      }
+    }
+  }
+  return h;
+}
+// Rows [t0, t0+R) of m into a zero-filled [R][smem_stride(D)] bf16 tile (zero beyond T).
+Smem tile_of(const std::vector<std::vector<float>>& m, int t0, int R, int D) {
+  const int ld = am::smem_stride(D);
+  Smem sm(static_cast<size_t>(R * ld), 0);
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < D; ++c)
+      if (t0 + r < static_cast<int>(m.size())) sm[r * ld + c] = bf(m[t0 + r][c]);
+  return sm;
+}
+
+TEST(AttentionMmaLayout, EmulatedBackwardWarpsMatchCausalAttention) {
+  std::mt19937 rng(9);
+  for (auto [T, hs] : {std::pair<int, int>{1, 32}, {70, 32}, {130, 64}, {100, 80}}) {
+    const Head h = make_head(rng, T, hs);
+    const int D = h.D, ld = am::smem_stride(D), BQ = D <= 64 ? 64 : 32;  // bwd_cols<D>()
+    const float scale = 1.0f / std::sqrt(float(hs)), scale_log2 = scale * 1.4426950408889634f;
+    // Reference gradients are of the exact softmax; the emulation rounds P and dS to bf16.
+    auto close = [&](double got, double ref, const char* what, int row, int col) {
+      EXPECT_NEAR(got, ref, 2e-2 * (1 + std::fabs(ref))) << what << " T " << T << " hs " << hs << " (" << row << ","
+                                                         << col << ")";
+    };
+    for (int key0 = 0; key0 < T; key0 += 16) {  // dK/dV warp: block c0 = key0 / 64 * 64
+      const int c0 = key0 / 64 * 64, rstart = c0 / BQ * BQ;
+      const Smem kv = tile_of(h.k, key0, 16, D), vv = tile_of(h.v, key0, 16, D);
+      std::vector<Acc> dk(D / 8, Acc{}), dv(D / 8, Acc{});
+      for (int r0 = rstart; r0 < T; r0 += BQ) {
+        const Smem qt = tile_of(h.q, r0, BQ, D), dot = tile_of(h.dout, r0, BQ, D);
+        std::vector<Acc> st(BQ / 8, Acc{}), dpt(BQ / 8, Acc{});
+        gemm(st, load_a(kv, 0, ld, D), qt, 0, ld, D, BQ, false);
+        const bool need_mask = am::tile_needs_mask(r0, BQ, c0, 64, T);
+        for (int lane = 0; lane < 32; ++lane)
+          for (int n = 0; n < BQ / 8; ++n)
+            for (int e = 0; e < 4; ++e) {
+              const int qc = 8 * n + am::frag_c_col(lane, e), qq = r0 + qc, key = key0 + lane / 4 + 8 * (e / 2);
+              const bool masked = need_mask && am::score_masked(qq, key, T);
+              const float l2 = qq < T ? static_cast<float>(h.lse2[qq]) : 0.0f;
+              st[n][lane][e] = masked ? 0.0f : std::exp2(st[n][lane][e] * scale_log2 - l2);
+            }
+        gemm(dv, acc_to_a(st), dot, 0, ld, BQ, D, true);
+        gemm(dpt, load_a(vv, 0, ld, D), dot, 0, ld, D, BQ, false);
+        for (int lane = 0; lane < 32; ++lane)
+          for (int n = 0; n < BQ / 8; ++n)
+            for (int e = 0; e < 4; ++e) {
+              const int qq = r0 + 8 * n + am::frag_c_col(lane, e);
+              const float dd = qq < T ? static_cast<float>(h.Dt[qq]) : 0.0f;
+              dpt[n][lane][e] = st[n][lane][e] * (dpt[n][lane][e] - dd) * scale;
+            }
+        gemm(dk, acc_to_a(dpt), qt, 0, ld, BQ, D, true);
+      }
+      for (int r = 0; r < 16 && key0 + r < T; ++r)
+        for (int c = 0; c < hs; ++c) {
+          close(acc_at(dk, r, c), h.dk[key0 + r][c], "dK", key0 + r, c);
+          close(acc_at(dv, r, c), h.dv[key0 + r][c], "dV", key0 + r, c);
+        }
+    }
+    for (int row0 = 0; row0 < T; row0 += 16) {  // dQ warp: block r0 = row0 / 64 * 64, key tiles of BQ
+      const int r0 = row0 / 64 * 64, last = std::min(T, r0 + 64);
+      const Smem qs = tile_of(h.q, row0, 16, D), ds = tile_of(h.dout, row0, 16, D);
+      std::vector<Acc> dq(D / 8, Acc{});
+      for (int c0 = 0; c0 < last; c0 += BQ) {
+        const Smem kt = tile_of(h.k, c0, BQ, D), vt = tile_of(h.v, c0, BQ, D);
+        std::vector<Acc> s(BQ / 8, Acc{}), dp(BQ / 8, Acc{});
+        gemm(s, load_a(qs, 0, ld, D), kt, 0, ld, D, BQ, false);
+        gemm(dp, load_a(ds, 0, ld, D), vt, 0, ld, D, BQ, false);
+        const bool need_mask = am::tile_needs_mask(r0, 64, c0, BQ, T);
+        for (int lane = 0; lane < 32; ++lane)
+          for (int n = 0; n < BQ / 8; ++n)
+            for (int e = 0; e < 4; ++e) {
+              const int key = c0 + 8 * n + am::frag_c_col(lane, e), row = row0 + lane / 4 + 8 * (e / 2);
+              const bool masked = need_mask && am::score_masked(row, key, T);
+              const float l2 = row < T ? static_cast<float>(h.lse2[row]) : 0.0f;
+              const float dd = row < T ? static_cast<float>(h.Dt[row]) : 0.0f;
+              const float pv = masked ? 0.0f : std::exp2(s[n][lane][e] * scale_log2 - l2);
+              s[n][lane][e] = pv * (dp[n][lane][e] - dd) * scale;
+            }
+        gemm(dq, acc_to_a(s), kt, 0, ld, BQ, D, true);
+      }
+      for (int r = 0; r < 16 && row0 + r < T; ++r)
+        for (int c = 0; c < hs; ++c) close(acc_at(dq, r, c), h.dq[row0 + r][c], "dQ", row0 + r, c);
     }
   }
 }

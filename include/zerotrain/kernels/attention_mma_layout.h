@@ -61,6 +61,16 @@ constexpr int kWarpRows = 16;   // rows of the block tile each warp owns (one m1
 constexpr int kBlockRows = kWarps * kWarpRows;  // 64: query rows (forward, dQ) or key rows (dK/dV)
 constexpr int kBlockCols = 64;  // keys per tile (forward, dQ) or queries per tile (dK/dV)
 
+// ---- masks (causal: key <= query; both < T) ----
+// Score (query row, key) is dropped: a later key, or a key / row past the end of the sequence.
+ZT_HD constexpr bool score_masked(int64_t row, int64_t key, int64_t T) { return key > row || key >= T || row >= T; }
+// Whether any score of the tile (queries [r0, r0+rows), keys [c0, c0+cols)) can be masked: the
+// tile crosses the diagonal (the first query precedes the last key) or runs past T. Tiles where
+// this is false run with no per-element test.
+ZT_HD constexpr bool tile_needs_mask(int64_t r0, int rows, int64_t c0, int cols, int64_t T) {
+  return r0 < c0 + cols - 1 || r0 + rows > T || c0 + cols > T;
+}
+
 // 16-byte (8 element) chunks are used for the global -> shared copies only when every row start is
 // 16-byte aligned: hs and the row strides multiples of 8 elements and the base pointer aligned.
 ZT_HD constexpr bool vector_loads_ok(int64_t hs, int64_t row_stride, uintptr_t base) {
