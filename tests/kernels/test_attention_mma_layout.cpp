@@ -209,7 +209,8 @@ TEST(AttentionMmaLayout, EmulatedWarpGemmsMatchMatrixProducts) {
     // A tile (16 x D) at offset 0, a [N][D] tile ("K": B for gemm_nt) and a [N][D] one read as [k][n].
     Smem sm(static_cast<size_t>((16 + 2 * N) * ld), bf(NAN));  // padding columns poisoned: never read
     const int qa = 0, kb = 16 * ld, vb = (16 + N) * ld;
-    std::vector<std::vector<float>> Q(16, std::vector<float>(D)), K(N, std::vector<float>(D)), V(N, std::vector<float>(D));
+    std::vector<std::vector<float>> Q(16, std::vector<float>(D)), K(N, std::vector<float>(D));
+    std::vector<std::vector<float>> V(N, std::vector<float>(D));
     for (int r = 0; r < 16; ++r)
       for (int c = 0; c < D; ++c) sm[qa + r * ld + c] = bf(Q[r][c] = small(rng));
     for (int r = 0; r < N; ++r)
