@@ -1,7 +1,7 @@
 // attention_tiled.cu — memory-efficient causal attention on the CUDA backend: the tiling scheme
 // and per-tile math of zerotrain/kernels/attention_tile.h (CPU reference:
 // csrc/kernels/cpu_attention_tiled.cpp). bf16 / fp16 run the tensor-core kernels of
-// attention_flash_fwd.cu / attention_flash_bwd.cu (mma.sync, registers-resident softmax); this file
+// attention_flash_fwd.cu / attention_flash_bwd.cu (mma.sync, register-resident softmax); this file
 // holds the launchers and the fp32 kernels (SIMT products, 64-row query tiles, 32-key tiles).
 //
 // fp32 kernels. Tiles: query tiles of kTileQ = 64 rows, key tiles of kSK = 32 rows; the head is
@@ -16,9 +16,9 @@
 // output element is written by exactly one block (no atomics, deterministic), in a different
 // summation order than the CPU (agreement is within fp32 tolerance, not bitwise).
 // D_t = dout_t·out_t is computed first into the stream's scratch (B·H·T floats).
-#include "attention_mma.cuh"
 #include <initializer_list>
 
+#include "attention_mma.cuh"
 #include "cuda_common.cuh"
 #include "zerotrain/kernels/attention_tile.h"
 #include "zerotrain/kernels/cuda_ops.h"
