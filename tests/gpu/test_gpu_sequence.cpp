@@ -1,6 +1,7 @@
 // CUDA vs CPU backend: causal attention, token + position embedding, softmax cross-entropy,
 // MSE — and bitwise repeatability of every deterministic GPU reduction.
 #include "gpu_test_util.h"
+#include "zerotrain/kernels/attention_tile.h"
 
 namespace zt::gputest {
 namespace {
@@ -71,7 +72,9 @@ void GpuSequence::check_tiled_against_cpu(DType dt, const std::vector<TiledCase>
     Dual qkv(*this, *gpu_, dt, {c.B, c.T, 3 * c.C}, uniform(c.B * c.T * 3 * c.C, -2.0f, 2.0f));
     Dual out(*this, *gpu_, dt, {c.B, c.T, c.C}, {});
     Dual stats(*this, *gpu_, DType::F32, {c.B, c.H, c.T, 2}, {});
-    ops::attention_tiled_forward(cs(), out.cpu(), stats.cpu(), qkv.cpu(), c.B, c.T, c.C, c.H, 0, 0);
+    // The CPU reference runs the CUDA kernels' tiles (its own defaults differ).
+    ops::attention_tiled_forward(cs(), out.cpu(), stats.cpu(), qkv.cpu(), c.B, c.T, c.C, c.H, attn_tile::kTileQ,
+                                 attn_tile::kTileK);
     ops::attention_tiled_forward(gs(), out.gpu(), stats.gpu(), qkv.gpu(), c.B, c.T, c.C, c.H, 0, 0);
     sync();
     std::ostringstream sz;
@@ -83,7 +86,8 @@ void GpuSequence::check_tiled_against_cpu(DType dt, const std::vector<TiledCase>
     stats.upload();
     Dual dout(*this, *gpu_, dt, {c.B, c.T, c.C}, uniform(c.B * c.T * c.C));
     Dual dqkv(*this, *gpu_, dt, {c.B, c.T, 3 * c.C}, uniform(c.B * c.T * 3 * c.C, -0.1f, 0.1f));
-    ops::attention_tiled_backward(cs(), dqkv.cpu(), dout.cpu(), qkv.cpu(), out.cpu(), stats.cpu(), c.B, c.T, c.C, c.H, 0, 0);
+    ops::attention_tiled_backward(cs(), dqkv.cpu(), dout.cpu(), qkv.cpu(), out.cpu(), stats.cpu(), c.B, c.T, c.C, c.H,
+                                  attn_tile::kTileQ, attn_tile::kTileK);
     ops::attention_tiled_backward(gs(), dqkv.gpu(), dout.gpu(), qkv.gpu(), out.gpu(), stats.gpu(), c.B, c.T, c.C, c.H, 0, 0);
     sync();
     expect_close(dqkv.gpu_values(), dqkv.cpu_values(), att_tol(dt), att_tol(dt), "tiled dqkv" + sz.str());

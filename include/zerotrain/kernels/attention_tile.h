@@ -27,11 +27,11 @@
 
 namespace zt::attn_tile {
 
-// Default tile sizes (rows). The CUDA kernels are compiled for exactly these (16-bit: 64 x 64 with
+// The CUDA kernels' tile sizes (rows). They are compiled for exactly these (16-bit: 64 x 64 with
 // 4 warps of 16 query rows, attention_mma_layout.h; the backward of heads wider than 64 columns
-// runs 32-row inner tiles, which changes only the summation order); the CPU kernel takes any tile
-// size >= 1 (tests use sizes that do and do not divide T). On the CPU a tile GEMM is at most
-// tile_q·tile_k·hs multiply-adds, under OpenBLAS's single-thread threshold for hs < 128.
+// runs 32-row inner tiles, which changes only the summation order). The CPU kernel takes any tile
+// size >= 1 (tests use sizes that do and do not divide T; the GPU tests pass these to it to run
+// the same tiling) and has its own measured defaults (csrc/kernels/cpu_attention_tiled.cpp).
 constexpr int64_t kTileQ = 64;
 constexpr int64_t kTileK = 64;
 
