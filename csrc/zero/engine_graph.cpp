@@ -87,8 +87,9 @@ bool StepGraphs::run(const GraphSignature& sig, const std::function<void()>& bod
     if (note_) note_(stats_.last_recapture);
     stats_.nodes -= it->graph->nodes();
     ++stats_.recaptures;
-    // The old graph's last launch is ordered before everything after it on compute (the
-    // joins), and cudaGraphExecDestroy waits for a running launch: destroying it here is safe.
+    // Safe to destroy now: an in-flight launch of it is not cut short (cudaGraphExecDestroy
+    // frees an executing graph once it completes), and the new graph is launched after it on
+    // the same stream.
     entries_.erase(it);
   }
   std::unique_ptr<StreamGraph> g = capture(body);
