@@ -24,6 +24,7 @@
 #include "zerotrain/comm/communicator.h"
 #include "zerotrain/comm/mpi_env.h"
 #include "zerotrain/data/dataset.h"
+#include "zerotrain/kernels/cuda_ops.h"
 #include "zerotrain/model/weights_io.h"
 
 namespace zt {
@@ -132,6 +133,7 @@ GraphEligibility graph_eligibility(const TrainRun& run, const TrainArgs& args) {
   g.offload_params = run.engine_opt.offload.params;
   g.timing = run.cfg.wall_clock_breakdown || !args.trace_dir.empty();
   g.comm_log = !args.comm_log.empty() || run.cfg.comms_logger.enabled;
+  g.sync_check = kernels::sync_check_enabled();
   g.warmup_steps = static_cast<int>(std::min<int64_t>(args.cuda_graph_warmup, 1 << 30));
   return g;
 }

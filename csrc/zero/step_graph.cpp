@@ -22,6 +22,8 @@ std::string graph_refusal(const GraphEligibility& g) {
   if (g.comm_log)
     return "--comm-log / comms_logger record every collective on the host, and a graph replay issues them with no "
            "host call";
+  if (g.sync_check)
+    return "ZT_CUDA_SYNC_CHECK=1 synchronises the stream after every op, which a stream capture forbids";
   if (g.warmup_steps < 1)
     return "at least one eager warm-up step is needed before capture (the cuBLAS workspaces and kernel scratch "
            "must be allocated first)";
