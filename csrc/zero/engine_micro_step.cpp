@@ -16,7 +16,10 @@ void ZeroEngine::micro_step(const Batch& batch) {
   const bool boundary = e.micro == gas - 1;
   e.cx.model.set_batch(batch);  // never captured: host checks, then tokens into fixed device buffers
   const auto body = [&] { e.micro_body(boundary); };
-  if (!e.graphs || !e.graphs->run(e.graph_signature(batch, boundary), body)) body();
+  // A timed step (set_timing after enable_cuda_graphs; train refuses the combination) reads
+  // per-unit events on the host: it runs eagerly.
+  const bool graph = e.graphs && !e.timer.times_micro_step(e.micro == 0);
+  if (!graph || !e.graphs->run(e.graph_signature(batch, boundary), body)) body();
   e.micro = boundary ? -1 : e.micro + 1;  // -1: step() must run before the next micro-step
 }
 

@@ -179,8 +179,8 @@ class ZeroEngine {
   // micro-step's device work is captured once per micro-step kind and replayed while its
   // signature holds; `note` gets the one-line capture / re-capture messages. InputError with the
   // reason when this engine's schedule is not static (graph_refusal: CPU backend, stage 3,
-  // offload). The caller also refuses timing and comm logging (it owns those switches). Call at
-  // an accumulation boundary.
+  // offload). A step timed by set_timing runs eagerly; train refuses timing and comm logging
+  // with --cuda-graph outright (it owns those switches). Call at an accumulation boundary.
   void enable_cuda_graphs(int warmup_steps, std::function<void(const std::string&)> note);
   GraphStats graph_stats() const;
 
