@@ -1,7 +1,8 @@
 // bench_gpu_kernels — times the CUDA kernels behind zt::ops at GPT-2-small shapes (bf16) and
 // prints one table: milliseconds per call and achieved TFLOP/s (GEMM, attention) or GB/s
 // (memory-bound ops, bytes = compulsory reads + writes). Compare GB/s with the H200's
-// 4.8 TB/s and TFLOP/s with its 989 dense bf16 (NVIDIA H200 data sheet). Exits 0 without a GPU.
+// 4.8 TB/s and TFLOP/s with its 989 dense bf16 (NVIDIA H200 data sheet): the "% peak" column
+// does (Bench::time). Exits 0 without a GPU.
 //   usage: bench_gpu_kernels [iterations=20]
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +18,8 @@ namespace {
 using namespace zt;
 
 struct Bench {
+  // The "% of peak" column: TFLOP/s / 989 (H200 dense bf16) or GB/s / 4800 (H200 HBM3e).
+  static constexpr double kPeakTflops = 989, kPeakGBs = 4800;
   Bench(Device& d, Stream& st, int n) : dev(d), s(st), iters(n) {}
   Device& dev;
   Stream& s;
@@ -62,8 +65,13 @@ struct Bench {
     e1->synchronize();
     double ms = e1->elapsed_ms_since(*e0) / iters;
     char rate[64] = "";
-    if (flops > 0) std::snprintf(rate, sizeof(rate), "%8.1f TFLOP/s", flops / (ms * 1e-3) / 1e12);
-    else if (bytes > 0) std::snprintf(rate, sizeof(rate), "%8.1f GB/s", bytes / (ms * 1e-3) / 1e9);
+    if (flops > 0) {
+      const double tflops = flops / (ms * 1e-3) / 1e12;
+      std::snprintf(rate, sizeof(rate), "%8.1f TFLOP/s %6.1f%%", tflops, 100.0 * tflops / kPeakTflops);
+    } else if (bytes > 0) {
+      const double gbs = bytes / (ms * 1e-3) / 1e9;
+      std::snprintf(rate, sizeof(rate), "%8.1f GB/s    %6.1f%%", gbs, 100.0 * gbs / kPeakGBs);
+    }
     std::printf("%-26s %-28s %9.3f ms %s\n", name.c_str(), shape.c_str(), ms, rate);
     std::fflush(stdout);
     return ms;
@@ -83,8 +91,9 @@ int main(int argc, char** argv) {
   auto stream = dev->create_stream("bench");
   Bench b(*dev, *stream, iters);
   Stream& s = *stream;
-  std::printf("%s, %d iterations per op, bf16 unless noted\n", dev->description().c_str(), iters);
-  std::printf("%-26s %-28s %12s %s\n", "op", "shape", "time", "rate");
+  std::printf("%s, %d iterations per op, bf16 unless noted; %% of peak: of %.0f TFLOP/s (H200 dense bf16) or %.0f "
+              "GB/s (H200 HBM3e)\n", dev->description().c_str(), iters, Bench::kPeakTflops, Bench::kPeakGBs);
+  std::printf("%-26s %-28s %12s %-16s %7s\n", "op", "shape", "time", "rate", "% peak");
 
   const DType bf = DType::BF16;
   const int64_t B = 8, T = 1024, C = 768, H = 12, V = 50257, N = B * T;
