@@ -51,8 +51,8 @@ struct Bench {
     s.synchronize();
     return keep.back().as<int32_t>();
   }
-  // Runs fn twice to warm up, then `iters` times between two timing events.
-  void time(const std::string& name, const std::string& shape, double bytes, double flops, const std::function<void()>& fn) {
+  // Runs fn twice to warm up, then `iters` times between two timing events; returns ms per call.
+  double time(const std::string& name, const std::string& shape, double bytes, double flops, const std::function<void()>& fn) {
     fn();
     fn();
     auto e0 = dev.create_event(true), e1 = dev.create_event(true);
@@ -66,6 +66,7 @@ struct Bench {
     else if (bytes > 0) std::snprintf(rate, sizeof(rate), "%8.1f GB/s", bytes / (ms * 1e-3) / 1e9);
     std::printf("%-26s %-28s %9.3f ms %s\n", name.c_str(), shape.c_str(), ms, rate);
     std::fflush(stdout);
+    return ms;
   }
 };
 
@@ -92,6 +93,42 @@ int main(int argc, char** argv) {
       TensorView A = b.tensor(bf, {M, K}), Bm = b.tensor(bf, {K, Nn}), Cm = b.tensor(bf, {M, Nn});
       b.time("gemm", std::to_string(M) + "x" + std::to_string(Nn) + "x" + std::to_string(K), 0, 2.0 * M * Nn * K,
              [&] { ops::gemm(s, false, false, M, Nn, K, 1.0f, A, Bm, 0.0f, Cm); });
+    }
+  }
+  {  // Fused linear ops (linear_plan.h: cuBLASLt epilogues) at GPT-2 124M shapes, N = 8·1024 rows.
+    // FLOPs: 2·M·N·K per GEMM; forward is one GEMM, backward two (dW and dinp). % of 989 dense bf16.
+    auto pct = [](double flops, double ms) {
+      std::printf("%-26s %-28s %26.1f%% of 989 TFLOP/s\n", "", "", 100.0 * flops / (ms * 1e-3) / 989e12);
+    };
+    struct Lin { const char* name; int64_t IC, OC; bool gelu; };
+    for (const Lin& l : {Lin{"qkv (C->3C, bias)", C, 3 * C, false}, Lin{"attn proj (C->C, bias)", C, C, false},
+                         Lin{"fc (C->4C, bias+gelu)", C, 4 * C, true}, Lin{"mlp proj (4C->C, bias)", 4 * C, C, false}}) {
+      TensorView x = b.tensor(bf, {N, l.IC}), w = b.tensor(bf, {l.IC, l.OC}), bias = b.tensor(bf, {l.OC});
+      TensorView out = b.tensor(bf, {N, l.OC}), pre = l.gelu ? b.tensor(bf, {N, l.OC}) : TensorView{};
+      TensorView dw = b.tensor(bf, {l.IC, l.OC}), db = b.tensor(bf, {l.OC}), dx = b.tensor(bf, {N, l.IC});
+      // mlp proj's input is gelu(fc): its backward fuses DGELU (gelu_pre = the fc pre-activation).
+      TensorView gpre = l.IC == 4 * C ? b.tensor(bf, {N, l.IC}, -3.0f, 3.0f) : TensorView{};
+      const double f1 = 2.0 * N * l.OC * l.IC;
+      const std::string sh = std::to_string(N) + "x" + std::to_string(l.OC) + "x" + std::to_string(l.IC);
+      pct(f1, b.time(std::string("linear_fwd ") + l.name, sh, 0, f1, [&] {
+        ops::linear_forward(s, out, pre, x, w, bias, N, l.IC, l.OC, false, l.gelu);
+      }));
+      pct(2 * f1, b.time(std::string("linear_bwd ") + l.name, sh + (gpre.data ? " dgelu" : ""), 0, 2 * f1, [&] {
+        ops::linear_backward(s, dx, dw, db, out, x, w, gpre, N, l.IC, l.OC, false);
+      }));
+    }
+    // LM head (tied wte, no bias): logits[N,V] = lnf·wteᵀ, at V = 50257 and padded Vp = 50304
+    // (a multiple of 128: 16-byte-aligned rows; same FLOPs counted over the real V only).
+    for (int64_t Vc : {V, int64_t(50304)}) {
+      TensorView lnf = b.tensor(bf, {N, C}), wte = b.tensor(bf, {Vc, C}), logits = b.tensor(bf, {N, Vc});
+      TensorView dwte = b.tensor(bf, {Vc, C}), dlnf = b.tensor(bf, {N, C});
+      const double f1 = 2.0 * N * V * C;
+      const std::string sh = "N=" + std::to_string(N) + " V=" + std::to_string(Vc) + " C=768";
+      pct(f1, b.time("lm_head fwd gemm", sh, 0, f1, [&] { ops::gemm(s, false, true, N, Vc, C, 1.0f, lnf, wte, 0.0f, logits); }));
+      pct(2 * f1, b.time("lm_head bwd 2 gemms", sh, 0, 2 * f1, [&] {
+        ops::gemm(s, true, false, Vc, C, N, 1.0f, logits, lnf, 1.0f, dwte);
+        ops::gemm(s, false, false, N, C, Vc, 1.0f, logits, wte, 0.0f, dlnf);
+      }));
     }
   }
   {

@@ -39,6 +39,30 @@ ZT_OP(bias_add, (const TensorView& out, const TensorView& bias), (out, bias))
 // dbias[C] += sum over rows of dout[N,C].
 ZT_OP(bias_grad, (const TensorView& dbias, const TensorView& dout), (dbias, dout))
 
+// Fused linear layer (kernels/linear.cu on CUDA: cuBLASLt epilogues where linear_plan.h allows,
+// else GEMM + the bias / GELU kernels). inp[N,IC]; weight stored [IC,OC] (Conv1D, y = inp·W) or,
+// when trans_w, [OC,IC] (nn.Linear, y = inp·Wᵀ); bias[OC], or absent (TensorView{}: no storage) for
+// no bias. All tensors have inp's dtype.
+//  gelu false: out[N,OC] = y = inp·W + bias (overwrites); pre must be absent.
+//  gelu true:  pre[N,OC] = y (overwrites; saved for backward), out[N,OC] = math::gelu(y) (overwrites).
+// The bias enters before the products (CPU: sgemm onto the broadcast bias), so the rounding
+// differs from gemm + bias_add in the last bits.
+ZT_OP(linear_forward,
+      (const TensorView& out, const TensorView& pre, const TensorView& inp, const TensorView& weight,
+       const TensorView& bias, int64_t N, int64_t IC, int64_t OC, bool trans_w, bool gelu),
+      (out, pre, inp, weight, bias, N, IC, OC, trans_w, gelu))
+// Backward of linear_forward without its own GELU (that one is the previous layer's, below):
+//  dweight (weight's layout) += inpᵀ·dout (ACCUMULATES);
+//  dbias[OC] += Σ rows dout (ACCUMULATES; absent: no bias);
+//  dinp[N,IC] = dout·Wᵀ (OVERWRITES; absent: not computed). When gelu_pre[N,IC] is present
+//  (this layer's input was gelu(gelu_pre)), dinp = (dout·Wᵀ) ⊙ math::gelu_grad(gelu_pre) instead
+//  (OVERWRITES): the gradient with respect to gelu_pre.
+ZT_OP(linear_backward,
+      (const TensorView& dinp, const TensorView& dweight, const TensorView& dbias, const TensorView& dout,
+       const TensorView& inp, const TensorView& weight, const TensorView& gelu_pre, int64_t N, int64_t IC,
+       int64_t OC, bool trans_w),
+      (dinp, dweight, dbias, dout, inp, weight, gelu_pre, N, IC, OC, trans_w))
+
 // LayerNorm over the last dim. out[N,C]; mean[N], rstd[N] are fp32 (saved for backward).
 ZT_OP(layernorm_forward,
       (const TensorView& out, const TensorView& mean, const TensorView& rstd, const TensorView& inp,
