@@ -3,6 +3,7 @@
 // runs either as one cublasLtMatmul with an epilogue (BIAS, GELU_AUX[_BIAS], BGRADA/BGRADB,
 // DGELU) or, when linear_plan::select says so, as the unfused fallback: cublasGemmEx (gemm.cu)
 // followed by our bias / GELU kernels. ZT_LINEAR_LT=0 forces the fallback everywhere.
+// Also gemm_ld (the padded LM head, zerotrain/model/vocab_pad.h): cublasGemmEx with explicit lds.
 //
 // Resources (RAII): one cublasLtHandle_t per device (process-lifetime, like stream_resources'
 // cache; its device bytes, if any, recorded as CublasWorkspace outside-tracker memory); a cache
@@ -260,6 +261,21 @@ void linear_backward(Stream& s, const TensorView& dinp, const TensorView& dweigh
   gemm(s, false, !trans_w, N, IC, OC, 1.0f, dout, weight, 0.0f, dx);
   ZT_CUDA_CHECK(cudaMemsetAsync(dinp.data, 0, dinp.nbytes(), native(s)));
   gelu_backward(s, dinp, gelu_pre, dx);
+}
+
+void gemm_ld(Stream& s, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+             const TensorView& A, int64_t lda, const TensorView& B, int64_t ldb, float beta, const TensorView& C,
+             int64_t ldc) {
+  if (M == 0 || N == 0) return;
+  if (K == 0) {  // C = beta C on the M×N block only (the padding columns are not ours to touch)
+    ZT_CHECK(beta == 0.0f || beta == 1.0f, "gemm_ld: K == 0 supports beta 0 or 1 only");
+    if (beta == 0.0f)
+      ZT_CUDA_CHECK(cudaMemset2DAsync(C.data, static_cast<size_t>(ldc) * dtype_size(C.dtype), 0,
+                                      static_cast<size_t>(N) * dtype_size(C.dtype), static_cast<size_t>(M), native(s)));
+    return;
+  }
+  gemm_rowmajor(s, trans_a, trans_b, M, N, K, alpha, A.data, lda, 0, B.data, ldb, 0, A.dtype, beta, C.data, ldc, 0,
+                C.dtype, 1);
 }
 
 }  // namespace zt::cuda_ops

@@ -10,7 +10,8 @@
 //   recompute:   Block keeps only residual[l] per block and one shared set of the block buffers
 //                above, refilled by recomputing block l's forward before its backward; Selective
 //                shares att, atty and fc_gelu (recomputed from qkv and fc) and keeps the rest.
-//   head:        lnf [N,C] + mean/rstd; logits [N,V], which the forward overwrites in place with
+//   head:        lnf [N,C] + mean/rstd; logits [N,Vp] (rows padded to Vp >= V, vocab_pad.h: only the
+//                V real columns are computed or read), which the forward overwrites in place with
 //                softmax − onehot (the unit-dloss logit gradient) after computing losses [N].
 // The head backward scales by dloss/N_t inside the gemms (alpha; N_t = positions whose target is not
 // ignored: PyTorch's mean), so backward is repeatable and fp16 never stores the tiny scaled gradient.
@@ -65,7 +66,7 @@ std::string block_buf_name(const BlockBuf& b, int64_t l) {
 class Gpt final : public ModelBase {
  public:
   Gpt(const GptConfig& cfg, const ModelOptions& opt)
-      : ModelBase(opt, opt.micro_batch * cfg.n_ctx), cfg_(cfg) {
+      : ModelBase(opt, opt.micro_batch * cfg.n_ctx), cfg_(cfg), vocab_(gpt_vocab_layout(cfg, opt)) {
     const int64_t V = cfg.vocab_size, C = cfg.n_embd, L = cfg.n_layer;
     const float std = cfg.init_std;
     const float proj_std = std / std::sqrt(2.0f * static_cast<float>(L));
@@ -290,14 +291,19 @@ class Gpt final : public ModelBase {
   }
 
   void head_forward() {
-    const int64_t C = cfg_.n_embd, V = cfg_.vocab_size, n = N();
+    const int64_t C = cfg_.n_embd, V = cfg_.vocab_size, Vp = vocab_.Vp, n = N();
     const int L = static_cast<int>(cfg_.n_layer);
-    TensorView lnf = act(*lnf_, {n, C}), logits = act(*logits_, {n, V});
+    TensorView lnf = act(*lnf_, {n, C}), logits = act(*logits_, {n, Vp});
     ops::layernorm_forward(stream_, lnf, f32(*lnf_mean_, {n}), f32(*lnf_rstd_, {n}), act(*residual_[L], {n, C}),
                            param(lnf_w_), param(lnf_b_), kLnEps);
-    ops::gemm(stream_, false, true, n, V, C, 1.0f, lnf, param(0), 0.0f, logits);
     // logits become softmax − onehot in place (dloss 1); the real dloss/N is applied in backward.
-    ops::softmax_cross_entropy(stream_, f32(*losses_, {n}), logits, logits, targets_->as<int32_t>(), 1.0f);
+    if (!vocab_.padded()) {
+      ops::gemm(stream_, false, true, n, V, C, 1.0f, lnf, param(0), 0.0f, logits);
+      ops::softmax_cross_entropy(stream_, f32(*losses_, {n}), logits, logits, targets_->as<int32_t>(), 1.0f);
+    } else {  // rows Vp apart, the GEMM and the loss over the V real columns only
+      ops::gemm_ld(stream_, false, true, n, V, C, 1.0f, lnf, C, param(0), C, 0.0f, logits, Vp);
+      ops::softmax_cross_entropy_ld(stream_, f32(*losses_, {n}), logits, logits, targets_->as<int32_t>(), 1.0f, V, Vp);
+    }
     mean_loss(f32(*losses_, {n}), n);
   }
 
@@ -306,9 +312,15 @@ class Gpt final : public ModelBase {
     const int64_t C = cfg_.n_embd, V = cfg_.vocab_size, n = N();
     const int L = static_cast<int>(cfg_.n_layer);
     const float alpha = dloss / loss_divisor();  // mean over the non-ignored positions
-    TensorView dlogits = act(*logits_, {n, V}), dC = act(*dC_, {n, C}), dres = act(*dres_, {n, C});
-    ops::gemm(stream_, true, false, V, C, n, alpha, dlogits, act(*lnf_, {n, C}), 1.0f, grad(0));
-    ops::gemm(stream_, false, false, n, C, V, alpha, dlogits, param(0), 0.0f, dC);
+    const int64_t Vp = vocab_.Vp;
+    TensorView dlogits = act(*logits_, {n, Vp}), dC = act(*dC_, {n, C}), dres = act(*dres_, {n, C});
+    if (!vocab_.padded()) {
+      ops::gemm(stream_, true, false, V, C, n, alpha, dlogits, act(*lnf_, {n, C}), 1.0f, grad(0));
+      ops::gemm(stream_, false, false, n, C, V, alpha, dlogits, param(0), 0.0f, dC);
+    } else {  // dlogits rows are Vp apart; the padding columns are never read
+      ops::gemm_ld(stream_, true, false, V, C, n, alpha, dlogits, Vp, act(*lnf_, {n, C}), C, 1.0f, grad(0), C);
+      ops::gemm_ld(stream_, false, false, n, C, V, alpha, dlogits, Vp, param(0), C, 0.0f, dC, C);
+    }
     zero(dres);
     ops::layernorm_backward(stream_, dres, grad(lnf_w_), grad(lnf_b_), dC, act(*residual_[L], {n, C}), param(lnf_w_),
                             f32(*lnf_mean_, {n}), f32(*lnf_rstd_, {n}));
@@ -318,6 +330,7 @@ class Gpt final : public ModelBase {
   TensorView att_view(const DeviceBuffer& b) const { return f32(b, {B_, cfg_.n_head, T_, T_}); }
 
   GptConfig cfg_;
+  VocabLayout vocab_;  // logits rows: V real columns of Vp stored (gpt_vocab_layout)
   int lnf_w_ = -1, lnf_b_ = -1;
   int64_t B_ = 0, T_ = 0;  // shape of the current batch (set_batch)
   std::map<std::string, DeviceBuffer> bufs_;  // every buffer, by gpt_buffer_plan name
@@ -330,6 +343,11 @@ class Gpt final : public ModelBase {
 };
 
 }  // namespace
+
+VocabLayout gpt_vocab_layout(const GptConfig& c, const ModelOptions& opt) {
+  const int64_t m = opt.vocab_pad > 0 ? opt.vocab_pad : default_vocab_pad(opt.device ? opt.device->kind() : DeviceKind::CPU);
+  return vocab_layout(c.vocab_size, m);
+}
 
 std::vector<BufferSpec> gpt_buffer_plan(const GptConfig& c, const ModelOptions& opt) {
   const int64_t Bm = opt.micro_batch, N = Bm * c.n_ctx, C = c.n_embd, e = static_cast<int64_t>(dtype_size(opt.compute_dtype));
@@ -347,7 +365,7 @@ std::vector<BufferSpec> gpt_buffer_plan(const GptConfig& c, const ModelOptions& 
   out.push_back({"lnf", N * C * e, A});
   out.push_back({"lnf_mean", N * 4, A});
   out.push_back({"lnf_rstd", N * 4, A});
-  out.push_back({"logits", N * c.vocab_size * e, A});
+  out.push_back({"logits", N * gpt_vocab_layout(c, opt).Vp * e, A});  // padded rows (vocab_pad.h)
   out.push_back({"losses", N * 4, A});
   for (const char* w : {"ws.proj", "ws.dres", "ws.dC"}) out.push_back({w, N * C * e, W});
   out.push_back({"ws.dqkv", 3 * N * C * e, W});

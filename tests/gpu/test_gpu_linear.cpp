@@ -2,7 +2,7 @@
 // CUDA paths — aligned bf16/fp16 shapes take cuBLASLt epilogues (linear_plan::select says so, and
 // the test asserts it), odd or misaligned shapes and fp32 take the unfused fallback — both weight
 // layouts, with and without bias / GELU. Plus: the GELU epilogue is the tanh approximation
-// (math::gelu), and the fused backward is deterministic.
+// (math::gelu), the fused backward is deterministic, and the padded LM head's strided ops agree.
 #include <cstdint>
 
 #include "gpu_test_util.h"
@@ -140,6 +140,40 @@ TEST_P(GpuLinear, BackwardIsDeterministic) {
     runs[2].push_back(dx.gpu_raw());
   }
   for (auto& r : runs) EXPECT_EQ(r[0], r[1]) << tag(dt);
+}
+
+// The padded LM head's strided ops (vocab_pad.h): GPU vs CPU, padding columns untouched.
+TEST_P(GpuLinear, PaddedHeadOpsMatchCpu) {
+  const DType dt = GetParam();
+  const int64_t N = 64, C = 96, V = 1000, Vp = 1024;
+  Dual lnf(*this, *gpu_, dt, {N, C}, uniform(N * C)), wte(*this, *gpu_, dt, {V, C}, uniform(V * C));
+  Dual logits(*this, *gpu_, dt, {N, Vp}, uniform(N * Vp, 7.0f, 7.5f));  // padding: recognisable values
+  const std::vector<float> before = logits.cpu_values();
+  std::vector<int32_t> t(N);
+  for (int64_t i = 0; i < N; ++i) t[i] = static_cast<int32_t>((i * 37) % V);
+  t[5] = -1;
+  DualInts targets(*this, *gpu_, t);
+  Dual losses(*this, *gpu_, DType::F32, {N}, std::vector<float>(N, 0.0f));
+  Dual dwte(*this, *gpu_, dt, {V, C}, uniform(V * C)), dC(*this, *gpu_, dt, {N, C}, uniform(N * C));
+  for (int side = 0; side < 2; ++side) {
+    Stream& st = side ? gs() : cs();
+    auto v = [&](Dual& d) { return side ? d.gpu() : d.cpu(); };
+    ops::gemm_ld(st, false, true, N, V, C, 1.0f, v(lnf), C, v(wte), C, 0.0f, v(logits), Vp);
+    ops::softmax_cross_entropy_ld(st, v(losses), v(logits), v(logits), side ? targets.gpu() : targets.cpu(), 1.0f, V,
+                                  Vp);
+    ops::gemm_ld(st, true, false, V, C, N, 0.5f, v(logits), Vp, v(lnf), C, 1.0f, v(dwte), C);
+    ops::gemm_ld(st, false, false, N, C, V, 0.5f, v(logits), Vp, v(wte), C, 0.0f, v(dC), C);
+  }
+  sync();
+  expect_close(losses.gpu_values(), losses.cpu_values(), tol(dt), tol(dt, 1e-5), "padded head losses" + tag(dt));
+  const std::vector<float> g = logits.gpu_values(), c = logits.cpu_values();
+  expect_close(g, c, 2 * tol(dt), tol(dt, 1e-5), "padded head dlogits" + tag(dt));
+  int touched = 0;
+  for (int64_t i = 0; i < N; ++i)
+    for (int64_t j = V; j < Vp; ++j) touched += (g[i * Vp + j] != before[i * Vp + j]) + (c[i * Vp + j] != before[i * Vp + j]);
+  EXPECT_EQ(touched, 0) << "padding columns were written" << tag(dt);
+  expect_close(dwte.gpu_values(), dwte.cpu_values(), 2 * tol(dt), tol(dt, 1e-5 * std::sqrt(double(N))), "dwte" + tag(dt));
+  expect_close(dC.gpu_values(), dC.cpu_values(), 2 * tol(dt), tol(dt, 1e-5 * std::sqrt(double(V))), "dC" + tag(dt));
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, GpuLinear, ::testing::Values(DType::F32, DType::BF16, DType::F16),

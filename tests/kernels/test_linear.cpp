@@ -161,6 +161,65 @@ TEST_P(LinearTest, BackwardWithoutBiasOrDinp) {
   EXPECT_TRUE(bitwise_equal(dw, dw0));
 }
 
+// gemm_ld (the padded LM head): equal to gemm on the packed operands, bitwise, for every
+// transpose; elements of C past its N columns keep their values (never written).
+TEST_P(LinearTest, GemmLdMatchesGemmAndLeavesPaddingAlone) {
+  const DType dt = GetParam();
+  const int64_t M = 13, N = 11, K = 9, pad = 5;
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      for (float beta : {0.0f, 1.0f}) {
+        const int64_t ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
+        HostTensor A = random_tensor(rng_, dt, {ar, ac}), B = random_tensor(rng_, dt, {br, bc});
+        HostTensor C = random_tensor(rng_, dt, {M, N});
+        HostTensor Ap(dt, {ar, ac + pad}), Bp(dt, {br, bc + 3}), Cp = random_tensor(rng_, dt, {M, N + pad});
+        const auto av = A.values(), bv = B.values(), cv = C.values();
+        for (int64_t i = 0; i < ar; ++i)
+          for (int64_t j = 0; j < ac + pad; ++j) Ap.set(i * (ac + pad) + j, j < ac ? av[i * ac + j] : 1e30);
+        for (int64_t i = 0; i < br; ++i)
+          for (int64_t j = 0; j < bc + 3; ++j) Bp.set(i * (bc + 3) + j, j < bc ? bv[i * bc + j] : 1e30);
+        for (int64_t i = 0; i < M; ++i)
+          for (int64_t j = 0; j < N; ++j) Cp.set(i * (N + pad) + j, cv[i * N + j]);
+        const auto cp_before = Cp.values();
+        ops::gemm(s(), ta, tb, M, N, K, 0.5f, A.view(), B.view(), beta, C.view());
+        ops::gemm_ld(s(), ta, tb, M, N, K, 0.5f, Ap.view(), ac + pad, Bp.view(), bc + 3, beta, Cp.view(), N + pad);
+        sync();
+        const auto got = Cp.values(), want = C.values();
+        int bad = 0;
+        for (int64_t i = 0; i < M; ++i)
+          for (int64_t j = 0; j < N + pad; ++j) {
+            const double g = got[i * (N + pad) + j], w = j < N ? want[i * N + j] : cp_before[i * (N + pad) + j];
+            bad += g != w;
+          }
+        EXPECT_EQ(bad, 0) << "gemm_ld ta=" << ta << " tb=" << tb << " beta=" << beta << dt_tag(dt);
+      }
+    }
+  }
+}
+
+// softmax_cross_entropy_ld over rows V of ld: the same losses and gradients as the packed op,
+// bitwise; padding columns (set to huge values) are neither read nor written.
+TEST_P(LinearTest, SoftmaxCrossEntropyLdMatchesPacked) {
+  const DType dt = GetParam();
+  const int64_t N = 7, V = 37, ld = 48;
+  HostTensor x = random_tensor(rng_, dt, {N, V}, -4.0, 4.0), xp(dt, {N, ld});
+  const auto xv = x.values();
+  for (int64_t i = 0; i < N; ++i)
+    for (int64_t j = 0; j < ld; ++j) xp.set(i * ld + j, j < V ? xv[i * V + j] : 3e4);
+  std::vector<int32_t> targets = {0, 36, 5, -1, 12, 20, 1};
+  const auto xp_before = xp.values();
+  HostTensor l0(DType::F32, {N}), l1(DType::F32, {N});
+  ops::softmax_cross_entropy(s(), l0.view(), x.view(), x.view(), targets.data(), 0.25f);
+  ops::softmax_cross_entropy_ld(s(), l1.view(), xp.view(), xp.view(), targets.data(), 0.25f, V, ld);
+  sync();
+  EXPECT_EQ(l0.values(), l1.values()) << dt_tag(dt);
+  const auto d0 = x.values(), d1 = xp.values();
+  int bad = 0;
+  for (int64_t i = 0; i < N; ++i)
+    for (int64_t j = 0; j < ld; ++j) bad += d1[i * ld + j] != (j < V ? d0[i * V + j] : xp_before[i * ld + j]);
+  EXPECT_EQ(bad, 0) << dt_tag(dt);
+}
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, LinearTest, ::testing::ValuesIn(kAllDtypes));
 
 class LinearDeathTest : public KernelTest {
