@@ -2,7 +2,8 @@
 // Each GEMM is described column-major by linear_plan.h (the mapping is written down there) and
 // runs either as one cublasLtMatmul with an epilogue (BIAS, GELU_AUX[_BIAS], BGRADA/BGRADB,
 // DGELU) or, when linear_plan::select says so, as the unfused fallback: cublasGemmEx (gemm.cu)
-// followed by our bias / GELU kernels. ZT_LINEAR_LT=0 forces the fallback everywhere.
+// followed by our bias / GELU kernels. ZT_LINEAR_LT=0 forces the fallback everywhere;
+// ZT_LINEAR_LOG=1 prints each GEMM shape's path once to stderr (for the device check's logs).
 // Also gemm_ld (the padded LM head, zerotrain/model/vocab_pad.h): cublasGemmEx with explicit lds.
 //
 // Resources (RAII): one cublasLtHandle_t per device (process-lifetime, like stream_resources'
@@ -13,7 +14,9 @@
 // dbias ACCUMULATES, so the epilogue writes into the stream's scratch and accumulate() adds it.
 #include <cublasLt.h>
 
+#include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -156,6 +159,8 @@ Plan& plan_for(int device, DType dt, const linear_plan::Gemm& g, Epilogue e, siz
   return *slot;
 }
 
+void log_path(DType dt, const linear_plan::Gemm& g, const std::string& path);
+
 // Runs g as cublasLtMatmul with epilogue e: D = alpha·op(A)·op(B) + beta·D. bias: bias input or
 // bias-gradient output (nullptr when e has none); aux: GELU aux (pre, written; gelu_pre, read).
 // Returns false (nothing enqueued) when no algorithm exists for the shape.
@@ -167,6 +172,8 @@ bool lt_matmul(Stream& s, DType dt, const linear_plan::Gemm& g, Epilogue e, cons
   ZT_CUDA_CHECK(cudaStreamGetDevice(native(s), &device));
   std::lock_guard<std::mutex> lock(plan_mu());
   Plan& p = plan_for(device, dt, g, e, ws_bytes);
+  log_path(dt, g, p.found ? std::string("cuBLASLt ") + linear_plan::epilogue_name(e)
+                          : std::string("fallback: no cuBLASLt algorithm for ") + linear_plan::epilogue_name(e));
   if (!p.found) return false;
   if (bias) set_desc(p.desc.get(), CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
   if (aux) set_desc(p.desc.get(), CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux);
@@ -182,13 +189,33 @@ uint64_t bits(std::initializer_list<const void*> ptrs) {
   return b;
 }
 
+// ZT_LINEAR_LOG=1: one line per distinct (shape, epilogue, path).
+void log_path(DType dt, const linear_plan::Gemm& g, const std::string& path) {
+  static const bool on = [] {
+    const char* v = std::getenv("ZT_LINEAR_LOG");
+    return v && std::strcmp(v, "1") == 0;
+  }();
+  if (!on) return;
+  static std::mutex mu;
+  static auto* seen = new std::map<std::string, bool>();
+  const std::string line = std::string("linear: ") + dtype_name(dt) + " m=" + std::to_string(g.m) + " n=" +
+                           std::to_string(g.n) + " k=" + std::to_string(g.k) + " want " +
+                           linear_plan::epilogue_name(g.want) + " -> " + path;
+  std::lock_guard<std::mutex> lock(mu);
+  if ((*seen)[line]) return;
+  (*seen)[line] = true;
+  std::fprintf(stderr, "%s\n", line.c_str());
+}
+
 linear_plan::Choice choose(DType dt, const linear_plan::Gemm& g, std::initializer_list<const void*> ptrs) {
   linear_plan::Query q;
   q.dtype = dt;
   q.gemm = g;
   q.address_bits = bits(ptrs);
   q.lt_enabled = lt_enabled();
-  return linear_plan::select(q);
+  linear_plan::Choice c = linear_plan::select(q);
+  if (!c.use_lt) log_path(dt, g, "fallback: " + c.reason);
+  return c;
 }
 
 TensorView flat(void* data, DType dt, int64_t n) {
