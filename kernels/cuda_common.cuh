@@ -103,6 +103,9 @@ struct StreamResources;
 StreamResources& stream_resources(Stream& s);
 // cuBLAS handle bound to s, with a private workspace (bitwise-reproducible algorithm choice).
 void* cublas_handle(Stream& s);  // cublasHandle_t
+// That handle's private workspace (created with it) and its size: cuBLASLt calls on s use it too
+// (stream order serialises them with the cublasGemmEx calls that share it).
+void* cublas_workspace(Stream& s, size_t* bytes);
 // Scratch of at least `bytes` bytes on s's device, valid for work issued on s until the next
 // scratch() call on s. Growing it synchronizes s once (warm-up only; steady state never syncs).
 void* scratch(Stream& s, size_t bytes);

@@ -18,11 +18,11 @@ constexpr int kCeThreads = 512;
 
 template <typename T>
 __global__ void softmax_ce_kernel(float* losses, T* dlogits, const T* logits, const int32_t* targets, float dloss,
-                                  int64_t V) {
+                                  int64_t V, int64_t ld) {  // rows ld apart; columns [V, ld) untouched
   __shared__ float red[32];
   const int64_t row = blockIdx.x;
   const int32_t target = targets[row];
-  T* drow = dlogits + row * V;
+  T* drow = dlogits + row * ld;
   if (target < 0) {
     for (int64_t j = threadIdx.x; j < V; j += blockDim.x) drow[j] = from_f32<T>(0.0f);
     if (threadIdx.x == 0) losses[row] = 0.0f;
@@ -34,7 +34,7 @@ __global__ void softmax_ce_kernel(float* losses, T* dlogits, const T* logits, co
              static_cast<long long>(row), static_cast<long long>(V));
     __trap();
   }
-  const T* x = logits + row * V;
+  const T* x = logits + row * ld;
   float m = -INFINITY, sum = 0.0f;
   for (int64_t j = threadIdx.x; j < V; j += blockDim.x) {
     float v = to_f32(x[j]);
@@ -81,17 +81,24 @@ __global__ void mse_kernel(float* losses, T* dpred, const T* pred, const T* targ
 namespace zt::cuda_ops {
 using namespace zt::cuda_detail;
 
+void softmax_cross_entropy_ld(Stream& s, const TensorView& losses, const TensorView& dlogits,
+                              const TensorView& logits, const int32_t* targets, float dloss, int64_t V, int64_t ld) {
+  const int64_t N = losses.numel();
+  if (N == 0) return;
+  ZT_CHECK(N <= INT32_MAX, "softmax_cross_entropy: too many rows for one launch");
+  ZT_DISPATCH_DTYPE(logits.dtype, X,
+                    softmax_ce_kernel<X><<<static_cast<unsigned>(N), kCeThreads, 0, native(s)>>>(
+                        static_cast<float*>(losses.data), static_cast<X*>(dlogits.data),
+                        static_cast<const X*>(logits.data), targets, dloss, V, ld);
+                    ZT_CUDA_LAUNCH_CHECK());
+}
+
 void softmax_cross_entropy(Stream& s, const TensorView& losses, const TensorView& dlogits, const TensorView& logits,
                            const int32_t* targets, float dloss) {
   const int64_t N = losses.numel();
   if (N == 0) return;
   const int64_t V = logits.numel() / N;
-  ZT_CHECK(N <= INT32_MAX, "softmax_cross_entropy: too many rows for one launch");
-  ZT_DISPATCH_DTYPE(logits.dtype, X,
-                    softmax_ce_kernel<X><<<static_cast<unsigned>(N), kCeThreads, 0, native(s)>>>(
-                        static_cast<float*>(losses.data), static_cast<X*>(dlogits.data),
-                        static_cast<const X*>(logits.data), targets, dloss, V);
-                    ZT_CUDA_LAUNCH_CHECK());
+  softmax_cross_entropy_ld(s, losses, dlogits, logits, targets, dloss, V, V);
 }
 
 void mse_loss(Stream& s, const TensorView& losses, const TensorView& dpred, const TensorView& pred,

@@ -161,6 +161,12 @@ void* cublas_handle(Stream& s) {
   return r.handle;
 }
 
+void* cublas_workspace(Stream& s, size_t* bytes) {
+  cublas_handle(s);  // creates the handle and its workspace on first use
+  *bytes = kCublasWorkspaceBytes;
+  return stream_resources(s).cublas_workspace;
+}
+
 void* scratch(Stream& s, size_t bytes) {
   StreamResources& r = stream_resources(s);
   if (bytes > r.scratch_bytes) {

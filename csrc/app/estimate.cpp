@@ -12,6 +12,7 @@
 #include "zerotrain/core/check.h"
 #include "zerotrain/core/device.h"
 #include "zerotrain/model/mlp.h"
+#include "zerotrain/model/vocab_pad.h"
 
 namespace zt {
 
@@ -46,6 +47,8 @@ MemoryEstimate estimate_memory(const DsConfig& cfg, const ModelConfig& model, in
   mopt.stream = stream.get();
   mopt.plan_only = true;
   mopt.recompute = recompute;
+  // The plan-only model sits on a CPU device; the logits padding is the training device's.
+  mopt.vocab_pad = default_vocab_pad(backend == CommBackend::NCCL ? DeviceKind::CUDA : DeviceKind::CPU);
   std::unique_ptr<Model> m = make_model(model, mopt);
   const ZeroPlan plan = plan_for_model(*m, eopt, world);
   MemoryEstimate e;

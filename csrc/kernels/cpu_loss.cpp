@@ -15,11 +15,11 @@
 
 namespace zt::cpu_ops {
 
-void softmax_cross_entropy(const TensorView& losses, const TensorView& dlogits, const TensorView& logits,
-                           const int32_t* targets, float dloss) {
+namespace {
+// Rows of V real logits stored ld apart (ld == V: contiguous); columns [V, ld) are untouched.
+void softmax_ce_rows(const TensorView& losses, const TensorView& dlogits, const TensorView& logits,
+                     const int32_t* targets, float dloss, int64_t V, int64_t ld) {
   const int64_t N = losses.numel();
-  if (N == 0) return;
-  const int64_t V = logits.numel() / N;
   for (int64_t i = 0; i < N; ++i) {
     ZT_CHECK(targets[i] < V, "target id " + std::to_string(targets[i]) + " outside the vocabulary [0, " +
                                  std::to_string(V) + ")");
@@ -36,14 +36,14 @@ void softmax_cross_entropy(const TensorView& losses, const TensorView& dlogits, 
       std::vector<float> row(std::is_same_v<T, float> ? 0 : static_cast<size_t>(V));
 #pragma omp for schedule(static)
       for (int64_t i = 0; i < N; ++i) {
-        T* drow = dx + i * V;
+        T* drow = dx + i * ld;
         const int32_t target = targets[i];
         if (target < 0) {  // ignored position: no loss, no gradient
           loss_p[i] = 0.0f;
           for (int64_t j = 0; j < V; ++j) drow[j] = from_f32<T>(0.0f);
           continue;
         }
-        const T* xr = x + i * V;
+        const T* xr = x + i * ld;
         if constexpr (std::is_same_v<T, float>) {
           loss_p[i] = vec::softmax_xent_row(k, xr, drow, V, target, dloss);
         } else {
@@ -54,6 +54,22 @@ void softmax_cross_entropy(const TensorView& losses, const TensorView& dlogits, 
       }
     }
   });
+}
+
+}  // namespace
+
+void softmax_cross_entropy(const TensorView& losses, const TensorView& dlogits, const TensorView& logits,
+                           const int32_t* targets, float dloss) {
+  const int64_t N = losses.numel();
+  if (N == 0) return;
+  const int64_t V = logits.numel() / N;
+  softmax_ce_rows(losses, dlogits, logits, targets, dloss, V, V);
+}
+
+void softmax_cross_entropy_ld(const TensorView& losses, const TensorView& dlogits, const TensorView& logits,
+                              const int32_t* targets, float dloss, int64_t V, int64_t ld) {
+  if (losses.numel() == 0) return;
+  softmax_ce_rows(losses, dlogits, logits, targets, dloss, V, ld);
 }
 
 void mse_loss(const TensorView& losses, const TensorView& dpred, const TensorView& pred, const TensorView& target,

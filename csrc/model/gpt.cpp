@@ -10,12 +10,14 @@
 //   recompute:   Block keeps only residual[l] per block and one shared set of the block buffers
 //                above, refilled by recomputing block l's forward before its backward; Selective
 //                shares att, atty and fc_gelu (recomputed from qkv and fc) and keeps the rest.
-//   head:        lnf [N,C] + mean/rstd; logits [N,V], which the forward overwrites in place with
+//   head:        lnf [N,C] + mean/rstd; logits [N,Vp] (rows padded to Vp >= V, vocab_pad.h: only the
+//                V real columns are computed or read), which the forward overwrites in place with
 //                softmax − onehot (the unit-dloss logit gradient) after computing losses [N].
 // The head backward scales by dloss/N_t inside the gemms (alpha; N_t = positions whose target is not
 // ignored: PyTorch's mean), so backward is repeatable and fp16 never stores the tiny scaled gradient.
 // Workspace (not saved between units): proj [N,C] (c_proj outputs), dres [N,C] (gradient of the
-// residual stream, carried from unit to unit in backward), dC [N,C], dqkv [N,3C], d4a/d4b [N,4C],
+// residual stream, carried from unit to unit in backward), dC [N,C], dqkv [N,3C], d4b [N,4C]
+// (the MLP's pre-activation gradient: c_proj's backward writes it fused with the GELU backward),
 // and with the materialised attention datt [B,H,T,T] fp32.
 #include "zerotrain/model/gpt.h"
 
@@ -64,7 +66,7 @@ std::string block_buf_name(const BlockBuf& b, int64_t l) {
 class Gpt final : public ModelBase {
  public:
   Gpt(const GptConfig& cfg, const ModelOptions& opt)
-      : ModelBase(opt, opt.micro_batch * cfg.n_ctx), cfg_(cfg) {
+      : ModelBase(opt, opt.micro_batch * cfg.n_ctx), cfg_(cfg), vocab_(gpt_vocab_layout(cfg, opt)) {
     const int64_t V = cfg.vocab_size, C = cfg.n_embd, L = cfg.n_layer;
     const float std = cfg.init_std;
     const float proj_std = std / std::sqrt(2.0f * static_cast<float>(L));
@@ -179,7 +181,6 @@ class Gpt final : public ModelBase {
     dres_ = &buf("ws.dres");
     dC_ = &buf("ws.dC");
     dqkv_ = &buf("ws.dqkv");
-    d4a_ = &buf("ws.d4a");
     d4b_ = &buf("ws.d4b");
     if (cfg_.attention == AttentionKind::Materialised) datt_ = &buf("ws.datt");
   }
@@ -192,17 +193,19 @@ class Gpt final : public ModelBase {
   int p(int layer, BlockParam k) const { return 2 + kPerBlock * layer + k; }
   int64_t N() const { return B_ * T_; }
 
-  // y[N,out] = x[N,in]·W[in,out] + b (Conv1D layout).
-  void linear_forward(const TensorView& y, const TensorView& x, int w, int b, int64_t in, int64_t out) {
-    ops::gemm(stream_, false, false, N(), out, in, 1.0f, x, param(w), 0.0f, y);
-    ops::bias_add(stream_, y, param(b));
+  // y[N,out] = x[N,in]·W[in,out] + b (Conv1D layout), one fused op. With gelu_out: y is the
+  // pre-activation (saved for backward) and gelu_out[N,out] = gelu(y).
+  void linear_forward(const TensorView& y, const TensorView& x, int w, int b, int64_t in, int64_t out,
+                      const TensorView& gelu_out = TensorView{}) {
+    const bool gelu = gelu_out.data != nullptr;
+    ops::linear_forward(stream_, gelu ? gelu_out : y, gelu ? y : TensorView{}, x, param(w), param(b), N(), in, out,
+                        /*trans_w=*/false, gelu);
   }
-  // dW[in,out] += xᵀ·dy; db += Σ rows dy; dx[N,in] = dy·Wᵀ (overwrites).
+  // dW[in,out] += xᵀ·dy; db += Σ rows dy; dx[N,in] = dy·Wᵀ (overwrites), or, when x was
+  // gelu(gelu_pre), dx = (dy·Wᵀ) ⊙ gelu'(gelu_pre) = d gelu_pre (overwrites). One fused op.
   void linear_backward(const TensorView& dx, const TensorView& dy, const TensorView& x, int w, int b, int64_t in,
-                       int64_t out) {
-    ops::gemm(stream_, true, false, in, out, N(), 1.0f, x, dy, 1.0f, grad(w));
-    ops::bias_grad(stream_, grad(b), dy);
-    ops::gemm(stream_, false, true, N(), in, out, 1.0f, dy, param(w), 0.0f, dx);
+                       int64_t out, const TensorView& gelu_pre = TensorView{}) {
+    ops::linear_backward(stream_, dx, grad(w), grad(b), dy, x, param(w), gelu_pre, N(), in, out, /*trans_w=*/false);
   }
 
   void embed_forward() {
@@ -240,8 +243,8 @@ class Gpt final : public ModelBase {
     ops::residual_add(stream_, mid, x, proj);
     ops::layernorm_forward(stream_, act(*a.ln2, {n, C}), f32(*a.ln2_mean, {n}), f32(*a.ln2_rstd, {n}), mid,
                            param(p(l, LN2_W)), param(p(l, LN2_B)), kLnEps);
-    linear_forward(act(*a.fc, {n, 4 * C}), act(*a.ln2, {n, C}), p(l, FC_W), p(l, FC_B), C, 4 * C);
-    ops::gelu_forward(stream_, act(*a.fc_gelu, {n, 4 * C}), act(*a.fc, {n, 4 * C}));
+    linear_forward(act(*a.fc, {n, 4 * C}), act(*a.ln2, {n, C}), p(l, FC_W), p(l, FC_B), C, 4 * C,
+                   act(*a.fc_gelu, {n, 4 * C}));
     if (recompute) return;
     linear_forward(proj, act(*a.fc_gelu, {n, 4 * C}), p(l, FPROJ_W), p(l, FPROJ_B), 4 * C, C);
     ops::residual_add(stream_, act(*residual_[l + 1], {n, C}), mid, proj);
@@ -265,11 +268,11 @@ class Gpt final : public ModelBase {
     const int64_t C = cfg_.n_embd, n = N();
     const BlockActs& a = blocks_[l];
     TensorView dres = act(*dres_, {n, C}), dC = act(*dC_, {n, C});
-    TensorView d4a = act(*d4a_, {n, 4 * C}), d4b = act(*d4b_, {n, 4 * C}), dqkv = act(*dqkv_, {n, 3 * C});
+    TensorView d4b = act(*d4b_, {n, 4 * C}), dqkv = act(*dqkv_, {n, 3 * C});
     // MLP branch: residual[l+1] = mid + c_proj(gelu(c_fc(ln_2(mid)))).
-    linear_backward(d4a, dres, act(*a.fc_gelu, {n, 4 * C}), p(l, FPROJ_W), p(l, FPROJ_B), 4 * C, C);
-    zero(d4b);
-    ops::gelu_backward(stream_, d4b, act(*a.fc, {n, 4 * C}), d4a);
+    // c_proj's dx fused with the GELU backward: d4b = d fc (the pre-activation's gradient).
+    linear_backward(d4b, dres, act(*a.fc_gelu, {n, 4 * C}), p(l, FPROJ_W), p(l, FPROJ_B), 4 * C, C,
+                    act(*a.fc, {n, 4 * C}));
     linear_backward(dC, d4b, act(*a.ln2, {n, C}), p(l, FC_W), p(l, FC_B), C, 4 * C);
     ops::layernorm_backward(stream_, dres, grad(p(l, LN2_W)), grad(p(l, LN2_B)), dC, act(*a.mid, {n, C}),
                             param(p(l, LN2_W)), f32(*a.ln2_mean, {n}), f32(*a.ln2_rstd, {n}));
@@ -288,14 +291,19 @@ class Gpt final : public ModelBase {
   }
 
   void head_forward() {
-    const int64_t C = cfg_.n_embd, V = cfg_.vocab_size, n = N();
+    const int64_t C = cfg_.n_embd, V = cfg_.vocab_size, Vp = vocab_.Vp, n = N();
     const int L = static_cast<int>(cfg_.n_layer);
-    TensorView lnf = act(*lnf_, {n, C}), logits = act(*logits_, {n, V});
+    TensorView lnf = act(*lnf_, {n, C}), logits = act(*logits_, {n, Vp});
     ops::layernorm_forward(stream_, lnf, f32(*lnf_mean_, {n}), f32(*lnf_rstd_, {n}), act(*residual_[L], {n, C}),
                            param(lnf_w_), param(lnf_b_), kLnEps);
-    ops::gemm(stream_, false, true, n, V, C, 1.0f, lnf, param(0), 0.0f, logits);
     // logits become softmax − onehot in place (dloss 1); the real dloss/N is applied in backward.
-    ops::softmax_cross_entropy(stream_, f32(*losses_, {n}), logits, logits, targets_->as<int32_t>(), 1.0f);
+    if (!vocab_.padded()) {
+      ops::gemm(stream_, false, true, n, V, C, 1.0f, lnf, param(0), 0.0f, logits);
+      ops::softmax_cross_entropy(stream_, f32(*losses_, {n}), logits, logits, targets_->as<int32_t>(), 1.0f);
+    } else {  // rows Vp apart, the GEMM and the loss over the V real columns only
+      ops::gemm_ld(stream_, false, true, n, V, C, 1.0f, lnf, C, param(0), C, 0.0f, logits, Vp);
+      ops::softmax_cross_entropy_ld(stream_, f32(*losses_, {n}), logits, logits, targets_->as<int32_t>(), 1.0f, V, Vp);
+    }
     mean_loss(f32(*losses_, {n}), n);
   }
 
@@ -304,9 +312,15 @@ class Gpt final : public ModelBase {
     const int64_t C = cfg_.n_embd, V = cfg_.vocab_size, n = N();
     const int L = static_cast<int>(cfg_.n_layer);
     const float alpha = dloss / loss_divisor();  // mean over the non-ignored positions
-    TensorView dlogits = act(*logits_, {n, V}), dC = act(*dC_, {n, C}), dres = act(*dres_, {n, C});
-    ops::gemm(stream_, true, false, V, C, n, alpha, dlogits, act(*lnf_, {n, C}), 1.0f, grad(0));
-    ops::gemm(stream_, false, false, n, C, V, alpha, dlogits, param(0), 0.0f, dC);
+    const int64_t Vp = vocab_.Vp;
+    TensorView dlogits = act(*logits_, {n, Vp}), dC = act(*dC_, {n, C}), dres = act(*dres_, {n, C});
+    if (!vocab_.padded()) {
+      ops::gemm(stream_, true, false, V, C, n, alpha, dlogits, act(*lnf_, {n, C}), 1.0f, grad(0));
+      ops::gemm(stream_, false, false, n, C, V, alpha, dlogits, param(0), 0.0f, dC);
+    } else {  // dlogits rows are Vp apart; the padding columns are never read
+      ops::gemm_ld(stream_, true, false, V, C, n, alpha, dlogits, Vp, act(*lnf_, {n, C}), C, 1.0f, grad(0), C);
+      ops::gemm_ld(stream_, false, false, n, C, V, alpha, dlogits, Vp, param(0), C, 0.0f, dC, C);
+    }
     zero(dres);
     ops::layernorm_backward(stream_, dres, grad(lnf_w_), grad(lnf_b_), dC, act(*residual_[L], {n, C}), param(lnf_w_),
                             f32(*lnf_mean_, {n}), f32(*lnf_rstd_, {n}));
@@ -316,6 +330,7 @@ class Gpt final : public ModelBase {
   TensorView att_view(const DeviceBuffer& b) const { return f32(b, {B_, cfg_.n_head, T_, T_}); }
 
   GptConfig cfg_;
+  VocabLayout vocab_;  // logits rows: V real columns of Vp stored (gpt_vocab_layout)
   int lnf_w_ = -1, lnf_b_ = -1;
   int64_t B_ = 0, T_ = 0;  // shape of the current batch (set_batch)
   std::map<std::string, DeviceBuffer> bufs_;  // every buffer, by gpt_buffer_plan name
@@ -323,11 +338,16 @@ class Gpt final : public ModelBase {
   std::vector<const DeviceBuffer*> residual_;
   std::vector<BlockActs> blocks_;
   const DeviceBuffer *lnf_ = nullptr, *lnf_mean_ = nullptr, *lnf_rstd_ = nullptr, *logits_ = nullptr, *losses_ = nullptr;
-  const DeviceBuffer *proj_ = nullptr, *dres_ = nullptr, *dC_ = nullptr, *dqkv_ = nullptr, *d4a_ = nullptr,
+  const DeviceBuffer *proj_ = nullptr, *dres_ = nullptr, *dC_ = nullptr, *dqkv_ = nullptr,
                      *d4b_ = nullptr, *datt_ = nullptr;
 };
 
 }  // namespace
+
+VocabLayout gpt_vocab_layout(const GptConfig& c, const ModelOptions& opt) {
+  const int64_t m = opt.vocab_pad > 0 ? opt.vocab_pad : default_vocab_pad(opt.device ? opt.device->kind() : DeviceKind::CPU);
+  return vocab_layout(c.vocab_size, m);
+}
 
 std::vector<BufferSpec> gpt_buffer_plan(const GptConfig& c, const ModelOptions& opt) {
   const int64_t Bm = opt.micro_batch, N = Bm * c.n_ctx, C = c.n_embd, e = static_cast<int64_t>(dtype_size(opt.compute_dtype));
@@ -345,11 +365,10 @@ std::vector<BufferSpec> gpt_buffer_plan(const GptConfig& c, const ModelOptions& 
   out.push_back({"lnf", N * C * e, A});
   out.push_back({"lnf_mean", N * 4, A});
   out.push_back({"lnf_rstd", N * 4, A});
-  out.push_back({"logits", N * c.vocab_size * e, A});
+  out.push_back({"logits", N * gpt_vocab_layout(c, opt).Vp * e, A});  // padded rows (vocab_pad.h)
   out.push_back({"losses", N * 4, A});
   for (const char* w : {"ws.proj", "ws.dres", "ws.dC"}) out.push_back({w, N * C * e, W});
   out.push_back({"ws.dqkv", 3 * N * C * e, W});
-  out.push_back({"ws.d4a", 4 * N * C * e, W});
   out.push_back({"ws.d4b", 4 * N * C * e, W});
   if (c.attention == AttentionKind::Materialised) out.push_back({"ws.datt", Bm * c.n_head * c.n_ctx * c.n_ctx * 4, W});
   return out;

@@ -134,13 +134,18 @@ class Mlp final : public ModelBase {
     ZT_CHECK(B_ > 0, "forward_unit before set_batch");
     ZT_CHECK(i >= 0 && i < num_units(), "forward_unit: bad unit " + std::to_string(i));
     const int64_t in = cfg_.dims[i], out = cfg_.dims[i + 1];
+    // pre = x·Wᵀ + b (nn.Linear layout, W [out,in]); hidden layers' GELU fused into the same op.
     TensorView pre = act(pre_[i], {B_, out});
-    ops::gemm(stream_, false, true, B_, out, in, 1.0f, input_of(i), param(2 * i), 0.0f, pre);
-    ops::bias_add(stream_, pre, param(2 * i + 1));
-    if (i + 1 < num_units()) {
-      TensorView post = act(post_[i], {B_, out});
-      if (cfg_.activation == Activation::GELU) ops::gelu_forward(stream_, post, pre);
-      else ops::relu_forward(stream_, post, pre);
+    const bool hidden = i + 1 < num_units(), gelu = hidden && cfg_.activation == Activation::GELU;
+    if (gelu) {
+      ops::linear_forward(stream_, act(post_[i], {B_, out}), pre, input_of(i), param(2 * i), param(2 * i + 1), B_, in,
+                          out, /*trans_w=*/true, /*gelu=*/true);
+      return;
+    }
+    ops::linear_forward(stream_, pre, TensorView{}, input_of(i), param(2 * i), param(2 * i + 1), B_, in, out,
+                        /*trans_w=*/true, /*gelu=*/false);
+    if (hidden) {
+      ops::relu_forward(stream_, act(post_[i], {B_, out}), pre);  // ReLU stays unfused
       return;
     }
     TensorView losses = f32(losses_, {B_}), dpred = act(dpred_, {B_, out});
@@ -153,20 +158,23 @@ class Mlp final : public ModelBase {
     ZT_CHECK(B_ > 0, "backward_unit before set_batch");
     ZT_CHECK(i >= 0 && i < num_units(), "backward_unit: bad unit " + std::to_string(i));
     const int64_t in = cfg_.dims[i], out = cfg_.dims[i + 1];
-    TensorView dy = act(dpre_, {B_, out});
+    const bool gelu = cfg_.activation == Activation::GELU;
+    TensorView dy = act(dpre_, {B_, out});  // d pre_i
     if (i + 1 == num_units()) {
       copy(dy, act(dpred_, {B_, out}));  // keeps dpred intact: backward is repeatable
       ops::scale(stream_, dy, dloss / loss_divisor());  // mean over the non-ignored rows
+    } else if (gelu) {
+      dy = act(dpost_[i], {B_, out});  // unit i+1's backward already wrote d pre_i here (fused GELU backward)
     } else {
       zero(dy);
-      TensorView dpost = act(dpost_[i], {B_, out}), pre = act(pre_[i], {B_, out});
-      if (cfg_.activation == Activation::GELU) ops::gelu_backward(stream_, dy, pre, dpost);
-      else ops::relu_backward(stream_, dy, pre, dpost);
+      ops::relu_backward(stream_, dy, act(pre_[i], {B_, out}), act(dpost_[i], {B_, out}));
     }
-    // y = x·Wᵀ + b: dW[out,in] += dyᵀ·x; db += Σ rows dy; dx = dy·W (not needed for layer 0).
-    ops::gemm(stream_, true, false, out, in, B_, 1.0f, dy, input_of(i), 1.0f, grad(2 * i));
-    ops::bias_grad(stream_, grad(2 * i + 1), dy);
-    if (i > 0) ops::gemm(stream_, false, false, B_, in, out, 1.0f, dy, param(2 * i), 0.0f, act(dpost_[i - 1], {B_, in}));
+    // y = x·Wᵀ + b: dW[out,in] += dyᵀ·x; db += Σ rows dy; for i > 0, dpost_[i-1] = dy·W (overwrites),
+    // with GELU already d pre_{i-1} = (dy·W) ⊙ gelu'(pre_{i-1}). Layer 0 needs no dx.
+    const TensorView dx = i > 0 ? act(dpost_[i - 1], {B_, in}) : TensorView{};
+    const TensorView gelu_pre = i > 0 && gelu ? act(pre_[i - 1], {B_, in}) : TensorView{};
+    ops::linear_backward(stream_, dx, grad(2 * i), grad(2 * i + 1), dy, input_of(i), param(2 * i), gelu_pre, B_, in,
+                         out, /*trans_w=*/true);
   }
 
  private:

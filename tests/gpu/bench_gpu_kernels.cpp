@@ -104,6 +104,39 @@ int main(int argc, char** argv) {
              [&] { ops::gemm(s, false, false, M, Nn, K, 1.0f, A, Bm, 0.0f, Cm); });
     }
   }
+  {  // Fused linear ops (linear_plan.h: cuBLASLt epilogues) at GPT-2 124M shapes, N = 8·1024 rows.
+    // FLOPs: 2·M·N·K per GEMM; forward is one GEMM, backward two (dW and dinp). % of 989 dense bf16.
+    struct Lin { const char* name; int64_t IC, OC; bool gelu; };
+    for (const Lin& l : {Lin{"qkv (C->3C, bias)", C, 3 * C, false}, Lin{"attn proj (C->C, bias)", C, C, false},
+                         Lin{"fc (C->4C, bias+gelu)", C, 4 * C, true}, Lin{"mlp proj (4C->C, bias)", 4 * C, C, false}}) {
+      TensorView x = b.tensor(bf, {N, l.IC}), w = b.tensor(bf, {l.IC, l.OC}), bias = b.tensor(bf, {l.OC});
+      TensorView out = b.tensor(bf, {N, l.OC}), pre = l.gelu ? b.tensor(bf, {N, l.OC}) : TensorView{};
+      TensorView dw = b.tensor(bf, {l.IC, l.OC}), db = b.tensor(bf, {l.OC}), dx = b.tensor(bf, {N, l.IC});
+      // mlp proj's input is gelu(fc): its backward fuses DGELU (gelu_pre = the fc pre-activation).
+      TensorView gpre = l.IC == 4 * C ? b.tensor(bf, {N, l.IC}, -3.0f, 3.0f) : TensorView{};
+      const double f1 = 2.0 * N * l.OC * l.IC;
+      const std::string sh = std::to_string(N) + "x" + std::to_string(l.OC) + "x" + std::to_string(l.IC);
+      b.time(std::string("linear_fwd ") + l.name, sh, 0, f1, [&] {
+        ops::linear_forward(s, out, pre, x, w, bias, N, l.IC, l.OC, false, l.gelu);
+      });
+      b.time(std::string("linear_bwd ") + l.name, sh + (gpre.data ? " dgelu" : ""), 0, 2 * f1, [&] {
+        ops::linear_backward(s, dx, dw, db, out, x, w, gpre, N, l.IC, l.OC, false);
+      });
+    }
+    // LM head (tied wte, no bias): logits[N,V] = lnf·wteᵀ, at V = 50257 and padded Vp = 50304
+    // (a multiple of 128: 16-byte-aligned rows; same FLOPs counted over the real V only).
+    for (int64_t Vc : {V, int64_t(50304)}) {
+      TensorView lnf = b.tensor(bf, {N, C}), wte = b.tensor(bf, {Vc, C}), logits = b.tensor(bf, {N, Vc});
+      TensorView dwte = b.tensor(bf, {Vc, C}), dlnf = b.tensor(bf, {N, C});
+      const double f1 = 2.0 * N * V * C;
+      const std::string sh = "N=" + std::to_string(N) + " V=" + std::to_string(Vc) + " C=768";
+      b.time("lm_head fwd gemm", sh, 0, f1, [&] { ops::gemm(s, false, true, N, Vc, C, 1.0f, lnf, wte, 0.0f, logits); });
+      b.time("lm_head bwd 2 gemms", sh, 0, 2 * f1, [&] {
+        ops::gemm(s, true, false, Vc, C, N, 1.0f, logits, lnf, 1.0f, dwte);
+        ops::gemm(s, false, false, N, C, Vc, 1.0f, logits, wte, 0.0f, dlnf);
+      });
+    }
+  }
   {
     TensorView x = b.tensor(bf, {N, C}), y = b.tensor(bf, {N, C}), w = b.tensor(bf, {C}), bb = b.tensor(bf, {C});
     TensorView mean = b.tensor(DType::F32, {N}), rstd = b.tensor(DType::F32, {N});
@@ -140,13 +173,10 @@ int main(int argc, char** argv) {
     TensorView dqkv = b.tensor(bf, {B, T, 3 * C}, -0.01f, 0.01f), dout = b.tensor(bf, {B, T, C});
     const std::string sh = "B=8 T=1024 H=12 hs=64 causal";
     const double fwd_flops = 2.0 * B * H * T * T * (C / H), bwd_flops = 2.5 * fwd_flops;
-    const double fwd_ms = b.time("attention_tiled_forward", sh, 0, fwd_flops,
-                                 [&] { ops::attention_tiled_forward(s, out, stats, qkv, B, T, C, H, 0, 0); });
-    const double bwd_ms = b.time("attention_tiled_backward", sh, 0, bwd_flops, [&] {
-      ops::attention_tiled_backward(s, dqkv, dout, qkv, out, stats, B, T, C, H, 0, 0);
-    });
-    std::printf("%-26s %-28s forward %.1f%%, backward %.1f%% of 989 TFLOP/s\n", "attention_tiled", "",
-                100.0 * fwd_flops / (fwd_ms * 1e-3) / 989e12, 100.0 * bwd_flops / (bwd_ms * 1e-3) / 989e12);
+    b.time("attention_tiled_forward", sh, 0, fwd_flops,
+           [&] { ops::attention_tiled_forward(s, out, stats, qkv, B, T, C, H, 0, 0); });
+    b.time("attention_tiled_backward", sh, 0, bwd_flops,
+           [&] { ops::attention_tiled_backward(s, dqkv, dout, qkv, out, stats, B, T, C, H, 0, 0); });
   }
   {
     const int64_t rows = 4096;

@@ -177,6 +177,61 @@ TEST(GptGrad, ModelFiniteDifferencesFp32) {
   }
 }
 
+TEST(GptVocabPad, PaddingMap) {
+  VocabLayout l = vocab_layout(50257, 128);
+  EXPECT_EQ(l.V, 50257);
+  EXPECT_EQ(l.Vp, 50304);  // llm.c's GPT-2 padded vocabulary
+  EXPECT_TRUE(l.padded());
+  EXPECT_TRUE(l.is_real(0));
+  EXPECT_TRUE(l.is_real(50256));
+  EXPECT_FALSE(l.is_real(50257));
+  EXPECT_FALSE(l.is_real(50303));
+  EXPECT_FALSE(l.is_real(-1));
+  EXPECT_EQ(vocab_layout(50257, 64).Vp, 50304);
+  EXPECT_EQ(vocab_layout(256, 128).Vp, 256);  // already a multiple: no padding
+  EXPECT_FALSE(vocab_layout(256, 128).padded());
+  EXPECT_EQ(vocab_layout(11, 1).Vp, 11);
+  EXPECT_EQ(vocab_layout(0, 128).Vp, 0);
+  EXPECT_EQ(default_vocab_pad(DeviceKind::CUDA), 128);
+  EXPECT_EQ(default_vocab_pad(DeviceKind::CPU), 1);
+  EXPECT_THROW(vocab_layout(11, 0), InputError);
+  EXPECT_THROW(vocab_layout(-1, 8), InputError);
+  // Every padded bf16 row starts 16-byte aligned.
+  EXPECT_EQ(vocab_layout(50257, default_vocab_pad(DeviceKind::CUDA)).Vp * 2 % 16, 0);
+}
+
+// The padded LM head (vocab_pad.h) on the CPU: logits rows Vp apart, the GEMMs and the loss over
+// the V real columns. Same losses and gradients as the unpadded head, bitwise, for fp32 and bf16,
+// and the logits buffer is the padded size.
+TEST(GptVocabPad, PaddedHeadEqualsUnpadded) {
+  for (DType dt : {DType::F32, DType::BF16}) {
+    for (int64_t pad : {int64_t(8), int64_t(128)}) {
+      Env env;
+      GptConfig cfg = tiny_gpt();  // V = 11 → Vp = 16 or 128
+      ModelOptions plain = env.opt(2, dt), padded = env.opt(2, dt);
+      padded.vocab_pad = pad;
+      EXPECT_EQ(gpt_vocab_layout(cfg, plain).Vp, 11);  // CPU default: no padding
+      const int64_t Vp = gpt_vocab_layout(cfg, padded).Vp;
+      EXPECT_EQ(Vp, pad == 8 ? 16 : 128);
+      int64_t logits_plain = 0, logits_padded = 0;
+      for (const BufferSpec& b : gpt_buffer_plan(cfg, plain)) logits_plain += b.name == "logits" ? b.bytes : 0;
+      for (const BufferSpec& b : gpt_buffer_plan(cfg, padded)) logits_padded += b.name == "logits" ? b.bytes : 0;
+      EXPECT_EQ(logits_padded, logits_plain / 11 * Vp);
+      auto m0 = make_gpt(cfg, plain), m1 = make_gpt(cfg, padded);
+      LocalModelState s0(*m0, *env.dev, *env.stream, dt), s1(*m1, *env.dev, *env.stream, dt);
+      const std::vector<float> params = random_params(*m0, 21);
+      s0.set_params(params);
+      s1.set_params(params);
+      s0.zero_grads();
+      s1.zero_grads();
+      Batch batch = gpt_batch(cfg, 2, 5, 13);
+      const float l0 = s0.forward_backward(batch, 1.0f), l1 = s1.forward_backward(batch, 1.0f);
+      EXPECT_EQ(l0, l1) << dtype_name(dt) << " pad " << pad;
+      EXPECT_EQ(s0.grads(), s1.grads()) << dtype_name(dt) << " pad " << pad;
+    }
+  }
+}
+
 TEST(GptGrad, AccumulatesAndScales) {
   Env env;
   GptConfig cfg = tiny_gpt();

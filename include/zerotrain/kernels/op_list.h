@@ -39,6 +39,39 @@ ZT_OP(bias_add, (const TensorView& out, const TensorView& bias), (out, bias))
 // dbias[C] += sum over rows of dout[N,C].
 ZT_OP(bias_grad, (const TensorView& dbias, const TensorView& dout), (dbias, dout))
 
+// Fused linear layer (kernels/linear.cu on CUDA: cuBLASLt epilogues where linear_plan.h allows,
+// else GEMM + the bias / GELU kernels). inp[N,IC]; weight stored [IC,OC] (Conv1D, y = inp·W) or,
+// when trans_w, [OC,IC] (nn.Linear, y = inp·Wᵀ); bias[OC], or absent (TensorView{}: no storage) for
+// no bias. All tensors have inp's dtype.
+//  gelu false: out[N,OC] = y = inp·W + bias (overwrites); pre must be absent.
+//  gelu true:  pre[N,OC] = y (overwrites; saved for backward), out[N,OC] = math::gelu(y) (overwrites).
+// The bias enters before the products (CPU: sgemm onto the broadcast bias), so the rounding
+// differs from gemm + bias_add in the last bits.
+ZT_OP(linear_forward,
+      (const TensorView& out, const TensorView& pre, const TensorView& inp, const TensorView& weight,
+       const TensorView& bias, int64_t N, int64_t IC, int64_t OC, bool trans_w, bool gelu),
+      (out, pre, inp, weight, bias, N, IC, OC, trans_w, gelu))
+// Backward of linear_forward without its own GELU (that one is the previous layer's, below):
+//  dweight (weight's layout) += inpᵀ·dout (ACCUMULATES);
+//  dbias[OC] += Σ rows dout (ACCUMULATES; absent: no bias);
+//  dinp[N,IC] = dout·Wᵀ (OVERWRITES; absent: not computed). When gelu_pre[N,IC] is present
+//  (this layer's input was gelu(gelu_pre)), dinp = (dout·Wᵀ) ⊙ math::gelu_grad(gelu_pre) instead
+//  (OVERWRITES): the gradient with respect to gelu_pre.
+ZT_OP(linear_backward,
+      (const TensorView& dinp, const TensorView& dweight, const TensorView& dbias, const TensorView& dout,
+       const TensorView& inp, const TensorView& weight, const TensorView& gelu_pre, int64_t N, int64_t IC,
+       int64_t OC, bool trans_w),
+      (dinp, dweight, dbias, dout, inp, weight, gelu_pre, N, IC, OC, trans_w))
+
+// gemm with explicit row strides (the padded LM head, zerotrain/model/vocab_pad.h): C[M,N] =
+// alpha op(A)·op(B) + beta C where A's stored rows are lda apart (A stored [M,K] or, when
+// trans_a, [K,M]; lda >= its column count), B's ldb, C's ldc >= N. Each view holds its stored
+// rows × ld elements; elements past the logical columns are neither read (A, B) nor written (C).
+ZT_OP(gemm_ld,
+      (bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const TensorView& A, int64_t lda,
+       const TensorView& B, int64_t ldb, float beta, const TensorView& C, int64_t ldc),
+      (trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
+
 // LayerNorm over the last dim. out[N,C]; mean[N], rstd[N] are fp32 (saved for backward).
 ZT_OP(layernorm_forward,
       (const TensorView& out, const TensorView& mean, const TensorView& rstd, const TensorView& inp,
@@ -104,6 +137,13 @@ ZT_OP(softmax_cross_entropy,
       (const TensorView& losses, const TensorView& dlogits, const TensorView& logits, const int32_t* targets,
        float dloss),
       (losses, dlogits, logits, targets, dloss))
+// softmax_cross_entropy over rows of V real logits stored ld >= V apart (logits / dlogits hold
+// N rows of ld elements; columns [V, ld) are neither read nor written: the padded LM head).
+// Same results as softmax_cross_entropy on the V real columns. dlogits overwrites, may alias logits.
+ZT_OP(softmax_cross_entropy_ld,
+      (const TensorView& losses, const TensorView& dlogits, const TensorView& logits, const int32_t* targets,
+       float dloss, int64_t V, int64_t ld),
+      (losses, dlogits, logits, targets, dloss, V, ld))
 // Mean squared error over pred[N,K] vs target[N,K] (target same dtype): losses[N] (fp32) = mean_k (p−t)²
 // per row; dpred[N,K] (overwrites) = dloss · 2 (p − t) / K.
 ZT_OP(mse_loss,

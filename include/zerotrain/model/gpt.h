@@ -13,12 +13,15 @@
 
 #include "zerotrain/model/model.h"
 #include "zerotrain/model/model_config.h"
+#include "zerotrain/model/vocab_pad.h"
 
 namespace zt {
 
 std::unique_ptr<Model> make_gpt(const GptConfig& cfg, const ModelOptions& opt);
 // Every buffer make_gpt allocates for opt (micro_batch, compute_dtype, recompute); pure.
 std::vector<BufferSpec> gpt_buffer_plan(const GptConfig& cfg, const ModelOptions& opt);
+// The LM head's logits layout under opt (V = cfg.vocab_size, Vp per opt.vocab_pad).
+VocabLayout gpt_vocab_layout(const GptConfig& cfg, const ModelOptions& opt);
 
 // Forward+backward FLOPs of one sequence of T tokens (PaLM convention):
 // T · (6·N + 12·L·C·T), N = all parameters (wte counted once: it is the tied head's matmul).

@@ -112,6 +112,10 @@ struct ModelOptions {
   bool plan_only = false;
   Device* device = nullptr;
   Stream* stream = nullptr;      // compute stream
+  // GPT LM head: logits rows padded to a multiple of this (zerotrain/model/vocab_pad.h). 0 = the
+  // device's default, default_vocab_pad(device->kind()): 128 on CUDA, 1 (none) on the CPU, and
+  // CPU when device is null. Parameters, checkpoints and losses do not depend on it.
+  int64_t vocab_pad = 0;
 };
 
 struct ModelConfig;
