@@ -16,6 +16,9 @@ void gelu_forward_s(float* out, const float* x, int64_t n) {
 void gelu_backward_s(float* dinp, const float* x, const float* dout, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dinp[i] = dinp[i] + dout[i] * math::gelu_grad(x[i]);
 }
+void gelu_backward_inplace_s(float* d, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) d[i] = 0.0f + d[i] * math::gelu_grad(x[i]);
+}
 float row_max_s(const float* x, int64_t n) {
   float m = -INFINITY;
   for (int64_t i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;
@@ -93,7 +96,7 @@ float reduce16(float* acc) {
 
 const Kernels kScalar{"scalar",    gelu_forward_s, gelu_backward_s, row_max_s, row_exp_s, row_scale_s,
                       exp_scale_s, score_grad_s,   sum16_s,         sqdev16_s, ln_out_s,  ln_dsums_s,
-                      ln_dinp_s,   ln_cols_s,      add_to_s,        dot16_s};
+                      ln_dinp_s,   ln_cols_s,      gelu_backward_inplace_s, add_to_s, dot16_s};
 
 const Kernels& active() {
   switch (host_optim::active_isa()) {
@@ -114,6 +117,12 @@ void gelu_backward(const Kernels& k, float* dinp, const float* x, const float* d
   const int64_t nb = whole_blocks(n);
   k.gelu_backward(dinp, x, dout, nb);
   gelu_backward_s(dinp + nb, x + nb, dout + nb, n - nb);
+}
+
+void gelu_backward_inplace(const Kernels& k, float* d, const float* x, int64_t n) {
+  const int64_t nb = whole_blocks(n);
+  k.gelu_backward_inplace(d, x, nb);
+  gelu_backward_inplace_s(d + nb, x + nb, n - nb);
 }
 
 float row_max(const Kernels& k, const float* x, int64_t n) {

@@ -58,6 +58,8 @@ struct Kernels {
                   float dmean, float dnmean);
   // One row's share of dweight / dbias: acc_w[j] += (x[j] - m) * rs * dy[j], acc_b[j] += dy[j].
   void (*ln_cols)(float* acc_w, float* acc_b, const float* x, const float* dy, int64_t n, float m, float rs);
+  // d[i] = 0 + d[i] * math::gelu_grad(x[i]), in place (the fused linear backward's dGELU).
+  void (*gelu_backward_inplace)(float* d, const float* x, int64_t n);
   // acc[j] = acc[j] + x[j] (bias_grad's column sums, the attention heads' gradients).
   void (*add_to)(float* acc, const float* x, int64_t n);
   // acc16[j % 16] += a[j] * b[j] in increasing j (the attention backward's D = dout·out).
@@ -75,6 +77,8 @@ const Kernels& active();
 // Any n (tails in scalar). Bitwise equal across tables, see above.
 void gelu_forward(const Kernels& k, float* out, const float* x, int64_t n);
 void gelu_backward(const Kernels& k, float* dinp, const float* x, const float* dout, int64_t n);
+// d = 0 + d · gelu'(x) in place: bitwise gelu_backward into a zeroed buffer from dout = d.
+void gelu_backward_inplace(const Kernels& k, float* d, const float* x, int64_t n);
 
 // One row of fused softmax + cross-entropy over V logits x: writes
 // d[j] = dloss * (softmax(x)[j] - [j == target]) and returns -log softmax(x)[target]

@@ -115,6 +115,21 @@ void gelu_backward_v(float* dinp, const float* x, const float* dout, int64_t n) 
   }
 }
 
+// As gelu_backward_v with dinp = 0 and dout = d (0 + d·g: the same rounding, -0 becomes +0).
+template <class V>
+void gelu_backward_inplace_v(float* d, const float* x, int64_t n) {
+  using F = typename V::F;
+  for (int64_t i = 0; i < n; i += V::W) {
+    const F xv = V::load(x + i);
+    const F e = gelu_e<V>(xv);
+    const F inv = V::div(V::set1(1.0f), V::add(e, V::set1(1.0f)));
+    F t = V::mul(V::mul(V::mul(V::mul(V::mul(V::set1(2.0f), xv), e), inv), inv), V::set1(0.7978845608028654f));
+    t = V::mul(t, V::add(V::set1(1.0f), V::mul(V::mul(V::set1(3.0f * 0.044715f), xv), xv)));
+    const F g = V::add(V::mul(e, inv), t);
+    V::store(d + i, V::add(V::set1(0.0f), V::mul(V::load(d + i), g)));
+  }
+}
+
 template <class V>
 float row_max_v(const float* x, int64_t n) {
   typename V::F m = V::set1(-__builtin_inff());
@@ -258,7 +273,7 @@ template <class V>
 constexpr Kernels make_kernels(const char* name) {
   return Kernels{name,           gelu_forward_v<V>, gelu_backward_v<V>, row_max_v<V>, row_exp_v<V>, row_scale_v<V>,
                  exp_scale_v<V>, score_grad_v<V>,   sum16_v<V>,         sqdev16_v<V>, ln_out_v<V>, ln_dsums_v<V>,
-                 ln_dinp_v<V>,   ln_cols_v<V>,      add_to_v<V>,        dot16_v<V>};
+                 ln_dinp_v<V>,   ln_cols_v<V>,      gelu_backward_inplace_v<V>, add_to_v<V>, dot16_v<V>};
 }
 
 }  // namespace

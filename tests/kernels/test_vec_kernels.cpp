@@ -96,6 +96,10 @@ TEST(VecKernels, GeluEveryPathBitwiseEqualsScalar) {
       expect_same(fwd, fwd_ref, "gelu_forward " + what);
       expect_same(inplace, fwd_ref, "gelu_forward in place " + what);
       expect_same(bwd, bwd_ref, "gelu_backward " + what);
+      std::vector<float> zero_ref(x.size(), 0.0f), bwd_inplace(dout);  // 0 + dout·g', in place
+      cpu_ops::vec::gelu_backward(cpu_ops::vec::kScalar, zero_ref.data(), x.data(), dout.data(), n);
+      cpu_ops::vec::gelu_backward_inplace(*k, bwd_inplace.data(), x.data(), n);
+      expect_same(bwd_inplace, zero_ref, "gelu_backward_inplace " + what);
     }
   }
 }
