@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "zerotrain/zero/engine_testing.h"
 #include "zerotrain/zero/plan.h"
 
 using namespace zt;
@@ -267,4 +268,49 @@ TEST(ZeroPlan, GapAfterOddParameterIsPadding) {
   ASSERT_EQ(cut.buckets.size(), 2u);
   EXPECT_EQ(cut.buckets[0].params, (std::vector<int>{0, 1}));
   EXPECT_EQ(cut.buckets[1].flat_begin, 24);  // span 21 -> padded 24 (A·N = 8)
+}
+
+// The AdamW step's chunk list (optimizer_adam_chunks -> ops::adam_step_multi): it covers exactly
+// each bucket's updated range, every chunk starts on a multiple of A in all three buffers (so
+// the CUDA kernel's vector path applies to every chunk of an aligned buffer), and coalescing
+// gives one launch chunk where every buffer is in one layout (stage 0: Full; stage 3: Shard).
+TEST(EnginePlan, AdamChunksCoverTheUpdatedRangesAligned) {
+  const int64_t A = kFlatAlignElems;
+  auto ps = specs({{7, 0}, {13, 0}, {64, 1}, {129, 2}, {9, 2}});
+  std::vector<std::vector<int>> units = {{0, 1}, {2}, {3, 4}};
+  for (int world = 1; world <= 4; ++world) {
+    for (int stage = 0; stage <= 3; ++stage) {
+      PlanOptions o = engine_opts(stage, world, 100);
+      o.persistence_threshold = -1;
+      const ZeroPlan plan = make_engine_plan(ps, units, o);
+      for (int rank = 0; rank < world; ++rank) {
+        const std::string what = "N=" + std::to_string(world) + " stage " + std::to_string(stage) + " rank " +
+                                 std::to_string(rank);
+        const std::vector<AdamChunk> chunks = optimizer_adam_chunks(plan, rank, 1 << 20);
+        ASSERT_EQ(chunks.size(), plan.buckets.size()) << what;  // one per bucket at this sub_group_size
+        int64_t total = 0;
+        for (size_t b = 0; b < chunks.size(); ++b) {
+          const AdamChunk& c = chunks[b];
+          EXPECT_EQ(c.p, plan.updated(static_cast<int>(b), rank, plan.flow.optimizer).begin) << what;
+          EXPECT_EQ(c.g, plan.updated(static_cast<int>(b), rank, plan.flow.grads).begin) << what;
+          EXPECT_EQ(c.out, plan.updated(static_cast<int>(b), rank, plan.flow.params).begin) << what;
+          EXPECT_EQ(c.p % A, 0) << what;
+          EXPECT_EQ(c.g % A, 0) << what;
+          EXPECT_EQ(c.out % A, 0) << what;
+          total += c.n;
+        }
+        EXPECT_EQ(total, plan.numel_in(plan.flow.optimizer)) << what;
+        const size_t merged = coalesce_adam_chunks(chunks).size();
+        if (stage == 0 || stage == 3 || world == 1) {
+          EXPECT_EQ(merged, 1u) << what;
+        } else {
+          EXPECT_EQ(merged, plan.buckets.size()) << what;  // grads (stage 1) or params (1-2) are Full
+        }
+      }
+      // sub_group_size cuts each bucket's range into pieces that coalesce back.
+      const std::vector<AdamChunk> small = optimizer_adam_chunks(plan, 0, 5);
+      EXPECT_GT(small.size(), plan.buckets.size());
+      EXPECT_EQ(coalesce_adam_chunks(small).size(), coalesce_adam_chunks(optimizer_adam_chunks(plan, 0, 1 << 20)).size());
+    }
+  }
 }
