@@ -1,10 +1,11 @@
 // attention_tiled.cu — memory-efficient causal attention on the CUDA backend: the tiling scheme
 // and per-tile math of zerotrain/kernels/attention_tile.h (CPU reference:
-// csrc/kernels/cpu_attention_tiled.cpp), with the tile GEMMs on tensor cores (wmma 16x16x16,
-// bf16/fp16 in, fp32 accumulate). fp32 inputs run the same tiles with SIMT products.
+// csrc/kernels/cpu_attention_tiled.cpp). bf16 / fp16 run the tensor-core kernels of
+// attention_flash_fwd.cu / attention_flash_bwd.cu (mma.sync, register-resident softmax); this file
+// holds the launchers and the fp32 kernels (SIMT products, 64-row query tiles, 32-key tiles).
 //
-// Tiles: query tiles of kTileQ = 64 rows, key tiles of kTileK = 32 rows; the head is padded to
-// HP = round_up(hs, 16) columns with zeros in shared memory (hs <= 128).
+// fp32 kernels. Tiles: query tiles of kTileQ = 64 rows, key tiles of kSK = 32 rows; the head is
+// padded to HP = round_up(hs, 16) columns with zeros in shared memory (hs <= 128).
 //  forward        one block per (b, h, query tile); warp w owns query rows 16w..16w+15 and runs
 //                 the online softmax for them (lane j = key column j of the tile).
 //  backward dK,dV one block per (b, h, key tile); warp w owns key rows 16w..16w+15 and visits
@@ -13,12 +14,11 @@
 //  backward dQ    one block per (b, h, query tile): S = Q Kᵀ, P, dP = dO Vᵀ, dS, dQ += dS K.
 // The two backward kernels cover the same (query tile, key tile) pairs as the CPU loop; each
 // output element is written by exactly one block (no atomics, deterministic), in a different
-// summation order than the CPU (agreement is within fp32 / 16-bit tolerance, not bitwise).
+// summation order than the CPU (agreement is within fp32 tolerance, not bitwise).
 // D_t = dout_t·out_t is computed first into the stream's scratch (B·H·T floats).
-#include <mma.h>
+#include <initializer_list>
 
-#include <type_traits>
-
+#include "attention_mma.cuh"
 #include "cuda_common.cuh"
 #include "zerotrain/kernels/attention_tile.h"
 #include "zerotrain/kernels/cuda_ops.h"
@@ -27,61 +27,25 @@ namespace zt::cuda_detail {
 namespace {
 
 constexpr int kBQ = static_cast<int>(attn_tile::kTileQ);  // 64
-constexpr int kBK = static_cast<int>(attn_tile::kTileK);  // 32
+constexpr int kBK = static_cast<int>(attn_tile::kTileK);  // 64
+// The fp32 SIMT kernels run key tiles of 32 (a lane per key): fp32 tiles of 64 keys would exceed
+// sm_80's 163 KiB of shared memory per block at hs = 128. Only the order of fp32 sums differs.
+constexpr int kSK = 32;
 constexpr int kMaxHead = 128;
-static_assert(kBQ % 16 == 0 && kBK == 32, "warp-per-16-rows tiling assumes kTileK == 32 (a lane per key)");
-
-template <typename T> struct Wmma;
-template <> struct Wmma<bf16> { using type = __nv_bfloat16; };
-template <> struct Wmma<fp16> { using type = __half; };
+static_assert(kBQ % 16 == 0, "warps of 16 query rows");
+static_assert(kBQ == attn_mma::kBlockRows && kBK == attn_mma::kBlockCols,
+              "the 16-bit kernels run the shared default tiles");
 
 // C[16 x N] (fp32, ldc) = (accumulate ? C : 0) + A[16 x K] · B, A row-major (lda); B is [K x N]
-// row-major (ldb) or, when b_trans, stored as [N x K] row-major (ldb). N, K multiples of 16.
-// All pointers in shared memory, 32-byte aligned; ld's multiples of 16 elements.
-template <typename T, bool b_trans>
-__device__ void warp_mma(const T* A, int lda, const T* B, int ldb, float* C, int ldc, int N, int K, bool accumulate) {
-  using namespace nvcuda;
-  using E = typename Wmma<T>::type;
-  using BLayout = typename std::conditional<b_trans, wmma::col_major, wmma::row_major>::type;
-  const E* a = reinterpret_cast<const E*>(A);
-  const E* b = reinterpret_cast<const E*>(B);
-  for (int n = 0; n < N; n += 16) {
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-    if (accumulate) wmma::load_matrix_sync(acc, C + n, ldc, wmma::mem_row_major);
-    else wmma::fill_fragment(acc, 0.0f);
-    for (int k = 0; k < K; k += 16) {
-      wmma::fragment<wmma::matrix_a, 16, 16, 16, E, wmma::row_major> fa;
-      wmma::fragment<wmma::matrix_b, 16, 16, 16, E, BLayout> fb;
-      wmma::load_matrix_sync(fa, a + k, lda);
-      wmma::load_matrix_sync(fb, b_trans ? b + n * ldb + k : b + k * ldb + n, ldb);
-      wmma::mma_sync(acc, fa, fb, acc);
-    }
-    wmma::store_matrix_sync(C + n, acc, ldc, wmma::mem_row_major);
-  }
-  __syncwarp();
-}
-
-// fp32 inputs: the same product with SIMT lanes (no tensor cores for fp32 here).
-template <>
-__device__ void warp_mma<float, false>(const float* A, int lda, const float* B, int ldb, float* C, int ldc, int N,
-                                       int K, bool accumulate) {
+// row-major (ldb) or, when b_trans, stored as [N x K] row-major (ldb). SIMT lanes, shared memory.
+template <bool b_trans>
+__device__ void warp_mma(const float* A, int lda, const float* B, int ldb, float* C, int ldc, int N, int K,
+                         bool accumulate) {
   const int lane = threadIdx.x & 31;
   for (int idx = lane; idx < 16 * N; idx += 32) {
     const int r = idx / N, c = idx % N;
     float s = accumulate ? C[r * ldc + c] : 0.0f;
-    for (int k = 0; k < K; ++k) s += A[r * lda + k] * B[k * ldb + c];
-    C[r * ldc + c] = s;
-  }
-  __syncwarp();
-}
-template <>
-__device__ void warp_mma<float, true>(const float* A, int lda, const float* B, int ldb, float* C, int ldc, int N,
-                                      int K, bool accumulate) {
-  const int lane = threadIdx.x & 31;
-  for (int idx = lane; idx < 16 * N; idx += 32) {
-    const int r = idx / N, c = idx % N;
-    float s = accumulate ? C[r * ldc + c] : 0.0f;
-    for (int k = 0; k < K; ++k) s += A[r * lda + k] * B[c * ldb + k];
+    for (int k = 0; k < K; ++k) s += A[r * lda + k] * (b_trans ? B[c * ldb + k] : B[k * ldb + c]);
     C[r * ldc + c] = s;
   }
   __syncwarp();
@@ -118,10 +82,10 @@ __global__ void tiled_forward_kernel(T* out, float* stats, const T* qkv, Shape s
   const int HP = sh.HP, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   char* p = smem;
   T* Qs = carve<T>(p, kBQ * HP);
-  T* Ks = carve<T>(p, kBK * HP);
-  T* Vs = carve<T>(p, kBK * HP);
-  T* Ps = carve<T>(p, kBQ * kBK);
-  float* S = carve<float>(p, kBQ * kBK);
+  T* Ks = carve<T>(p, kSK * HP);
+  T* Vs = carve<T>(p, kSK * HP);
+  T* Ps = carve<T>(p, kBQ * kSK);
+  float* S = carve<float>(p, kBQ * kSK);
   float* O = carve<float>(p, kBQ * HP);
   float* m = carve<float>(p, kBQ);
   float* l = carve<float>(p, kBQ);
@@ -130,17 +94,17 @@ __global__ void tiled_forward_kernel(T* out, float* stats, const T* qkv, Shape s
   for (int i = threadIdx.x; i < kBQ; i += blockDim.x) { m[i] = -INFINITY; l[i] = 0.0f; }
   const int64_t last = min(sh.T, r0 + kBQ);  // keys beyond the tile's last row are masked
   const int wr = warp * 16;                  // this warp's first row in the tile
-  for (int64_t c0 = 0; c0 < last; c0 += kBK) {
+  for (int64_t c0 = 0; c0 < last; c0 += kSK) {
     __syncthreads();  // previous tile's K/V no longer read
-    load_tile(Ks, qkv, b, h, c0, kBK, 3 * sh.C, sh.C, sh);
-    load_tile(Vs, qkv, b, h, c0, kBK, 3 * sh.C, 2 * sh.C, sh);
+    load_tile(Ks, qkv, b, h, c0, kSK, 3 * sh.C, sh.C, sh);
+    load_tile(Vs, qkv, b, h, c0, kSK, 3 * sh.C, 2 * sh.C, sh);
     __syncthreads();
-    warp_mma<T, true>(Qs + wr * HP, HP, Ks, HP, S + wr * kBK, kBK, kBK, HP, false);
+    warp_mma<true>(Qs + wr * HP, HP, Ks, HP, S + wr * kSK, kSK, kSK, HP, false);
     for (int r = wr; r < wr + 16; ++r) {
       const int64_t t = r0 + r;
-      const int64_t vis = t < sh.T ? attn_tile::visible_keys(t, c0, (sh.T - c0 < kBK ? sh.T - c0 : int64_t{kBK})) : 0;
+      const int64_t vis = t < sh.T ? attn_tile::visible_keys(t, c0, (sh.T - c0 < kSK ? sh.T - c0 : int64_t{kSK})) : 0;
       const bool on = lane < vis;
-      const float s = on ? S[r * kBK + lane] * sc : -INFINITY;
+      const float s = on ? S[r * kSK + lane] * sc : -INFINITY;
       float alpha = 1.0f, pr = 0.0f;
       if (vis > 0) {
         float mr = m[r];
@@ -150,11 +114,11 @@ __global__ void tiled_forward_kernel(T* out, float* stats, const T* qkv, Shape s
         __syncwarp();
         if (lane == 0) { m[r] = mr; l[r] = alpha * l[r] + sum; }
       }
-      Ps[r * kBK + lane] = from_f32<T>(pr);
+      Ps[r * kSK + lane] = from_f32<T>(pr);
       for (int i = lane; i < HP; i += 32) O[r * HP + i] *= alpha;
     }
     __syncwarp();
-    warp_mma<T, false>(Ps + wr * kBK, kBK, Vs, HP, O + wr * HP, HP, HP, kBK, true);
+    warp_mma<false>(Ps + wr * kSK, kSK, Vs, HP, O + wr * HP, HP, HP, kSK, true);
   }
   __syncthreads();
   for (int idx = threadIdx.x; idx < kBQ * HP; idx += blockDim.x) {
@@ -182,32 +146,32 @@ __global__ void row_dot_kernel(float* D, const T* dout, const T* out, Shape sh) 
   if ((threadIdx.x & 31) == 0) D[row] = s;
 }
 
-// dK, dV for key tile blockIdx.x (kBK rows, two warps).
+// dK, dV for key tile blockIdx.x (kSK rows, two warps).
 template <typename T>
 __global__ void tiled_dkdv_kernel(T* dqkv, const T* dout, const T* qkv, const float* stats, const float* D, Shape sh,
                                   float sc) {
   extern __shared__ __align__(256) char smem[];
-  const int64_t bh = blockIdx.y, b = bh / sh.H, h = bh % sh.H, c0 = static_cast<int64_t>(blockIdx.x) * kBK;
+  const int64_t bh = blockIdx.y, b = bh / sh.H, h = bh % sh.H, c0 = static_cast<int64_t>(blockIdx.x) * kSK;
   const int HP = sh.HP, wr = (threadIdx.x >> 5) * 16, lane = threadIdx.x & 31;
   char* p = smem;
-  T* Ks = carve<T>(p, kBK * HP);
-  T* Vs = carve<T>(p, kBK * HP);
+  T* Ks = carve<T>(p, kSK * HP);
+  T* Vs = carve<T>(p, kSK * HP);
   T* Qs = carve<T>(p, kBQ * HP);
   T* dOs = carve<T>(p, kBQ * HP);
-  T* PT = carve<T>(p, kBK * kBQ);
-  float* ST = carve<float>(p, kBK * kBQ);
-  float* dK = carve<float>(p, kBK * HP);
-  float* dV = carve<float>(p, kBK * HP);
-  float* dPTs = carve<float>(p, kBK * kBQ);
-  load_tile(Ks, qkv, b, h, c0, kBK, 3 * sh.C, sh.C, sh);
-  load_tile(Vs, qkv, b, h, c0, kBK, 3 * sh.C, 2 * sh.C, sh);
-  for (int i = threadIdx.x; i < kBK * HP; i += blockDim.x) dK[i] = dV[i] = 0.0f;
+  T* PT = carve<T>(p, kSK * kBQ);
+  float* ST = carve<float>(p, kSK * kBQ);
+  float* dK = carve<float>(p, kSK * HP);
+  float* dV = carve<float>(p, kSK * HP);
+  float* dPTs = carve<float>(p, kSK * kBQ);
+  load_tile(Ks, qkv, b, h, c0, kSK, 3 * sh.C, sh.C, sh);
+  load_tile(Vs, qkv, b, h, c0, kSK, 3 * sh.C, 2 * sh.C, sh);
+  for (int i = threadIdx.x; i < kSK * HP; i += blockDim.x) dK[i] = dV[i] = 0.0f;
   for (int64_t r0 = c0 / kBQ * kBQ; r0 < sh.T; r0 += kBQ) {
     __syncthreads();
     load_tile(Qs, qkv, b, h, r0, kBQ, 3 * sh.C, 0, sh);
     load_tile(dOs, dout, b, h, r0, kBQ, sh.C, 0, sh);
     __syncthreads();
-    warp_mma<T, true>(Ks + wr * HP, HP, Qs, HP, ST + wr * kBQ, kBQ, kBQ, HP, false);  // Sᵀ = K Qᵀ
+    warp_mma<true>(Ks + wr * HP, HP, Qs, HP, ST + wr * kBQ, kBQ, kBQ, HP, false);  // Sᵀ = K Qᵀ
     for (int j = wr; j < wr + 16; ++j) {
       for (int r = lane; r < kBQ; r += 32) {
         const int64_t t = r0 + r, key = c0 + j;
@@ -221,8 +185,8 @@ __global__ void tiled_dkdv_kernel(T* dqkv, const T* dout, const T* qkv, const fl
       }
     }
     __syncwarp();
-    warp_mma<T, false>(PT + wr * kBQ, kBQ, dOs, HP, dV + wr * HP, HP, HP, kBQ, true);  // dV += Pᵀ dO
-    warp_mma<T, true>(Vs + wr * HP, HP, dOs, HP, dPTs + wr * kBQ, kBQ, kBQ, HP, false);
+    warp_mma<false>(PT + wr * kBQ, kBQ, dOs, HP, dV + wr * HP, HP, HP, kBQ, true);  // dV += Pᵀ dO
+    warp_mma<true>(Vs + wr * HP, HP, dOs, HP, dPTs + wr * kBQ, kBQ, kBQ, HP, false);
     for (int j = wr; j < wr + 16; ++j)
       for (int r = lane; r < kBQ; r += 32) {
         const int64_t t = r0 + r;
@@ -230,10 +194,10 @@ __global__ void tiled_dkdv_kernel(T* dqkv, const T* dout, const T* qkv, const fl
         PT[j * kBQ + r] = from_f32<T>(attn_tile::score_grad(ST[j * kBQ + r], dPTs[j * kBQ + r], dval, sc));
       }
     __syncwarp();
-    warp_mma<T, false>(PT + wr * kBQ, kBQ, Qs, HP, dK + wr * HP, HP, HP, kBQ, true);  // dK += dSᵀ Q
+    warp_mma<false>(PT + wr * kBQ, kBQ, Qs, HP, dK + wr * HP, HP, HP, kBQ, true);  // dK += dSᵀ Q
   }
   __syncthreads();
-  for (int idx = threadIdx.x; idx < kBK * HP; idx += blockDim.x) {
+  for (int idx = threadIdx.x; idx < kSK * HP; idx += blockDim.x) {
     const int j = idx / HP, i = idx % HP;
     const int64_t key = c0 + j;
     if (key >= sh.T || i >= sh.hs) continue;
@@ -253,35 +217,35 @@ __global__ void tiled_dq_kernel(T* dqkv, const T* dout, const T* qkv, const floa
   char* p = smem;
   T* Qs = carve<T>(p, kBQ * HP);
   T* dOs = carve<T>(p, kBQ * HP);
-  T* Ks = carve<T>(p, kBK * HP);
-  T* Vs = carve<T>(p, kBK * HP);
-  T* dSs = carve<T>(p, kBQ * kBK);
-  float* S = carve<float>(p, kBQ * kBK);
-  float* dP = carve<float>(p, kBQ * kBK);
+  T* Ks = carve<T>(p, kSK * HP);
+  T* Vs = carve<T>(p, kSK * HP);
+  T* dSs = carve<T>(p, kBQ * kSK);
+  float* S = carve<float>(p, kBQ * kSK);
+  float* dP = carve<float>(p, kBQ * kSK);
   float* dQ = carve<float>(p, kBQ * HP);
   load_tile(Qs, qkv, b, h, r0, kBQ, 3 * sh.C, 0, sh);
   load_tile(dOs, dout, b, h, r0, kBQ, sh.C, 0, sh);
   for (int i = threadIdx.x; i < kBQ * HP; i += blockDim.x) dQ[i] = 0.0f;
   const int64_t last = min(sh.T, r0 + kBQ);
-  for (int64_t c0 = 0; c0 < last; c0 += kBK) {
+  for (int64_t c0 = 0; c0 < last; c0 += kSK) {
     __syncthreads();
-    load_tile(Ks, qkv, b, h, c0, kBK, 3 * sh.C, sh.C, sh);
-    load_tile(Vs, qkv, b, h, c0, kBK, 3 * sh.C, 2 * sh.C, sh);
+    load_tile(Ks, qkv, b, h, c0, kSK, 3 * sh.C, sh.C, sh);
+    load_tile(Vs, qkv, b, h, c0, kSK, 3 * sh.C, 2 * sh.C, sh);
     __syncthreads();
-    warp_mma<T, true>(Qs + wr * HP, HP, Ks, HP, S + wr * kBK, kBK, kBK, HP, false);    // S = Q Kᵀ
-    warp_mma<T, true>(dOs + wr * HP, HP, Vs, HP, dP + wr * kBK, kBK, kBK, HP, false);  // dP = dO Vᵀ
+    warp_mma<true>(Qs + wr * HP, HP, Ks, HP, S + wr * kSK, kSK, kSK, HP, false);    // S = Q Kᵀ
+    warp_mma<true>(dOs + wr * HP, HP, Vs, HP, dP + wr * kSK, kSK, kSK, HP, false);  // dP = dO Vᵀ
     for (int r = wr; r < wr + 16; ++r) {
       const int64_t t = r0 + r, key = c0 + lane;
       float ds = 0.0f;
       if (t < sh.T && key < sh.T && key <= t) {
         const float* srow = stats + (bh * sh.T + t) * attn_tile::kStatsPerRow;
-        const float pv = attn_tile::recomputed_p(S[r * kBK + lane] * sc, srow[0], 1.0f / srow[1]);
-        ds = attn_tile::score_grad(pv, dP[r * kBK + lane], D[bh * sh.T + t], sc);
+        const float pv = attn_tile::recomputed_p(S[r * kSK + lane] * sc, srow[0], 1.0f / srow[1]);
+        ds = attn_tile::score_grad(pv, dP[r * kSK + lane], D[bh * sh.T + t], sc);
       }
-      dSs[r * kBK + lane] = from_f32<T>(ds);
+      dSs[r * kSK + lane] = from_f32<T>(ds);
     }
     __syncwarp();
-    warp_mma<T, false>(dSs + wr * kBK, kBK, Ks, HP, dQ + wr * HP, HP, HP, kBK, true);  // dQ += dS K
+    warp_mma<false>(dSs + wr * kSK, kSK, Ks, HP, dQ + wr * HP, HP, HP, kSK, true);  // dQ += dS K
   }
   __syncthreads();
   for (int idx = threadIdx.x; idx < kBQ * HP; idx += blockDim.x) {
@@ -296,16 +260,16 @@ __global__ void tiled_dq_kernel(T* dqkv, const T* dout, const T* qkv, const floa
 size_t tile_bytes(size_t n, size_t elem) { return round256(n * elem); }
 
 size_t forward_smem(int HP, size_t e) {
-  return tile_bytes(kBQ * HP, e) + 2 * tile_bytes(kBK * HP, e) + tile_bytes(kBQ * kBK, e) +
-         tile_bytes(kBQ * kBK, 4) + tile_bytes(kBQ * HP, 4) + 2 * tile_bytes(kBQ, 4);
+  return tile_bytes(kBQ * HP, e) + 2 * tile_bytes(kSK * HP, e) + tile_bytes(kBQ * kSK, e) +
+         tile_bytes(kBQ * kSK, 4) + tile_bytes(kBQ * HP, 4) + 2 * tile_bytes(kBQ, 4);
 }
 size_t dkdv_smem(int HP, size_t e) {
-  return 2 * tile_bytes(kBK * HP, e) + 2 * tile_bytes(kBQ * HP, e) + tile_bytes(kBK * kBQ, e) +
-         2 * tile_bytes(kBK * kBQ, 4) + 2 * tile_bytes(kBK * HP, 4);
+  return 2 * tile_bytes(kSK * HP, e) + 2 * tile_bytes(kBQ * HP, e) + tile_bytes(kSK * kBQ, e) +
+         2 * tile_bytes(kSK * kBQ, 4) + 2 * tile_bytes(kSK * HP, 4);
 }
 size_t dq_smem(int HP, size_t e) {
-  return 2 * tile_bytes(kBQ * HP, e) + 2 * tile_bytes(kBK * HP, e) + tile_bytes(kBQ * kBK, e) +
-         2 * tile_bytes(kBQ * kBK, 4) + tile_bytes(kBQ * HP, 4);
+  return 2 * tile_bytes(kBQ * HP, e) + 2 * tile_bytes(kSK * HP, e) + tile_bytes(kBQ * kSK, e) +
+         2 * tile_bytes(kBQ * kSK, 4) + tile_bytes(kBQ * HP, 4);
 }
 
 Shape shape_of(int64_t B, int64_t T, int64_t C, int64_t H, int64_t tile_q, int64_t tile_k) {
@@ -326,26 +290,34 @@ void launch_smem(void (*kernel)(KArgs...), dim3 grid, int threads, size_t bytes,
   ZT_CUDA_LAUNCH_CHECK();
 }
 
-template <typename T>
-void forward_typed(Stream& s, T* out, float* stats, const T* qkv, const Shape& sh) {
+void forward_fp32(Stream& s, float* out, float* stats, const float* qkv, const Shape& sh) {
   const dim3 grid(static_cast<unsigned>((sh.T + kBQ - 1) / kBQ), static_cast<unsigned>(sh.B * sh.H));
   const float sc = math::attention_scale(static_cast<int>(sh.hs));
-  launch_smem(tiled_forward_kernel<T>, grid, kBQ / 16 * 32, forward_smem(sh.HP, sizeof(T)), s, out, stats, qkv, sh, sc);
+  launch_smem(tiled_forward_kernel<float>, grid, kBQ / 16 * 32, forward_smem(sh.HP, sizeof(float)), s, out, stats,
+              qkv, sh, sc);
 }
 
-template <typename T>
-void backward_typed(Stream& s, T* dqkv, const T* dout, const T* qkv, const T* out, const float* stats,
-                    const Shape& sh) {
+void backward_fp32(Stream& s, float* dqkv, const float* dout, const float* qkv, const float* out,
+                   const float* stats, const Shape& sh) {
   const float sc = math::attention_scale(static_cast<int>(sh.hs));
   const int64_t rows = sh.B * sh.H * sh.T;
   float* D = static_cast<float*>(scratch(s, static_cast<size_t>(rows) * sizeof(float)));
-  row_dot_kernel<T><<<static_cast<unsigned>((rows + 7) / 8), 256, 0, native(s)>>>(D, dout, out, sh);
+  row_dot_kernel<float><<<static_cast<unsigned>((rows + 7) / 8), 256, 0, native(s)>>>(D, dout, out, sh);
   ZT_CUDA_LAUNCH_CHECK();
   const unsigned bh = static_cast<unsigned>(sh.B * sh.H);
-  launch_smem(tiled_dkdv_kernel<T>, dim3(static_cast<unsigned>((sh.T + kBK - 1) / kBK), bh), kBK / 16 * 32,
-              dkdv_smem(sh.HP, sizeof(T)), s, dqkv, dout, qkv, stats, static_cast<const float*>(D), sh, sc);
-  launch_smem(tiled_dq_kernel<T>, dim3(static_cast<unsigned>((sh.T + kBQ - 1) / kBQ), bh), kBQ / 16 * 32,
-              dq_smem(sh.HP, sizeof(T)), s, dqkv, dout, qkv, stats, static_cast<const float*>(D), sh, sc);
+  launch_smem(tiled_dkdv_kernel<float>, dim3(static_cast<unsigned>((sh.T + kSK - 1) / kSK), bh), kSK / 16 * 32,
+              dkdv_smem(sh.HP, sizeof(float)), s, dqkv, dout, qkv, stats, static_cast<const float*>(D), sh, sc);
+  launch_smem(tiled_dq_kernel<float>, dim3(static_cast<unsigned>((sh.T + kBQ - 1) / kBQ), bh), kBQ / 16 * 32,
+              dq_smem(sh.HP, sizeof(float)), s, dqkv, dout, qkv, stats, static_cast<const float*>(D), sh, sc);
+}
+
+// The 16-bit kernels' parameters; vec when every row the kernels copy starts 16-byte aligned.
+flash::Params flash_params(const Shape& sh, std::initializer_list<const void*> inputs) {
+  bool vec = true;
+  for (const void* q : inputs)
+    vec = vec && attn_mma::vector_loads_ok(sh.hs, sh.C, reinterpret_cast<uintptr_t>(q));  // strides C, 3C
+  const float sc = math::attention_scale(static_cast<int>(sh.hs));
+  return {sh.B, sh.T, sh.C, sh.H, sh.hs, sc, sc * flash::kLog2e, vec};
 }
 
 }  // namespace
@@ -358,9 +330,21 @@ void attention_tiled_forward(Stream& s, const TensorView& out, const TensorView&
                              int64_t B, int64_t T, int64_t C, int64_t H, int64_t tile_q, int64_t tile_k) {
   const Shape sh = shape_of(B, T, C, H, tile_q, tile_k);
   if (B == 0 || T == 0 || C == 0) return;
-  ZT_DISPATCH_DTYPE(out.dtype, X,
-                    forward_typed<X>(s, static_cast<X*>(out.data), static_cast<float*>(stats.data),
-                                     static_cast<const X*>(qkv.data), sh));
+  float* st = static_cast<float*>(stats.data);
+  switch (out.dtype) {
+    case DType::F32:
+      forward_fp32(s, static_cast<float*>(out.data), st, static_cast<const float*>(qkv.data), sh);
+      break;
+    case DType::BF16:
+      flash::flash_forward(s, static_cast<bf16*>(out.data), st, static_cast<const bf16*>(qkv.data),
+                           flash_params(sh, {qkv.data}));
+      break;
+    case DType::F16:
+      flash::flash_forward(s, static_cast<fp16*>(out.data), st, static_cast<const fp16*>(qkv.data),
+                           flash_params(sh, {qkv.data}));
+      break;
+    default: ZT_CHECK(false, "attention_tiled_forward: unknown dtype");
+  }
 }
 
 void attention_tiled_backward(Stream& s, const TensorView& dqkv, const TensorView& dout, const TensorView& qkv,
@@ -368,10 +352,24 @@ void attention_tiled_backward(Stream& s, const TensorView& dqkv, const TensorVie
                               int64_t H, int64_t tile_q, int64_t tile_k) {
   const Shape sh = shape_of(B, T, C, H, tile_q, tile_k);
   if (B == 0 || T == 0 || C == 0) return;
-  ZT_DISPATCH_DTYPE(dqkv.dtype, X,
-                    backward_typed<X>(s, static_cast<X*>(dqkv.data), static_cast<const X*>(dout.data),
-                                      static_cast<const X*>(qkv.data), static_cast<const X*>(out.data),
-                                      static_cast<const float*>(stats.data), sh));
+  const float* st = static_cast<const float*>(stats.data);
+  switch (dqkv.dtype) {
+    case DType::F32:
+      backward_fp32(s, static_cast<float*>(dqkv.data), static_cast<const float*>(dout.data),
+                    static_cast<const float*>(qkv.data), static_cast<const float*>(out.data), st, sh);
+      break;
+    case DType::BF16:
+      flash::flash_backward(s, static_cast<bf16*>(dqkv.data), static_cast<const bf16*>(dout.data),
+                            static_cast<const bf16*>(qkv.data), static_cast<const bf16*>(out.data), st,
+                            flash_params(sh, {qkv.data, dout.data}));
+      break;
+    case DType::F16:
+      flash::flash_backward(s, static_cast<fp16*>(dqkv.data), static_cast<const fp16*>(dout.data),
+                            static_cast<const fp16*>(qkv.data), static_cast<const fp16*>(out.data), st,
+                            flash_params(sh, {qkv.data, dout.data}));
+      break;
+    default: ZT_CHECK(false, "attention_tiled_backward: unknown dtype");
+  }
 }
 
 }  // namespace zt::cuda_ops

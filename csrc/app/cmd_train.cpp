@@ -24,6 +24,7 @@
 #include "zerotrain/comm/communicator.h"
 #include "zerotrain/comm/mpi_env.h"
 #include "zerotrain/data/dataset.h"
+#include "zerotrain/kernels/cuda_ops.h"
 #include "zerotrain/model/weights_io.h"
 
 namespace zt {
@@ -123,6 +124,20 @@ void notice_foreign_timeout_variables() {
   }
 }
 
+// train --cuda-graph's rules (zero/step_graph.h graph_refusal) for this run's flags and config.
+GraphEligibility graph_eligibility(const TrainRun& run, const TrainArgs& args) {
+  GraphEligibility g;
+  g.device = wants_cuda(args.device) ? DeviceKind::CUDA : DeviceKind::CPU;
+  g.stage = run.engine_opt.stage;
+  g.offload_optimizer = run.engine_opt.offload.optimizer;
+  g.offload_params = run.engine_opt.offload.params;
+  g.timing = run.cfg.wall_clock_breakdown || !args.trace_dir.empty();
+  g.comm_log = !args.comm_log.empty() || run.cfg.comms_logger.enabled;
+  g.sync_check = kernels::sync_check_enabled();
+  g.warmup_steps = static_cast<int>(std::min<int64_t>(args.cuda_graph_warmup, 1 << 30));
+  return g;
+}
+
 // Phase A, no collective and no allocation: model file, config, engine options, schedule, data,
 // model size, output paths. Every rank runs it; run_train agrees on the verdict.
 void check_inputs(TrainRun& run, const TrainArgs& args, int rank, int world) {
@@ -136,6 +151,10 @@ void check_inputs(TrainRun& run, const TrainArgs& args, int rank, int world) {
   run.sched = schedule_from(run.cfg, run.engine_opt.optimizer);
   check_model_fits(run.model_cfg, run.engine_opt, run.cfg.train_micro_batch_size_per_gpu, world,
                    !wants_cuda(args.device));
+  if (args.cuda_graph) {  // opt-in: a run the graphs cannot serve is refused (exit 2), never silently eager
+    const std::string refusal = graph_refusal(graph_eligibility(run, args));
+    if (!refusal.empty()) throw InputError("train: --cuda-graph: " + refusal);
+  }
   if (rank == 0) check_output_paths(args);
   run.data = make_dataset(args.data, dataset_shape(run.model_cfg, run.cfg, args.seed, rank, world));
 }
@@ -177,6 +196,17 @@ void set_up(TrainRun& run, const TrainArgs& args, Rank0Log& log, const MaxOverRa
         off.host_threads, off.buffer_count);
   }
   log("%s", run.engine->plan().describe().c_str());
+  if (!args.cuda_graph) {
+    log("cuda graph: off\n");
+    return;
+  }
+  run.engine->enable_cuda_graphs(static_cast<int>(args.cuda_graph_warmup), [&log](const std::string& line) {
+    log("%s\n", line.c_str());
+  });
+  log("cuda graph: on; captured per micro-step kind after %lld eager step(s): every unit's forward, the loss "
+      "accumulation, every unit's backward and its grad-sync launches (compute + comm streams); not captured: the "
+      "batch upload and the boundary step (norm/loss readback, clipping, overflow, optimizer, parameter all-gather)\n",
+      static_cast<long long>(args.cuda_graph_warmup));
 }
 
 MaxOverRanks comm_max(Communicator& comm) {
@@ -345,6 +375,13 @@ void train_loop(TrainRun& run, const TrainArgs& args, Rank0Log& log, int64_t sta
   }
   ckpt.at_end(std::max(start, args.steps));
   obs.finish(run, args, log);
+  if (args.cuda_graph) {
+    const GraphStats g = run.engine->graph_stats();
+    log("cuda graph: %lld capture(s) (%lld re-capture(s)), %lld replay(s), %lld eager warm-up micro-step(s), %lld "
+        "graph nodes held\n", static_cast<long long>(g.captures), static_cast<long long>(g.recaptures),
+        static_cast<long long>(g.replays), static_cast<long long>(g.eager_micro_steps),
+        static_cast<long long>(g.nodes));
+  }
 }
 
 // Bucket by bucket to rank 0 (ckpt/weights_export.h): fp32 master weights, or the 16-bit

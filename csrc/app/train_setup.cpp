@@ -20,9 +20,13 @@ const char* train_usage() {
          "                       [--log-every N] [--strict] [--recompute none|block|selective]\n"
          "                       [--save-checkpoint DIR [--save-every N] [--keep-last K]] [--resume DIR [--tag T]]\n"
          "                       [--trace DIR [--trace-steps FIRST:LAST]] [--comm-log F.jsonl]\n"
-         "                       [--max-skipped-steps N]\n"
+         "                       [--max-skipped-steps N] [--cuda-graph [--cuda-graph-warmup N]]\n"
          "  --max-skipped-steps N  stop with exit 4 after N steps in a row were all skipped for gradient\n"
          "                         overflow (NaN/Inf); 0 never stops (default 100)\n"
+         "  --cuda-graph           capture each micro-step's forward + backward + grad-sync launches in a CUDA\n"
+         "                         graph and replay it (CUDA, ZeRO stages 0-2, no offload, no timing or comm\n"
+         "                         logging; refused with exit 2 otherwise)\n"
+         "  --cuda-graph-warmup N  eager steps before the first capture (default 2, >= 1)\n"
          "exit codes: 0 ok, 1 internal error, 2 bad input, 3 communication failure, 4 all steps skipped\n";
 }
 
@@ -53,7 +57,7 @@ int64_t parse_int(const std::string& flag, const char* v, int64_t lo) {
 
 TrainArgs parse_train_args(int argc, char** argv) {
   TrainArgs a;
-  bool steps_given = false;
+  bool steps_given = false, warmup_given = false;
   for (int i = 1; i < argc; ++i) {
     std::string f = argv[i];
     auto value = [&]() -> const char* {
@@ -88,12 +92,18 @@ TrainArgs parse_train_args(int argc, char** argv) {
       recompute_from(a.recompute, "train: --recompute");  // validates
     }
     else if (f == "--max-skipped-steps") a.max_skipped_steps = parse_int(f, value(), 0);
+    else if (f == "--cuda-graph") a.cuda_graph = true;
+    else if (f == "--cuda-graph-warmup") {
+      a.cuda_graph_warmup = parse_int(f, value(), 1);
+      warmup_given = true;
+    }
     else throw InputError("train: unknown flag '" + f + "'\n" + train_usage());
   }
   parse_step_range("train: --trace-steps", a.trace_steps);  // bad ranges fail before any set-up
   if (a.config.empty() || a.model.empty() || a.data.empty() || !steps_given)
     throw InputError(std::string("train: --config, --model, --data and --steps are required\n") + train_usage());
   check_checkpoint_args(a);
+  if (warmup_given && !a.cuda_graph) throw InputError("train: --cuda-graph-warmup needs --cuda-graph");
   return a;
 }
 

@@ -81,6 +81,11 @@ class NcclCommunicator final : public Communicator {
   void group_start() override {
     if (group_depth_++ == 0) {
       ZT_CUDA_CHECK(cudaSetDevice(ordinal_));
+      group_captured_ = capturing();
+      if (group_captured_) {
+        ZT_NCCL_CHECK(ncclGroupStart());
+        return;
+      }
       group_start_ev_ = take_event();
       ZT_CUDA_CHECK(cudaEventRecord(group_start_ev_, cuda_stream_));
     }
@@ -90,6 +95,13 @@ class NcclCommunicator final : public Communicator {
     ZT_CHECK(group_depth_ > 0, "group_end without group_start");
     ZT_NCCL_CHECK(ncclGroupEnd());
     if (--group_depth_ > 0) return;
+    if (group_captured_) {
+      for (uint64_t seq : group_seqs_) mark_captured(seq);
+      group_seqs_.clear();
+      for (Event* e : group_done_) e->record(*stream_);
+      group_done_.clear();
+      return;
+    }
     cudaEvent_t end = take_event();
     ZT_CUDA_CHECK(cudaEventRecord(end, cuda_stream_));
     {
@@ -114,7 +126,8 @@ class NcclCommunicator final : public Communicator {
   void launch(const Call& c) override {
     ZT_CUDA_CHECK(cudaSetDevice(ordinal_));
     cudaEvent_t start = nullptr, end = nullptr;
-    if (group_depth_ == 0) {
+    const bool captured = group_depth_ == 0 && capturing();
+    if (group_depth_ == 0 && !captured) {
       start = take_event();
       ZT_CUDA_CHECK(cudaEventRecord(start, cuda_stream_));
     }
@@ -142,6 +155,7 @@ class NcclCommunicator final : public Communicator {
       group_seqs_.push_back(c.seq);
       return;
     }
+    if (captured) return mark_captured(c.seq);
     end = take_event();
     ZT_CUDA_CHECK(cudaEventRecord(end, cuda_stream_));
     std::lock_guard<std::mutex> lock(mu_);
@@ -175,9 +189,25 @@ class NcclCommunicator final : public Communicator {
  private:
   struct Pending {
     uint64_t seq;
-    cudaEvent_t start;  // null: starts and completes with the entry before it (same group)
+    cudaEvent_t start;  // null: starts and completes with the entry before it (same group, or captured)
     cudaEvent_t end;
   };
+
+  // The comm stream is inside a CUDA-graph capture (core/device.h StreamGraph): the call is
+  // recorded into the graph, not run, and runs again at every replay with no host call. So no
+  // watchdog brackets (an event recorded in a capture never fires): the entry is queued with no
+  // events, so the poll marks it done right after the entry before it (the log completes in
+  // order), and replays are not in the comm log (train --cuda-graph refuses --comm-log). A hang
+  // inside a replay is caught by the next bracketed collective (the step-stats all-gather).
+  bool capturing() const {
+    cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    ZT_CUDA_CHECK(cudaStreamIsCapturing(cuda_stream_, &st));
+    return st != cudaStreamCaptureStatusNone;
+  }
+  void mark_captured(uint64_t seq) {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_.push_back({seq, nullptr, nullptr});
+  }
 
   cudaEvent_t take_event() {
     {
@@ -244,6 +274,7 @@ class NcclCommunicator final : public Communicator {
   // Issuing thread only:
   int group_depth_ = 0;
   cudaEvent_t group_start_ev_ = nullptr;
+  bool group_captured_ = false;         // the open group began inside a stream capture
   std::vector<uint64_t> group_seqs_;
   std::vector<Event*> group_done_;
   std::unique_ptr<CommWatchdog> watchdog_;

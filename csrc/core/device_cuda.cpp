@@ -3,6 +3,10 @@
 #include <atomic>
 #include <cstdio>
 #include <memory>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <string>
 
 #include "zerotrain/core/check_cuda.h"
 #include "zerotrain/core/device.h"
@@ -53,6 +57,72 @@ class CurrentDevice {
   int previous_ = -1;  // -1: nothing to restore
 };
 
+// Captures in progress (begun by CudaDevice::begin_capture, not yet ended), by capture id.
+std::mutex g_captures_mu;
+std::set<unsigned long long> g_active_captures;
+bool capture_active(unsigned long long id) {
+  std::lock_guard<std::mutex> lock(g_captures_mu);
+  return g_active_captures.count(id) > 0;
+}
+void set_capture_active(unsigned long long id, bool active) {
+  std::lock_guard<std::mutex> lock(g_captures_mu);
+  if (active) g_active_captures.insert(id);
+  else g_active_captures.erase(id);
+}
+
+// The capture sequence `s` is recording (0 when it is not capturing).
+unsigned long long capture_id(cudaStream_t s) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  unsigned long long id = 0;
+  ZT_CUDA_CHECK(cudaStreamGetCaptureInfo(s, &status, &id));
+  return status == cudaStreamCaptureStatusActive ? id : 0;
+}
+
+// As capture_id, never throwing (an invalidated capture still reports its id).
+unsigned long long capture_id_or_zero(cudaStream_t s) noexcept {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  unsigned long long id = 0;
+  if (cudaStreamGetCaptureInfo(s, &status, &id) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return status == cudaStreamCaptureStatusNone ? 0 : id;
+}
+
+// A captured graph and its instantiation (device.h StreamGraph); owns both handles.
+class CudaGraph final : public StreamGraph {
+ public:
+  explicit CudaGraph(cudaGraph_t g) : graph_(g) {
+    ZT_CUDA_CHECK(cudaGraphInstantiate(&exec_, graph_, 0));
+    size_t n = 0;
+    ZT_CUDA_CHECK(cudaGraphGetNodes(graph_, nullptr, &n));
+    nodes_ = static_cast<int64_t>(n);
+  }
+  ~CudaGraph() override {
+    if (exec_) cudaGraphExecDestroy(exec_);
+    cudaGraphDestroy(graph_);
+  }
+  CudaGraph(const CudaGraph&) = delete;
+  CudaGraph& operator=(const CudaGraph&) = delete;
+  void launch(Stream& s) override {
+    ZT_CUDA_CHECK(cudaGraphLaunch(exec_, static_cast<cudaStream_t>(s.native_handle())));
+  }
+  int64_t nodes() const override { return nodes_; }
+
+ private:
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
+  int64_t nodes_ = 0;
+};
+
+// Owns a cudaGraph_t until CudaGraph takes it (so a failed instantiation still destroys it).
+struct GraphHandle {
+  cudaGraph_t g = nullptr;
+  ~GraphHandle() {
+    if (g) cudaGraphDestroy(g);
+  }
+};
+
 class CudaStream final : public Stream {
  public:
   CudaStream(int ordinal, std::string name) : name_(std::move(name)), ordinal_(ordinal) {
@@ -93,10 +163,16 @@ class CudaEvent final : public Event {
   }
   ~CudaEvent() override { cudaEventDestroy(event_); }
   void record(Stream& s) override {
-    ZT_CUDA_CHECK(cudaEventRecord(event_, static_cast<cudaStream_t>(s.native_handle())));
+    const auto stream = static_cast<cudaStream_t>(s.native_handle());
+    ZT_CUDA_CHECK(cudaEventRecord(event_, stream));
+    capture_ = capture_id(stream);
   }
-  void synchronize() override { ZT_CUDA_CHECK(cudaEventSynchronize(event_)); }
+  void synchronize() override {
+    check_not_captured("synchronize");
+    ZT_CUDA_CHECK(cudaEventSynchronize(event_));
+  }
   bool query() override {
+    check_not_captured("query");
     cudaError_t rc = cudaEventQuery(event_);
     if (rc == cudaErrorNotReady) return false;
     ZT_CUDA_CHECK(rc);
@@ -110,14 +186,30 @@ class CudaEvent final : public Event {
     return ms;
   }
   cudaEvent_t handle() const { return event_; }
+  unsigned long long capture() const { return capture_; }
 
  private:
+  // The host cannot wait for a capture-time record: it marks no work that will ever run.
+  void check_not_captured(const char* what) const {
+    ZT_CHECK(capture_ == 0, std::string("Event::") + what + " on an event last recorded inside a stream capture (CUDA "
+                            "graph): the host cannot wait for it; record it outside the captured region");
+  }
   cudaEvent_t event_ = nullptr;
+  unsigned long long capture_ = 0;  // capture id of the stream at the last record (0: not capturing)
 };
 
+// Capture-aware (device.h, StreamGraph). A real wait when both sides are outside any capture,
+// inside the same one, or when this stream is outside and the event's capture is still in
+// progress (the fork: this stream joins that capture). Otherwise the wait would cross a
+// capture's boundary and is skipped: inside a capture, an event recorded outside it is work the
+// graph's launcher orders before the launch; outside, an event last recorded by an ended
+// capture never fires by itself, and the launcher orders the launch before any later work.
 void CudaStream::wait(Event& e) {
   auto* ce = dynamic_cast<CudaEvent*>(&e);
   ZT_CHECK(ce != nullptr, "CudaStream::wait needs a CUDA event");
+  const unsigned long long mine = capture_id(stream_), theirs = ce->capture();
+  const bool joins = mine == 0 && theirs != 0 && capture_active(theirs);
+  if (theirs != mine && !joins) return;
   ZT_CUDA_CHECK(cudaStreamWaitEvent(stream_, ce->handle(), 0));
 }
 
@@ -174,6 +266,42 @@ class CudaDevice final : public Device {
   }
   void synchronize() override { ZT_CUDA_CHECK(cudaDeviceSynchronize()); }
   MemoryPool& pool() override { return pool_; }
+
+  bool supports_graphs() const override { return true; }
+  // Thread-local mode: an unsafe call (cudaMalloc, a sync) on this thread invalidates the capture;
+  // other threads (the NCCL watchdog's event polls) are not affected.
+  void begin_capture(Stream& s) override {
+    CurrentDevice on(ordinal_);
+    const auto stream = static_cast<cudaStream_t>(s.native_handle());
+    ZT_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    set_capture_active(capture_id(stream), true);
+  }
+  std::unique_ptr<StreamGraph> end_capture(Stream& s) override {
+    CurrentDevice on(ordinal_);
+    GraphHandle h;
+    const auto stream = static_cast<cudaStream_t>(s.native_handle());
+    set_capture_active(capture_id_or_zero(stream), false);
+    const cudaError_t rc = cudaStreamEndCapture(stream, &h.g);
+    if (rc != cudaSuccess) {
+      cudaGetLastError();
+      throw std::runtime_error(std::string("CUDA graph capture on stream '") + s.name() + "' failed: " +
+                               cudaGetErrorName(rc) + " (" + cudaGetErrorString(rc) +
+                               "): the captured region made an allocation, a host sync or a dependency outside the "
+                               "capture");
+    }
+    ZT_CHECK(h.g != nullptr, "cudaStreamEndCapture returned no graph for stream '" + s.name() + "'");
+    auto g = std::make_unique<CudaGraph>(h.g);
+    h.g = nullptr;  // owned by g now
+    return g;
+  }
+  void abort_capture(Stream& s) noexcept override {
+    set_capture_active(capture_id_or_zero(static_cast<cudaStream_t>(s.native_handle())), false);
+    cudaGraph_t g = nullptr;
+    if (capture_status(s) != cudaStreamCaptureStatusNone &&
+        cudaStreamEndCapture(static_cast<cudaStream_t>(s.native_handle()), &g) == cudaSuccess && g)
+      cudaGraphDestroy(g);
+    cudaGetLastError();
+  }
 
   std::vector<OutsideTrackerMemory> outside_tracker_memory() const override {
     static const char* kHow[kNumOutsideCategories] = {
@@ -251,6 +379,11 @@ class CudaDevice final : public Device {
   }
 
  private:
+  static cudaStreamCaptureStatus capture_status(Stream& s) noexcept {
+    cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(static_cast<cudaStream_t>(s.native_handle()), &st) != cudaSuccess) cudaGetLastError();
+    return st;
+  }
   int ordinal_;
   cudaDeviceProp props_{};
   cudaStream_t zero_stream_ = nullptr;  // non-blocking; zero-fills of new allocations only

@@ -1,5 +1,6 @@
 // cpu_elementwise.cpp — elementwise ops and simple reductions on the CPU backend:
 // bias add / bias grad, GELU, ReLU, residual add, scale, cast, squared L2 norm.
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -13,6 +14,8 @@ namespace {
 // Columns handled by one task of a column-parallel reduction (bias_grad). Each column is summed
 // over rows 0..N-1 in order, so the result does not depend on the thread count.
 constexpr int64_t kColumnBlock = 64;
+// The fp32 path's column block: wide, so a row's share is one SIMD call (1 KiB of sums on the stack).
+constexpr int64_t kColumnBlockF32 = 256;
 
 // Elements per partial sum in squared_norm; partials are added in index order.
 constexpr int64_t kNormChunk = 1 << 15;
@@ -70,6 +73,20 @@ void bias_grad(const TensorView& dbias, const TensorView& dout) {
   const int64_t C = dbias.numel();
   if (C == 0) return;
   const int64_t N = dout.numel() / C;
+  if (dbias.dtype == DType::F32) {  // rows added on the CPU's SIMD path: the same sums, in the same order
+    const vec::Kernels& k = vec::active();
+    float* db = static_cast<float*>(dbias.data);
+    const float* d = static_cast<const float*>(dout.data);
+    const int64_t fblocks = (C + kColumnBlockF32 - 1) / kColumnBlockF32;
+#pragma omp parallel for schedule(static) if (N * C > kParallelGrain && fblocks > 1)
+    for (int64_t blk = 0; blk < fblocks; ++blk) {
+      const int64_t j0 = blk * kColumnBlockF32, w = std::min(kColumnBlockF32, C - j0);
+      float acc[kColumnBlockF32] = {};
+      for (int64_t i = 0; i < N; ++i) vec::add_to(k, acc, d + i * C + j0, w);
+      vec::add_to(k, db + j0, acc, w);
+    }
+    return;
+  }
   const int64_t blocks = (C + kColumnBlock - 1) / kColumnBlock;
   dispatch_dtype(dbias.dtype, [&](auto tag) {
     using T = decltype(tag);

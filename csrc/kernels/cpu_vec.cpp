@@ -72,6 +72,13 @@ void ln_cols_s(float* acc_w, float* acc_b, const float* x, const float* dy, int6
   }
 }
 
+void add_to_s(float* acc, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) acc[i] = acc[i] + x[i];
+}
+void dot16_s(const float* a, const float* b, int64_t n, float* acc16) {
+  for (int64_t i = 0; i < n; ++i) acc16[i % kBlock] += a[i] * b[i];
+}
+
 int64_t whole_blocks(int64_t n) { return n - n % kBlock; }
 
 // The fixed tree over 16 partial sums: lane l += lane l + h for h = 8, 4, 2, 1.
@@ -86,7 +93,7 @@ float reduce16(float* acc) {
 
 const Kernels kScalar{"scalar",    gelu_forward_s, gelu_backward_s, row_max_s, row_exp_s, row_scale_s,
                       exp_scale_s, score_grad_s,   sum16_s,         sqdev16_s, ln_out_s,  ln_dsums_s,
-                      ln_dinp_s,   ln_cols_s};
+                      ln_dinp_s,   ln_cols_s,      add_to_s,        dot16_s};
 
 const Kernels& active() {
   switch (host_optim::active_isa()) {
@@ -181,6 +188,28 @@ void layernorm_cols(const Kernels& k, float* acc_w, float* acc_b, const float* x
   const int64_t nb = whole_blocks(n);
   k.ln_cols(acc_w, acc_b, x, dy, nb, m, rs);
   ln_cols_s(acc_w + nb, acc_b + nb, x + nb, dy + nb, n - nb, m, rs);
+}
+
+void scale_row(const Kernels& k, float* d, int64_t n, float a, const float* src) {
+  // row_scale computes dloss * (e * inv); with dloss = 1 that is e * inv exactly.
+  if (src == nullptr) src = d;
+  const int64_t nb = whole_blocks(n);
+  k.row_scale(d, src, nb, a, 1.0f);
+  row_scale_s(d + nb, src + nb, n - nb, a, 1.0f);
+}
+
+void add_to(const Kernels& k, float* acc, const float* x, int64_t n) {
+  const int64_t nb = whole_blocks(n);
+  k.add_to(acc, x, nb);
+  add_to_s(acc + nb, x + nb, n - nb);
+}
+
+float dot(const Kernels& k, const float* a, const float* b, int64_t n) {
+  const int64_t nb = whole_blocks(n);
+  float acc[kBlock] = {};
+  k.dot16(a, b, nb, acc);
+  dot16_s(a + nb, b + nb, n - nb, acc);
+  return reduce16(acc);
 }
 
 float softmax_xent_row(const Kernels& k, const float* x, float* d, int64_t V, int32_t target, float dloss) {

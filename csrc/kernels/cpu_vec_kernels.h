@@ -58,6 +58,10 @@ struct Kernels {
                   float dmean, float dnmean);
   // One row's share of dweight / dbias: acc_w[j] += (x[j] - m) * rs * dy[j], acc_b[j] += dy[j].
   void (*ln_cols)(float* acc_w, float* acc_b, const float* x, const float* dy, int64_t n, float m, float rs);
+  // acc[j] = acc[j] + x[j] (bias_grad's column sums, the attention heads' gradients).
+  void (*add_to)(float* acc, const float* x, int64_t n);
+  // acc16[j % 16] += a[j] * b[j] in increasing j (the attention backward's D = dout·out).
+  void (*dot16)(const float* a, const float* b, int64_t n, float* acc16);
 };
 
 extern const Kernels kScalar;
@@ -100,5 +104,12 @@ void layernorm_dinp(const Kernels& k, float* dx, const float* x, const float* dy
                     float rs, float dmean, float dnmean);
 void layernorm_cols(const Kernels& k, float* acc_w, float* acc_b, const float* x, const float* dy, int64_t n, float m,
                     float rs);
+
+// d[j] = src[j] * a (src defaults to d itself), any n: one IEEE product per element, on row_scale.
+void scale_row(const Kernels& k, float* d, int64_t n, float a, const float* src = nullptr);
+// acc[j] += x[j], any n (elementwise: bitwise the same on every table).
+void add_to(const Kernels& k, float* acc, const float* x, int64_t n);
+// Σ a[j] b[j]: the 16 lane partial sums in increasing j, then the exp_sum tree.
+float dot(const Kernels& k, const float* a, const float* b, int64_t n);
 
 }  // namespace zt::cpu_ops::vec

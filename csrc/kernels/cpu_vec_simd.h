@@ -240,10 +240,25 @@ void ln_cols_v(float* acc_w, float* acc_b, const float* x, const float* dy, int6
 }
 
 template <class V>
+void add_to_v(float* acc, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; i += V::W) V::store(acc + i, V::add(V::load(acc + i), V::load(x + i)));
+}
+
+template <class V>
+void dot16_v(const float* a, const float* b, int64_t n, float* acc16) {
+  constexpr int H = kBlock / V::W;
+  typename V::F acc[H];
+  for (int h = 0; h < H; ++h) acc[h] = V::load(acc16 + h * V::W);
+  for (int64_t i = 0; i < n; i += kBlock)
+    for (int h = 0; h < H; ++h) acc[h] = V::add(acc[h], V::mul(V::load(a + i + h * V::W), V::load(b + i + h * V::W)));
+  for (int h = 0; h < H; ++h) V::store(acc16 + h * V::W, acc[h]);
+}
+
+template <class V>
 constexpr Kernels make_kernels(const char* name) {
   return Kernels{name,           gelu_forward_v<V>, gelu_backward_v<V>, row_max_v<V>, row_exp_v<V>, row_scale_v<V>,
                  exp_scale_v<V>, score_grad_v<V>,   sum16_v<V>,         sqdev16_v<V>, ln_out_v<V>, ln_dsums_v<V>,
-                 ln_dinp_v<V>,   ln_cols_v<V>};
+                 ln_dinp_v<V>,   ln_cols_v<V>,      add_to_v<V>,        dot16_v<V>};
 }
 
 }  // namespace

@@ -23,6 +23,8 @@ class ModelBase : public Model {
   void bind_param(int index, void* data) override;
   void bind_grad(int index, void* data) override;
   const float* loss_device() const override { return loss_.as<float>(); }
+  // The loss divisor (1/divisor scales the loss and dloss); the shape is in the batch signature.
+  std::vector<double> launch_scalars() const override { return {static_cast<double>(loss_divisor_)}; }
   // The buffers the base allocates for max_rows loss rows (loss scalar, ones vector).
   static std::vector<BufferSpec> base_buffers(int64_t max_rows);
 

@@ -6,7 +6,9 @@
 //   StepExchange per-bucket squared norms and the loss, agreed by every rank at the boundary
 // The plan (plan.h) holds the schedule; these parts execute it.
 #pragma once
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "flat_buffer.h"
@@ -14,6 +16,7 @@
 #include "zerotrain/optim/host_optim.h"
 #include "zerotrain/zero/engine.h"
 #include "zerotrain/zero/engine_testing.h"
+#include "zerotrain/zero/step_graph.h"
 
 namespace zt {
 
@@ -77,6 +80,9 @@ class GradSync {
   void start(int b, bool first_micro, bool boundary);   // bucket b's grads are complete
   void finish();                                        // compute waits for every reduction issued
   void reset_after_step();                              // zero the full grads (stages 0-1)
+  // For a graph signature (step_graph.h): the buffers start() launches on, the next wire slot.
+  void graph_buffers(std::vector<const void*>& out) const;
+  int wire_next() const { return wire_next_; }
 
  private:
   struct Slot {
@@ -180,6 +186,35 @@ class HostOptimizer {
   OffloadStats stats_;
 };
 
+// train --cuda-graph (zero/step_graph.h; engine_graph.cpp): captured micro-step graphs, one per
+// micro-step kind, each with the signature it was captured under.
+class StepGraphs {
+ public:
+  StepGraphs(EngineContext& cx, int warmup_steps, std::function<void(const std::string&)> note);
+  // One micro-step's device work, `body`, through a graph when the warm-up is over: captured
+  // (then launched) when no graph of this kind holds `sig`, else replayed. false: not yet due,
+  // the caller runs body eagerly.
+  bool run(const GraphSignature& sig, const std::function<void()>& body);
+  void step_done() { ++steps_seen_; }
+  const GraphStats& stats() const { return stats_; }
+
+ private:
+  struct Entry {
+    GraphSignature sig;
+    std::unique_ptr<StreamGraph> graph;
+  };
+  std::unique_ptr<StreamGraph> capture(const std::function<void()>& body);
+  void launch(StreamGraph& g);
+
+  EngineContext& cx_;
+  int warmup_steps_;
+  int64_t steps_seen_ = 0;  // step() calls since enable_cuda_graphs
+  std::function<void(const std::string&)> note_;
+  std::vector<Entry> entries_;
+  std::unique_ptr<Event> comm_mark_, compute_mark_, join_;  // the joins (step_graph.h); join_: comm -> compute inside a capture
+  GraphStats stats_;
+};
+
 // The boundary's verdict, identical on every rank.
 struct StepVerdict {
   StepStats stats;
@@ -199,10 +234,13 @@ struct ZeroEngine::Impl {
   std::unique_ptr<LrSchedule> sched;
   LossScaler scaler;
   EngineTestHooks hooks;
+  std::unique_ptr<StepGraphs> graphs;  // enable_cuda_graphs only
   int micro = 0;                       // micro-step within the accumulation window; -1: step() due
   int64_t global_steps = 0, successful_steps = 0;
 
   // ---- the phases of a step ----
+  void micro_body(bool boundary);     // one micro-step's device work after set_batch (a graph's region)
+  GraphSignature graph_signature(const Batch& batch, bool boundary) const;
   void forward(int u);
   void backward(int u, bool boundary, float dloss);
   StepVerdict agree_on_step();        // norm, loss, clip and overflow: the same on every rank

@@ -14,17 +14,27 @@ void ZeroEngine::micro_step(const Batch& batch) {
   ZT_CHECK(e.micro >= 0, "micro_step after the accumulation boundary: call step() first");
   const int gas = opt_.gradient_accumulation_steps;
   const bool boundary = e.micro == gas - 1;
-  e.cx.model.set_batch(batch);
-  e.timer.micro_begin(e.micro == 0);
-  for (int u = 0; u < plan_.num_units(); ++u) e.forward(u);
-  e.timer.forward_done();
-  // The loss slot holds the mean over the accumulation window.
-  const TensorView loss(const_cast<float*>(e.cx.model.loss_device()), DType::F32, {1}, e.cx.dev.kind());
-  zero_ops::accumulate(e.cx.compute, e.exchange.loss_slot(), loss, 1.0f / static_cast<float>(gas), e.micro == 0);
-  const float dloss = static_cast<float>(e.scaler.scale() / gas);
-  for (int u = plan_.num_units() - 1; u >= 0; --u) e.backward(u, boundary, dloss);
-  e.timer.backward_done();
+  e.cx.model.set_batch(batch);  // never captured: host checks, then tokens into fixed device buffers
+  const auto body = [&] { e.micro_body(boundary); };
+  // A timed step (set_timing after enable_cuda_graphs; train refuses the combination) reads
+  // per-unit events on the host: it runs eagerly.
+  const bool graph = e.graphs && !e.timer.times_micro_step(e.micro == 0);
+  if (!graph || !e.graphs->run(e.graph_signature(batch, boundary), body)) body();
   e.micro = boundary ? -1 : e.micro + 1;  // -1: step() must run before the next micro-step
+}
+
+// Issues device work only (no host reads, no allocation): what a graph captures.
+void ZeroEngine::Impl::micro_body(bool boundary) {
+  const int gas = cx.opt.gradient_accumulation_steps;
+  timer.micro_begin(micro == 0);
+  for (int u = 0; u < cx.plan.num_units(); ++u) forward(u);
+  timer.forward_done();
+  // The loss slot holds the mean over the accumulation window.
+  const TensorView loss(const_cast<float*>(cx.model.loss_device()), DType::F32, {1}, cx.dev.kind());
+  zero_ops::accumulate(cx.compute, exchange.loss_slot(), loss, 1.0f / static_cast<float>(gas), micro == 0);
+  const float dloss = static_cast<float>(scaler.scale() / gas);
+  for (int u = cx.plan.num_units() - 1; u >= 0; --u) backward(u, boundary, dloss);
+  timer.backward_done();
 }
 
 void ZeroEngine::Impl::forward(int u) {

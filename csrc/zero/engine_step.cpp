@@ -26,6 +26,7 @@ StepStats ZeroEngine::step() {
   e.grad_sync.reset_after_step();
   if (!st.skipped) e.param_sync->start();      // start_param_sync
   e.micro = 0;
+  if (e.graphs) e.graphs->step_done();
   StepStats out = st;
   out.breakdown = e.timer.end_step(st.step);   // nullopt unless timing is on
   return out;

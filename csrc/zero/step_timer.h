@@ -50,6 +50,8 @@ class StepTimer {
   void add_copy_lane() { has_copy_lane_ = true; }
   // Inside a timed step (the copy lane brackets its copies only then).
   bool timing() const { return active_; }
+  // Whether the micro-step about to begin is timed (the level applies from a step's first one).
+  bool times_micro_step(bool first_of_step) const { return first_of_step ? next_level_ != TimingLevel::Off : active_; }
   // Milliseconds the copy stream spent copying during this step (measured by the copy lane
   // from timing events around each copy); reported as copy_busy_ms by end_step().
   void add_copy_busy_ms(double ms) { copy_busy_ms_ += ms; }

@@ -1,8 +1,8 @@
 // bench_gpu_kernels — times the CUDA kernels behind zt::ops at GPT-2-small shapes (bf16) and
 // prints one table: milliseconds per call and achieved TFLOP/s (GEMM, attention) or GB/s
-// (memory-bound ops, bytes = compulsory reads + writes, each row's count in a comment) with the
-// fraction of the H200's 4.8 TB/s. Compare TFLOP/s with its 989 dense bf16 (NVIDIA H200 data
-// sheet). Exits 0 without a GPU.
+// (memory-bound ops, bytes = compulsory reads + writes, each row's count in a comment). Compare
+// GB/s with the H200's 4.8 TB/s and TFLOP/s with its 989 dense bf16 (NVIDIA H200 data sheet):
+// the "% peak" column does (Bench::time). Exits 0 without a GPU.
 //   usage: bench_gpu_kernels [iterations=20]
 #include <cstdio>
 #include <cstdlib>
@@ -18,6 +18,8 @@ namespace {
 using namespace zt;
 
 struct Bench {
+  // The "% of peak" column: TFLOP/s / 989 (H200 dense bf16) or GB/s / 4800 (H200 HBM3e).
+  static constexpr double kPeakTflops = 989, kPeakGBs = 4800;
   Bench(Device& d, Stream& st, int n) : dev(d), s(st), iters(n) {}
   Device& dev;
   Stream& s;
@@ -52,8 +54,8 @@ struct Bench {
     s.synchronize();
     return keep.back().as<int32_t>();
   }
-  // Runs fn twice to warm up, then `iters` times between two timing events.
-  void time(const std::string& name, const std::string& shape, double bytes, double flops, const std::function<void()>& fn) {
+  // Runs fn twice to warm up, then `iters` times between two timing events; returns ms per call.
+  double time(const std::string& name, const std::string& shape, double bytes, double flops, const std::function<void()>& fn) {
     fn();
     fn();
     auto e0 = dev.create_event(true), e1 = dev.create_event(true);
@@ -63,12 +65,16 @@ struct Bench {
     e1->synchronize();
     double ms = e1->elapsed_ms_since(*e0) / iters;
     char rate[64] = "";
-    if (flops > 0) std::snprintf(rate, sizeof(rate), "%8.1f TFLOP/s", flops / (ms * 1e-3) / 1e12);
-    else if (bytes > 0)  // and the fraction of the H200's 4.8 TB/s HBM3e bandwidth
-      std::snprintf(rate, sizeof(rate), "%8.1f GB/s %5.1f%%", bytes / (ms * 1e-3) / 1e9,
-                    100.0 * bytes / (ms * 1e-3) / 4.8e12);
+    if (flops > 0) {
+      const double tflops = flops / (ms * 1e-3) / 1e12;
+      std::snprintf(rate, sizeof(rate), "%8.1f TFLOP/s %6.1f%%", tflops, 100.0 * tflops / kPeakTflops);
+    } else if (bytes > 0) {
+      const double gbs = bytes / (ms * 1e-3) / 1e9;
+      std::snprintf(rate, sizeof(rate), "%8.1f GB/s    %6.1f%%", gbs, 100.0 * gbs / kPeakGBs);
+    }
     std::printf("%-26s %-28s %9.3f ms %s\n", name.c_str(), shape.c_str(), ms, rate);
     std::fflush(stdout);
+    return ms;
   }
 };
 
@@ -85,8 +91,9 @@ int main(int argc, char** argv) {
   auto stream = dev->create_stream("bench");
   Bench b(*dev, *stream, iters);
   Stream& s = *stream;
-  std::printf("%s, %d iterations per op, bf16 unless noted\n", dev->description().c_str(), iters);
-  std::printf("%-26s %-28s %12s %s\n", "op", "shape", "time", "rate");
+  std::printf("%s, %d iterations per op, bf16 unless noted; %% of peak: of %.0f TFLOP/s (H200 dense bf16) or %.0f "
+              "GB/s (H200 HBM3e)\n", dev->description().c_str(), iters, Bench::kPeakTflops, Bench::kPeakGBs);
+  std::printf("%-26s %-28s %12s %-16s %7s\n", "op", "shape", "time", "rate", "% peak");
 
   const DType bf = DType::BF16;
   const int64_t B = 8, T = 1024, C = 768, H = 12, V = 50257, N = B * T;
@@ -143,6 +150,23 @@ int main(int argc, char** argv) {
     b.time("attention_forward", sh, 0, fwd_flops, [&] { ops::attention_forward(s, out, att, qkv, B, T, C, H); });
     b.time("attention_backward", sh, 0, 2.0 * fwd_flops,
            [&] { ops::attention_backward(s, dqkv, datt, dout, qkv, att, B, T, C, H); });
+  }
+  {  // Tiled (flash) attention, causal, at the GPT-2 124M shape (hs = 64).
+    // FLOPs: forward = 2 matmuls (Q Kᵀ, P V) x 2·B·H·T²·hs, halved for causal = 2·B·H·T²·hs;
+    // backward = 2.5 x forward (5 matmuls: S recomputed once, dV, dP, dQ, dK; the FlashAttention-2
+    // convention). The kernels run 7 (S and dP are formed in both the dK/dV and the dQ kernel), so
+    // the hardware rate is 1.4x the printed backward rate. Peak: 989 TFLOP/s dense bf16 (H200).
+    TensorView qkv = b.tensor(bf, {B, T, 3 * C}), out = b.tensor(bf, {B, T, C}), stats = b.tensor(DType::F32, {B, H, T, 2});
+    TensorView dqkv = b.tensor(bf, {B, T, 3 * C}, -0.01f, 0.01f), dout = b.tensor(bf, {B, T, C});
+    const std::string sh = "B=8 T=1024 H=12 hs=64 causal";
+    const double fwd_flops = 2.0 * B * H * T * T * (C / H), bwd_flops = 2.5 * fwd_flops;
+    const double fwd_ms = b.time("attention_tiled_forward", sh, 0, fwd_flops,
+                                 [&] { ops::attention_tiled_forward(s, out, stats, qkv, B, T, C, H, 0, 0); });
+    const double bwd_ms = b.time("attention_tiled_backward", sh, 0, bwd_flops, [&] {
+      ops::attention_tiled_backward(s, dqkv, dout, qkv, out, stats, B, T, C, H, 0, 0);
+    });
+    std::printf("%-26s %-28s forward %.1f%%, backward %.1f%% of 989 TFLOP/s\n", "attention_tiled", "",
+                100.0 * fwd_flops / (fwd_ms * 1e-3) / 989e12, 100.0 * bwd_flops / (bwd_ms * 1e-3) / 989e12);
   }
   {
     const int64_t rows = 4096;

@@ -20,20 +20,26 @@
 #               PyTorch, the carried .debs: prints what it found; fails if cuBLAS or NCCL is missing
 #   deps        dpkg -x the carried .debs into /tmp/zt-deps (never into /); mpirun from there
 #   configure   cmake, CMAKE_CUDA_ARCHITECTURES=90 only
-#   build       only the targets the check runs, all cores, -k 0
-#   gpu-tests   ctest -L gpu: CUDA kernels vs the CPU reference, zeroed-alloc ordering, memory pool, NCCL np1
+#   build       only the targets the check runs, all cores, -k 0: the fixed tools below plus every
+#               executable of a ctest test labelled gpu (found after configure, so a new gpu test
+#               target is built and run without editing this script)
+#   gpu-tests   ctest -L gpu: CUDA kernels vs the CPU reference, zeroed-alloc ordering, memory pool,
+#               NCCL np1, --cuda-graph eager vs replay, and any other gpu-labelled test
 #   memcheck    compute-sanitizer --tool memcheck on a short kernel subset
 #   racecheck   compute-sanitizer --tool racecheck on the same subset
 #   train-fp32  world size 1, gpt-tiny fp32 at stages 0-3: loss curves identical across stages;
 #               first losses vs the CPU backend
 #   gpt2-bf16   GPT-2 124M, bf16, B=8 x T=1024, 20 steps: tokens/s and MFU
+#   gpt2-graph  the same, 10 steps eager and 10 with --cuda-graph: identical losses, tokens/s of both
+#   torch-gpt2  the same GPT-2 124M step in PyTorch (if importable): tokens/s and MFU
+#   comm-bench  the NCCL collective benchmark at one rank
+#   kernel-bench tests/gpu/bench_gpu_kernels (GEMM TFLOP/s, memory-bound GB/s, % of H200 peak)
+#   then, if time is left:
 #   memory-total GPT-2 124M, bf16, stage 3, 3 steps: the memory report's device total (reserved +
 #               outside the tracker) within 5% of cudaMemGetInfo's in-use bytes; nvidia-smi beside it
 #   offload     ZeRO-Offload at stage 2 (pinned, pageable) and stage 3 + offload_param vs the device
 #               optimizer (losses within 1e-3 relative; step times)
-#   torch-gpt2  the same GPT-2 124M step in PyTorch (if importable): tokens/s and MFU
-#   comm-bench  the NCCL collective benchmark at one rank
-#   kernel-bench tests/gpu/bench_gpu_kernels (GEMM TFLOP/s, memory-bound GB/s), if time is left
+#   long-t      long-context GPT-2 (device-extra.sh long-t)
 #
 # Each finished step appends a row (step, status, seconds, note) to $OUT/summary.tsv at once; the
 # whole table is printed from an EXIT trap, so a run killed at its deadline still returns it.
@@ -53,7 +59,7 @@ while [ $# -gt 0 ]; do
     --out=*) OUT_DIR=${1#*=}; shift ;;
     --dry-run) DRY_RUN=1; shift ;;
     --rehearse-mpi) REHEARSE=1; shift ;;
-    -h|--help) sed -n '2,39p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,45p' "$0"; exit 0 ;;
     *) echo "device-check.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -64,8 +70,9 @@ PREFIX=${ZT_DEPS_PREFIX:-/tmp/zt-deps}
 DEBS=${ZT_DEBS:-.device/debs}
 JOBS=${ZT_JOBS:-$(nproc 2>/dev/null || echo 16)}
 RESERVE=5  # seconds kept for the summary
-# Only what the steps below run.
-TARGETS=(zerotrain test_gpu_kernels test_gpu_alloc test_gpu_offload test_gpu_pool test_comm_nccl zt_comm_bench bench_gpu_kernels)
+# Only what the steps below run: these tools, plus every gpu-labelled ctest test's executable
+# (gpu_test_targets, after configure).
+TARGETS=(zerotrain zt_comm_bench bench_gpu_kernels)
 # Short kernel subset for the sanitizers (shared-memory reductions, attention, loss, optimizer).
 SANITIZE_FILTER='*LayerNormForwardBackward/bf16:*SquaredNormMatchesAndIsDeterministic/fp32:*ColumnReductionsAreDeterministic/fp32:*SoftmaxCrossEntropyWithIgnoredTargetsAndAliasing/bf16:*AttentionForwardBackward/bf16:*TiledAttentionMatchesCpu/bf16:GpuTest.AdamAllDtypeCombinations'
 
@@ -76,23 +83,24 @@ PLAN=(
   "deps 60 setup.log"
   "configure 60 build.log"
   "build 200 build.log"
-  "gpu-tests 90 gpu-tests.log"
-  "memcheck 60 sanitizer.log"
-  "racecheck 60 sanitizer.log"
+  "gpu-tests 120 gpu-tests.log"
+  "memcheck 45 sanitizer.log"
+  "racecheck 45 sanitizer.log"
   "train-fp32 60 train.log"
   "gpt2-bf16 60 perf.log"
-  "memory-total 45 train.log"
-  "offload 40 train.log"
-  "long-t 60 train.log"
+  "gpt2-graph 45 perf.log"
   "torch-gpt2 60 perf.log"
   "comm-bench 30 perf.log"
   "kernel-bench 30 perf.log"
+  "memory-total 45 train.log"
+  "offload 40 train.log"
+  "long-t 60 train.log"
 )
 [ $REHEARSE = 1 ] && PLAN=("toolkit 20 setup.log" "deps 60 setup.log" "mpi-hello 60 setup.log")
 
 if [ $DRY_RUN = 1 ]; then
   echo "device-check.sh dry run: deadline ${DEADLINE}s (${RESERVE}s kept for the summary), out $OUT_DIR, build $BUILD, -j$JOBS"
-  echo "build targets: ${TARGETS[*]} (CMAKE_CUDA_ARCHITECTURES=90)"
+  echo "build targets: ${TARGETS[*]} + the executables of every ctest test labelled gpu (CMAKE_CUDA_ARCHITECTURES=90)"
   printf '%-13s %8s %10s  %s\n' step limit_s "by_s(max)" log
   t=0
   for p in "${PLAN[@]}"; do
@@ -291,7 +299,23 @@ if [ -d "$PREFIX/usr" ]; then
 fi
 printf -v CMAKE_LINE '%q ' cmake "${CMAKE_ARGS[@]}"
 step configure "$CMAKE_LINE && echo \"NOTE: sm_90 only, \$(grep -ao 'zerotrain: CUDA backend.*' '$OUT/build.log' | tail -n 1 | cut -c12-)\""
+# The executable (= target) name of every test labelled gpu: the first command word that is a
+# file under the build folder (a test may run under mpiexec).
+gpu_test_targets() {
+  ctest --test-dir "$BUILD" -L gpu --show-only=json-v1 2>/dev/null | python3 -c '
+import json, os, sys
+build = os.path.realpath(sys.argv[1])
+names = set()
+for t in json.load(sys.stdin).get("tests", []):
+    for w in t.get("command", []):
+        if os.path.realpath(w).startswith(build + os.sep):
+            names.add(os.path.basename(w)); break
+print(" ".join(sorted(names)))' "$BUILD"
+}
 if [ -f "$BUILD/build.ninja" ]; then
+  GPU_TARGETS=$(gpu_test_targets)
+  [ -z "$GPU_TARGETS" ] && GPU_TARGETS="test_gpu_kernels"  # ctest json unreadable: at least the kernels
+  TARGETS+=($GPU_TARGETS)
   step build "ninja -C '$BUILD' -k 0 -j$JOBS ${TARGETS[*]}; rc=\$?;
     [ \$rc -ne 0 ] && grep -aE 'FAILED:|error' '$OUT/build.log' | head -n 5 | sed 's/^/  /';
     echo \"NOTE: ${#TARGETS[@]} targets, -j$JOBS\$([ \$rc -ne 0 ] && echo ', some failed')\"; exit \$rc"
@@ -303,7 +327,7 @@ have() { [ -x "$BUILD/$1" ]; }
 # ---- GPU kernel tests vs the CPU reference, then the sanitizers --------------------------------
 if have tests/gpu/test_gpu_kernels; then
   # -V: every gtest line lands in the log, so the note can count passed / skipped / failed cases.
-  step gpu-tests "ctest --test-dir '$BUILD' -L gpu -V --no-tests=error --timeout 80; rc=\$?;
+  step gpu-tests "ctest --test-dir '$BUILD' -L gpu -V --no-tests=error --timeout 100; rc=\$?;
     L='$OUT/gpu-tests.log';
     echo \"NOTE: gtest cases \$(grep -acE '\\[       OK \\] .*\\([0-9]+ ms\\)' \$L) ok, \$(grep -acE '\\[  SKIPPED \\] .*\\([0-9]+ ms\\)' \$L) skipped, \$(grep -acE '\\[  FAILED  \\] .*\\([0-9]+ ms\\)' \$L) failed\"; exit \$rc"
   if [ -n "$SANITIZER" ]; then
@@ -322,11 +346,9 @@ fi
 if have zerotrain; then
   step train-fp32 "bash tests/gpu/device-extra.sh stages-fp32"
   step gpt2-bf16 "bash tests/gpu/device-extra.sh gpt2-bf16"
-  step memory-total "bash tests/gpu/device-extra.sh memory-total"
-  step offload "bash tests/gpu/device-extra.sh offload"
-  step long-t "bash tests/gpu/device-extra.sh long-t"
+  step gpt2-graph "bash tests/gpu/device-extra.sh gpt2-graph"
 else
-  skip train-fp32 "zerotrain not built"; skip gpt2-bf16 "zerotrain not built"; skip memory-total "zerotrain not built"; skip offload "zerotrain not built"; skip long-t "zerotrain not built"
+  skip train-fp32 "zerotrain not built"; skip gpt2-bf16 "zerotrain not built"; skip gpt2-graph "zerotrain not built"
 fi
 if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
   step torch-gpt2 "python3 tests/gpu/torch_gpt2.py --steps 20 --batch 8"
@@ -338,4 +360,12 @@ if have tests/gpu/bench_gpu_kernels; then
   step kernel-bench "'$BUILD/tests/gpu/bench_gpu_kernels'; rc=\$?; echo 'NOTE: see perf.log'; exit \$rc"
 else
   skip kernel-bench "bench_gpu_kernels not built"
+fi
+# Lower priority: only with the time the steps above left.
+if have zerotrain; then
+  step memory-total "bash tests/gpu/device-extra.sh memory-total"
+  step offload "bash tests/gpu/device-extra.sh offload"
+  step long-t "bash tests/gpu/device-extra.sh long-t"
+else
+  skip memory-total "zerotrain not built"; skip offload "zerotrain not built"; skip long-t "zerotrain not built"
 fi

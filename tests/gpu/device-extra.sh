@@ -8,6 +8,8 @@
 #                losses agree with the GPU's (rel 1e-4)
 #   gpt2-bf16    GPT-2 124M, bf16, stage 1, B=8 x T=1024, 20 steps: tokens/s and MFU (median of
 #                steps 6-20)
+#   gpt2-graph   the same model, 10 steps eager then 10 with --cuda-graph: identical losses,
+#                graphs replayed, tokens/s side by side
 #   memory-total GPT-2 124M, bf16, stage 3, B=4 x T=1024, 3 steps with --memory-report: the report's
 #                device total (reserved bytes of the device categories + the memory outside the
 #                tracker) within 5% of cudaMemGetInfo's in-use bytes at report time; nvidia-smi's
@@ -103,6 +105,41 @@ print(f"zerotrain gpt2-124m bf16: {tok:.0f} tok/s, {ms:.1f} ms/step, MFU {mfu_s}
       f"loss {losses[0]:.3f} -> {losses[-1]:.3f}, peak mem {rows[-1]['mem_peak_bytes'] / 2**30:.2f} GiB")
 print(f"NOTE: {tok:.0f} tok/s, MFU {mfu_s}, {ms:.0f} ms/step (B=8 T=1024 bf16 stage 1)")
 sys.exit(0 if all(map(math.isfinite, losses)) else 1)
+PY
+}
+
+# train --cuda-graph on GPT-2 124M bf16 (stage 1, B=8 x T=1024): 10 eager steps, then the same 10
+# steps with micro-step graphs (2 eager warm-up steps, captured from step 3): the losses must be
+# the same (rel 1e-5; the replay runs the same kernels), the graphs must have been replayed, and
+# tokens/s of both (median of steps 4-10) are printed side by side.
+gpt2_graph() {
+  echo '{"train_batch_size": 8, "bf16": {"enabled": true}, "zero_optimization": {"stage": 1},
+         "steps_per_print": 5, "optimizer": {"type": "AdamW", "params": {"lr": 6e-4}}}' >"$TMP/g.json"
+  local mode
+  for mode in eager graph; do
+    local extra=()
+    [ $mode = graph ] && extra=(--cuda-graph --cuda-graph-warmup 2)
+    if ! train "$DEVICE" "$TMP/g.json" configs/models/gpt2-124m.json markov:vocab=256,order=1,seed=1 10 \
+         "$TMP/$mode.jsonl" "$TMP/$mode.log" "${extra[@]}"; then
+      tail -n 30 "$TMP/$mode.log"; echo "NOTE: GPT-2 124M bf16 $mode run failed"; return 1
+    fi
+  done
+  grep -E "^cuda graph" "$TMP/graph.log"
+  python3 - "$TMP/eager.jsonl" "$TMP/graph.jsonl" "$TMP/graph.log" <<'PY'
+import json, math, re, statistics, sys
+runs = [[json.loads(l) for l in open(f)] for f in sys.argv[1:3]]
+log = open(sys.argv[3]).read()
+tok = [statistics.median(r["tokens_per_s"] for r in rows[3:]) for rows in runs]
+bad = [(a["step"], a["loss"], b["loss"]) for a, b in zip(*runs)
+       if not (math.isfinite(a["loss"]) and abs(a["loss"] - b["loss"]) <= 1e-5 * abs(a["loss"]))]
+m = re.search(r"cuda graph: (\d+) capture\(s\).*?(\d+) replay\(s\)", log)
+replays = int(m.group(2)) if m else 0
+for step, a, b in bad: print(f"step {step}: eager loss {a:.6f}, graph loss {b:.6f}")
+print(f"eager {tok[0]:.0f} tok/s, --cuda-graph {tok[1]:.0f} tok/s ({tok[1] / tok[0]:.2f}x), {replays} replays")
+ok = not bad and len(runs[0]) == len(runs[1]) == 10 and replays > 0
+print(f"NOTE: --cuda-graph {tok[1]:.0f} vs eager {tok[0]:.0f} tok/s, {replays} replays, losses "
+      + ("identical" if not bad else f"differ at {len(bad)} steps"))
+sys.exit(0 if ok else 1)
 PY
 }
 
@@ -218,9 +255,10 @@ comm_bench() {
 case ${1:-} in
   stages-fp32) stages_fp32 ;;
   gpt2-bf16) gpt2_bf16 ;;
+  gpt2-graph) gpt2_graph ;;
   long-t) long_t ;;
   comm-bench) comm_bench ;;
   offload) offload ;;
   memory-total) memory_total ;;
-  *) echo "usage: device-extra.sh stages-fp32|gpt2-bf16|offload|long-t|memory-total|comm-bench" >&2; exit 2 ;;
+  *) echo "usage: device-extra.sh stages-fp32|gpt2-bf16|gpt2-graph|offload|long-t|memory-total|comm-bench" >&2; exit 2 ;;
 esac

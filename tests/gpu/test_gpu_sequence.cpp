@@ -1,6 +1,7 @@
 // CUDA vs CPU backend: causal attention, token + position embedding, softmax cross-entropy,
 // MSE — and bitwise repeatability of every deterministic GPU reduction.
 #include "gpu_test_util.h"
+#include "zerotrain/kernels/attention_tile.h"
 
 namespace zt::gputest {
 namespace {
@@ -14,7 +15,8 @@ class GpuSequence : public GpuTest, public ::testing::WithParamInterface<DType> 
 };
 
 // 16-bit attention rounds the probabilities / score gradients to the compute dtype before the
-// GEMMs that consume them (cuBLAS cannot mix fp32 and 16-bit operands): a few units of error.
+// GEMMs that consume them (cuBLAS and mma.sync take 16-bit operands): a few units of error. The
+// tiled tensor-core kernels' ex2.approx adds ~2^-21 relative per probability, far below that.
 double att_tol(DType t) { return t == DType::F32 ? 2e-5 : 8.0 * unit(t); }
 
 TEST_P(GpuSequence, AttentionForwardBackward) {
@@ -70,7 +72,9 @@ void GpuSequence::check_tiled_against_cpu(DType dt, const std::vector<TiledCase>
     Dual qkv(*this, *gpu_, dt, {c.B, c.T, 3 * c.C}, uniform(c.B * c.T * 3 * c.C, -2.0f, 2.0f));
     Dual out(*this, *gpu_, dt, {c.B, c.T, c.C}, {});
     Dual stats(*this, *gpu_, DType::F32, {c.B, c.H, c.T, 2}, {});
-    ops::attention_tiled_forward(cs(), out.cpu(), stats.cpu(), qkv.cpu(), c.B, c.T, c.C, c.H, 0, 0);
+    // The CPU reference runs the CUDA kernels' tiles (its own defaults differ).
+    ops::attention_tiled_forward(cs(), out.cpu(), stats.cpu(), qkv.cpu(), c.B, c.T, c.C, c.H, attn_tile::kTileQ,
+                                 attn_tile::kTileK);
     ops::attention_tiled_forward(gs(), out.gpu(), stats.gpu(), qkv.gpu(), c.B, c.T, c.C, c.H, 0, 0);
     sync();
     std::ostringstream sz;
@@ -82,7 +86,8 @@ void GpuSequence::check_tiled_against_cpu(DType dt, const std::vector<TiledCase>
     stats.upload();
     Dual dout(*this, *gpu_, dt, {c.B, c.T, c.C}, uniform(c.B * c.T * c.C));
     Dual dqkv(*this, *gpu_, dt, {c.B, c.T, 3 * c.C}, uniform(c.B * c.T * 3 * c.C, -0.1f, 0.1f));
-    ops::attention_tiled_backward(cs(), dqkv.cpu(), dout.cpu(), qkv.cpu(), out.cpu(), stats.cpu(), c.B, c.T, c.C, c.H, 0, 0);
+    ops::attention_tiled_backward(cs(), dqkv.cpu(), dout.cpu(), qkv.cpu(), out.cpu(), stats.cpu(), c.B, c.T, c.C, c.H,
+                                  attn_tile::kTileQ, attn_tile::kTileK);
     ops::attention_tiled_backward(gs(), dqkv.gpu(), dout.gpu(), qkv.gpu(), out.gpu(), stats.gpu(), c.B, c.T, c.C, c.H, 0, 0);
     sync();
     expect_close(dqkv.gpu_values(), dqkv.cpu_values(), att_tol(dt), att_tol(dt), "tiled dqkv" + sz.str());
@@ -91,6 +96,21 @@ void GpuSequence::check_tiled_against_cpu(DType dt, const std::vector<TiledCase>
 
 TEST_P(GpuSequence, TiledAttentionMatchesCpu) {
   check_tiled_against_cpu(GetParam(), {{1, 1, 8, 2}, {2, 33, 24, 3}, {2, 65, 128, 2}, {1, 130, 64, 1}});
+}
+
+// The tensor-core (16-bit) and SIMT (fp32) kernels on the shapes their code paths branch on:
+// T = 1, T a multiple of the 64 x 64 tiles and not, head sizes 32 / 64 / 80 (padded to 96) / 128
+// (the backward's 32-row inner tiles), hs = 20 (not a multiple of 8: the scalar, non-cp.async
+// loads), and B·H = 96 blocks per query tile at the GPT-2 head shape.
+TEST_P(GpuSequence, TiledAttentionTensorCoreShapes) {
+  check_tiled_against_cpu(GetParam(), {{1, 1, 64, 1},
+                                       {2, 100, 64, 2},
+                                       {1, 257, 128, 2},
+                                       {1, 64, 64, 1},
+                                       {1, 200, 160, 2},
+                                       {1, 130, 256, 2},
+                                       {1, 77, 60, 3},
+                                       {8, 128, 768, 12}});
 }
 
 // Not in the sanitizer subset (device-check.sh): T = 4096 is long under memcheck.

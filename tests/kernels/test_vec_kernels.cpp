@@ -186,6 +186,32 @@ TEST(VecKernels, LayerNormRowsEveryPathBitwiseEqualsScalarAndCloseToDouble) {
   }
 }
 
+TEST(VecKernels, AddToDotScaleEveryPathBitwiseEqualsScalarAndCloseToDouble) {
+  std::mt19937_64 rng(17);
+  for (int64_t n : kSizes) {
+    const std::vector<float> a = random_floats(rng, n, -2.0f, 2.0f), b = random_floats(rng, n, -3.0f, 1.0f);
+    std::vector<float> acc_ref(a);
+    for (int64_t j = 0; j < n; ++j) acc_ref[j] = a[j] + b[j];  // the per-element loop add_to replaces
+    const float dot_ref = cpu_ops::vec::dot(cpu_ops::vec::kScalar, a.data(), b.data(), n);
+    double dd = 0, mag = 0;
+    for (int64_t j = 0; j < n; ++j) dd += double(a[j]) * b[j], mag += std::fabs(double(a[j]) * b[j]);
+    EXPECT_NEAR(dot_ref, dd, 1e-6 * (1 + mag)) << n;
+    for (const Kernels* k : tables()) {
+      const std::string what = std::string(k->name) + " n=" + std::to_string(n);
+      std::vector<float> acc(a);
+      cpu_ops::vec::add_to(*k, acc.data(), b.data(), n);
+      expect_same(acc, acc_ref, "add_to " + what);
+      expect_same({cpu_ops::vec::dot(*k, a.data(), b.data(), n)}, {dot_ref}, "dot " + what);
+      std::vector<float> sc(a), sc_ref(a), sc_out(b.size());
+      for (int64_t j = 0; j < n; ++j) sc_ref[j] = a[j] * 0.37f;
+      cpu_ops::vec::scale_row(*k, sc.data(), n, 0.37f);
+      cpu_ops::vec::scale_row(*k, sc_out.data(), n, 0.37f, a.data());
+      expect_same(sc, sc_ref, "scale_row in place " + what);
+      expect_same(sc_out, sc_ref, "scale_row " + what);
+    }
+  }
+}
+
 // The kernel before cpu_vec (csrc/kernels/cpu_loss.cpp at b64b1dd): expf and one sequential sum.
 float old_row(const float* x, float* d, int64_t V, int32_t t, float dloss) {
   float m = -INFINITY;
@@ -264,6 +290,8 @@ TEST(VecKernels, OpsUnderForcedIsaMatchScalar) {
     HostTensor logits = random_tensor(rng, dt, {N, V}, -5, 5), gx = random_tensor(rng, DType::F32, {n}, -8, 8);
     HostTensor gd = random_tensor(rng, DType::F32, {n});
     HostTensor lw = random_tensor(rng, dt, {V}, 0.5, 1.5), lb = random_tensor(rng, dt, {V});
+    HostTensor bgrad0 = random_tensor(rng, dt, {V}), qkv = random_tensor(rng, dt, {2 * 21, 72});
+    HostTensor adout = random_tensor(rng, dt, {2 * 21, 24});
     std::vector<std::vector<unsigned char>> ref;
     for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
       if (!host_optim::isa_supported(isa)) continue;
@@ -279,8 +307,16 @@ TEST(VecKernels, OpsUnderForcedIsaMatchScalar) {
       cpu_ops::layernorm_forward(lo.view(), mean.view(), rstd.view(), logits.view(), lw.view(), lb.view(), 1e-5f);
       cpu_ops::layernorm_backward(ldx.view(), ldw.view(), ldb.view(), lo.view(), logits.view(), lw.view(), mean.view(),
                                   rstd.view());
-      const std::vector<std::vector<unsigned char>> got{losses.raw(), dl.raw(), gy.raw(), gdx.raw(), lo.raw(),
-                                                        mean.raw(), rstd.raw(), ldx.raw(), ldw.raw(), ldb.raw()};
+      // bias_grad over rows of 259 columns (one wide fp32 column block plus a narrower one).
+      HostTensor bgrad = bgrad0;
+      cpu_ops::bias_grad(bgrad.view(), logits.view());
+      // Tiled attention backward, B=2 T=21 C=24 H=3 (head size 8: tails only).
+      HostTensor ao(dt, {2 * 21, 24}), st(DType::F32, {2 * 3 * 21 * 2}), adq(dt, {2 * 21, 72});
+      cpu_ops::attention_tiled_forward(ao.view(), st.view(), qkv.view(), 2, 21, 24, 3, 8, 4);
+      cpu_ops::attention_tiled_backward(adq.view(), adout.view(), qkv.view(), ao.view(), st.view(), 2, 21, 24, 3, 8, 4);
+      const std::vector<std::vector<unsigned char>> got{losses.raw(), dl.raw(),   gy.raw(),   gdx.raw(), lo.raw(),
+                                                        mean.raw(),   rstd.raw(), ldx.raw(),  ldw.raw(), ldb.raw(),
+                                                        bgrad.raw(),  ao.raw(),   adq.raw()};
       if (ref.empty()) ref = got;
       for (size_t i = 0; i < got.size(); ++i)
         EXPECT_TRUE(got[i] == ref[i]) << host_optim::isa_name(isa) << " output " << i << " dtype " << dtype_name(dt);

@@ -31,6 +31,8 @@ struct TrainArgs {
   std::string comm_log;            // --comm-log FILE: per-collective JSONL
   std::string recompute;           // --recompute: overrides activation_checkpointing (empty: config)
   int64_t max_skipped_steps = 100; // stop (exit 4) after this many all-skipped steps in a row; 0: never
+  bool cuda_graph = false;         // --cuda-graph: capture + replay each micro-step (zero/step_graph.h)
+  int64_t cuda_graph_warmup = 2;   // --cuda-graph-warmup N: eager steps before the first capture (>= 1)
 };
 
 // Parses `train` flags; InputError names the flag and what was expected.

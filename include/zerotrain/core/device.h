@@ -64,6 +64,20 @@ class Stream {
 
 enum class CopyKind { HostToDevice, DeviceToHost, DeviceToDevice, HostToHost };
 
+// A captured, instantiated stream graph (CUDA: cudaGraph_t + cudaGraphExec_t, both owned and
+// destroyed with it). launch(s) replays the captured work on `s`, in order with s's other work.
+// Capture rules (Device::begin_capture): while a stream is capturing, its work is recorded, not
+// run; Event::record on it records a capture-time dependency only; Stream::wait on an event
+// recorded outside this capture is skipped — the caller orders that work before the launch
+// (zero/step_graph.h's joins) — and after the capture, waits on events recorded inside it are
+// skipped too, because the launch is ordered after them by the same joins.
+class StreamGraph {
+ public:
+  virtual ~StreamGraph() = default;
+  virtual void launch(Stream& s) = 0;
+  virtual int64_t nodes() const = 0;  // graph nodes captured (kernels, copies, memsets, NCCL, ...)
+};
+
 class Device {
  public:
   virtual ~Device() = default;
@@ -95,6 +109,17 @@ class Device {
   virtual void memcpy_async(void* dst, const void* src, size_t bytes, CopyKind k, Stream& s) = 0;
   virtual void memset_async(void* dst, int value, size_t bytes, Stream& s) = 0;
   virtual void synchronize() = 0;  // whole device; never in a hot path
+
+  // Stream capture (CUDA only; the CPU backend has no graphs: false / InputError). Capture is
+  // thread-local: only this thread's calls are recorded and checked. end_capture ends the
+  // capture begun on `s` (also after a failure inside it) and instantiates the graph; a capture
+  // that CUDA invalidated (an allocation, a host sync, a cross-capture dependency) fails here
+  // with CUDA's reason.
+  virtual bool supports_graphs() const { return false; }
+  virtual void begin_capture(Stream& s);
+  virtual std::unique_ptr<StreamGraph> end_capture(Stream& s);
+  // Ends a capture begun on `s` and discards it (error paths; never throws).
+  virtual void abort_capture(Stream& s) noexcept {}
 
  protected:
   friend class DeviceBuffer;

@@ -16,7 +16,9 @@
 // and α = exp(−inf) = 0 happens only on a row's first tile.
 // exp is math::exp_nonpos (every argument is a score minus a running or final row max, <= 0):
 // within 4 ulp of expf, branch-free, and the CPU kernel's SIMD rows (cpu_vec_kernels.h) are
-// bitwise equal to it; the order of the row sum Σ_j p_j is the kernel's own.
+// bitwise equal to it; the order of the row sum Σ_j p_j is the kernel's own. The CPU and the CUDA
+// fp32 kernel use it; the CUDA 16-bit kernels use 2^x (ex2.approx) on scores pre-multiplied by
+// log2(e), the same function within ~2^-21 relative (attention_flash_fwd.cu).
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -25,11 +27,13 @@
 
 namespace zt::attn_tile {
 
-// Default tile sizes (rows). The CUDA kernel is compiled for exactly these; the CPU kernel takes
-// any tile size >= 1 (tests use sizes that do and do not divide T). On the CPU a tile GEMM is at
-// most tile_q·tile_k·hs multiply-adds, under OpenBLAS's single-thread threshold for hs < 128.
+// The CUDA kernels' tile sizes (rows). They are compiled for exactly these (16-bit: 64 x 64 with
+// 4 warps of 16 query rows, attention_mma_layout.h; the backward of heads wider than 64 columns
+// runs 32-row inner tiles, which changes only the summation order). The CPU kernel takes any tile
+// size >= 1 (tests use sizes that do and do not divide T; the GPU tests pass these to it to run
+// the same tiling) and has its own measured defaults (csrc/kernels/cpu_attention_tiled.cpp).
 constexpr int64_t kTileQ = 64;
-constexpr int64_t kTileK = 32;
+constexpr int64_t kTileK = 64;
 
 // Statistics layout: stats[((b·H + h)·T + t)·2 + {0: row max m, 1: row sum l}] (fp32).
 constexpr int64_t kStatsPerRow = 2;

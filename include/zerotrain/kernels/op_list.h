@@ -71,8 +71,9 @@ ZT_OP(attention_backward,
 // Memory-efficient causal attention, tiled over queries and keys with an online softmax
 // (scheme and per-tile math: zerotrain/kernels/attention_tile.h). out[B,T,C] overwrites;
 // stats[B,H,T,2] (fp32) receives each query row's (max, sum of exp(score - max)), O(B·H·T)
-// instead of att's B·H·T·T. tile_q / tile_k: query / key rows per tile, 0 = the defaults
-// (attn_tile::kTileQ / kTileK); the CUDA backend runs only the defaults.
+// instead of att's B·H·T·T. tile_q / tile_k: query / key rows per tile, 0 = the backend's
+// defaults (CPU: csrc/kernels/cpu_attention_tiled.cpp; CUDA: attn_tile::kTileQ / kTileK, the only
+// tiles the CUDA backend runs).
 ZT_OP(attention_tiled_forward,
       (const TensorView& out, const TensorView& stats, const TensorView& qkv, int64_t B, int64_t T, int64_t C,
        int64_t H, int64_t tile_q, int64_t tile_k),

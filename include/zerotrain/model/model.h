@@ -81,6 +81,11 @@ class Model {
   virtual void backward_unit(int unit, float dloss) = 0;
   // Mean loss of the last forward, as a device pointer to one float (valid after the last unit).
   virtual const float* loss_device() const = 0;
+  // Host values set_batch derived from the batch that forward/backward bake into their launches
+  // (kernel arguments, e.g. the loss divisor). A captured CUDA graph (zero/step_graph.h) replays
+  // them unchanged, so they are part of its signature. Device-side inputs (tokens) are not here:
+  // set_batch copies them into buffers whose addresses never change.
+  virtual std::vector<double> launch_scalars() const { return {}; }
 
   // Every buffer the model allocates (activations, workspace), from the same pure function
   // that the offline estimate calls (model_buffer_plan): prediction and allocation agree.

@@ -48,6 +48,7 @@
 #include "zerotrain/optim/lr_schedule.h"
 #include "zerotrain/optim/optimizer_hparams.h"
 #include "zerotrain/zero/plan.h"
+#include "zerotrain/zero/step_graph.h"
 #include "zerotrain/zero/step_timing.h"
 
 namespace zt {
@@ -173,6 +174,15 @@ class ZeroEngine {
   void set_timing(TimingLevel level);
   // Traced steps' timelines (TimingLevel::Trace), collectives included; waits for the comm stream.
   std::vector<StepTimeline> take_timelines();
+
+  // train --cuda-graph (zero/step_graph.h): after `warmup_steps` eager step() calls, each
+  // micro-step's device work is captured once per micro-step kind and replayed while its
+  // signature holds; `note` gets the one-line capture / re-capture messages. InputError with the
+  // reason when this engine's schedule is not static (graph_refusal: CPU backend, stage 3,
+  // offload). A step timed by set_timing runs eagerly; train refuses timing and comm logging
+  // with --cuda-graph outright (it owns those switches). Call at an accumulation boundary.
+  void enable_cuda_graphs(int warmup_steps, std::function<void(const std::string&)> note);
+  GraphStats graph_stats() const;
 
   const ZeroPlan& plan() const { return plan_; }
   const EngineOptions& options() const { return opt_; }
