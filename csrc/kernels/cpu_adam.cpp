@@ -60,4 +60,15 @@ void adam_step(const TensorView& p, const TensorView& m, const TensorView& v, co
   });
 }
 
+// One adam_step per chunk, in list order: bitwise what the per-chunk calls gave.
+void adam_step_multi(const TensorView& p, const TensorView& m, const TensorView& v, const TensorView& g,
+                     float grad_scale, const math::AdamParams& a, const TensorView& param_out,
+                     const std::vector<AdamChunk>& chunks) {
+  for (const AdamChunk& c : chunks) {
+    if (c.n <= 0) continue;
+    const TensorView out = param_out.data != nullptr ? param_out.slice1d(c.out, c.n) : TensorView();
+    adam_step(p.slice1d(c.p, c.n), m.slice1d(c.p, c.n), v.slice1d(c.p, c.n), g.slice1d(c.g, c.n), grad_scale, a, out);
+  }
+}
+
 }  // namespace zt::cpu_ops

@@ -55,6 +55,31 @@ void adam_step(Stream& s, const TensorView& p, const TensorView& m, const Tensor
   dispatch::adam_step(s, p, m, v, g, grad_scale, a, param_out);
 }
 
+void adam_step_multi(Stream& s, const TensorView& p, const TensorView& m, const TensorView& v, const TensorView& g,
+                     float grad_scale, const math::AdamParams& a, const TensorView& param_out,
+                     const std::vector<AdamChunk>& chunks) {
+  const char* op = "adam_step_multi";
+  check_tensor(s, p, op, "p");
+  ZT_CHECK(p.dtype == DType::F32 || p.dtype == DType::BF16, where(op, "p") + " must be fp32 or bf16");
+  check_pair(s, op, m, "m", v, "v");
+  ZT_CHECK(m.dtype == DType::F32 || m.dtype == DType::BF16, where(op, "m") + " must be fp32 or bf16");
+  check_numel(m, p.numel(), op, "m");
+  check_tensor(s, g, op, "g");
+  const bool out = param_out.data != nullptr;
+  if (out) check_tensor(s, param_out, op, "param_out");
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const AdamChunk& c = chunks[i];
+    const std::string at = std::string("ops::adam_step_multi: chunk ") + std::to_string(i) + " (p " + std::to_string(c.p) +
+                           ", g " + std::to_string(c.g) + ", out " + std::to_string(c.out) + ", n " + std::to_string(c.n) + ")";
+    ZT_CHECK(c.n >= 0 && c.p >= 0 && c.g >= 0 && c.out >= 0, at + " has a negative field");
+    ZT_CHECK(c.p + c.n <= p.numel(), at + " runs past p's " + std::to_string(p.numel()) + " elements");
+    ZT_CHECK(c.g + c.n <= g.numel(), at + " runs past g's " + std::to_string(g.numel()) + " elements");
+    if (out) ZT_CHECK(c.out + c.n <= param_out.numel(), at + " runs past param_out's " + std::to_string(param_out.numel()) + " elements");
+  }
+  ZT_CHECK(a.bias_correction1 > 0.0f && a.bias_correction2 > 0.0f, "ops::adam_step_multi: bias corrections must be > 0");
+  dispatch::adam_step_multi(s, p, m, v, g, grad_scale, a, param_out, chunks);
+}
+
 }  // namespace zt::ops
 
 namespace zt::kernels {

@@ -6,6 +6,7 @@
 #include "engine_impl.h"
 #include "zerotrain/kernels/ops.h"
 #include "zerotrain/optim/clipping.h"
+#include "zerotrain/zero/engine_testing.h"
 #include "zerotrain/zero/zero_ops.h"
 
 namespace zt {
@@ -78,6 +79,13 @@ std::vector<OptimizerChunk> optimizer_chunks(const ZeroPlan& plan, int rank, int
   return out;
 }
 
+std::vector<AdamChunk> optimizer_adam_chunks(const ZeroPlan& plan, int rank, int64_t sub_group_size) {
+  std::vector<AdamChunk> out;
+  for (const OptimizerChunk& c : optimizer_chunks(plan, rank, sub_group_size))
+    out.push_back({c.master.begin, c.grads.begin, c.params.begin, c.master.count});
+  return out;
+}
+
 OptimizerStep ZeroEngine::Impl::optimizer_step(float grad_scale) {
   const OptimizerHparams& h = cx.opt.optimizer;
   ++successful_steps;
@@ -90,21 +98,25 @@ OptimizerStep ZeroEngine::Impl::optimizer_step(float grad_scale) {
   return s;
 }
 
-// AdamW (or SGD) over this rank's updated ranges, sub_group_size elements per kernel call; the
-// updated values are also written, cast, into the compute-dtype parameters.
+// AdamW (or SGD) over this rank's updated ranges; the updated values are also written, cast,
+// into the compute-dtype parameters. AdamW: one ops::adam_step_multi over the whole chunk list
+// (the CPU backend runs one adam_step per sub_group_size chunk, as before; the CUDA backend
+// coalesces contiguous chunks into one multi-tensor launch). SGD: one call per chunk.
 void ZeroEngine::Impl::update_owned_shard(float grad_scale) {
   const OptimizerStep step = optimizer_step(grad_scale);
   if (host_optimizer) return host_optimizer->update(step);
+  if (step.adam) {
+    const std::vector<AdamChunk> chunks = optimizer_adam_chunks(cx.plan, cx.rank, cx.opt.sub_group_size);
+    if (chunks.empty()) return;
+    ops::adam_step_multi(cx.compute, states.master.view(), states.exp_avg.view(), states.exp_avg_sq.view(),
+                         states.grads.view(), step.grad_scale, step.adam_params, states.params.view(), chunks);
+    return;
+  }
   for (const OptimizerChunk& c : optimizer_chunks(cx.plan, cx.rank, cx.opt.sub_group_size)) {
     const TensorView master = states.master.view(c.master), grad = states.grads.view(c.grads);
     const TensorView out = states.params.view(c.params);
-    if (step.adam) {
-      ops::adam_step(cx.compute, master, states.exp_avg.view(c.master), states.exp_avg_sq.view(c.master), grad,
-                     step.grad_scale, step.adam_params, out);
-    } else {
-      const TensorView mom = states.exp_avg ? states.exp_avg.view(c.master) : TensorView();
-      zero_ops::sgd_step(cx.compute, master, mom, grad, step.grad_scale, step.sgd_params, step.first_step, out);
-    }
+    const TensorView mom = states.exp_avg ? states.exp_avg.view(c.master) : TensorView();
+    zero_ops::sgd_step(cx.compute, master, mom, grad, step.grad_scale, step.sgd_params, step.first_step, out);
   }
 }
 

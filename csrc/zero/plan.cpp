@@ -37,20 +37,26 @@ void add_to_bucket(ZeroPlan& plan, int b, int param, int64_t numel) {
   plan.buckets[b].numel += numel;
 }
 
-// Pads every bucket to a multiple of the world size and assigns flat / shard offsets.
+int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+// Places each bucket's parameters at multiples of A, pads the span to a multiple of A·N and
+// assigns flat / shard offsets (the invariant in plan.h). flat and shard stay multiples of A.
 void place_buckets(ZeroPlan& plan, const std::vector<ParamSpec>& params) {
+  const int64_t A = kFlatAlignElems;
   int64_t flat = 0, shard = 0;
   for (PlanBucket& b : plan.buckets) {
-    b.padded = (b.numel + plan.world - 1) / plan.world * plan.world;
-    b.slice = b.padded / plan.world;
     b.flat_begin = flat;
     b.shard_begin = shard;
-    int64_t offset = flat;
+    int64_t offset = 0;  // inside the bucket
     for (int i : b.params) {
       PlanParam& p = plan.params[i];
-      p = {i, b.id, offset, params[i].numel};
+      offset = round_up(offset, A);
+      p = {i, b.id, flat + offset, params[i].numel};
       offset += p.numel;
     }
+    b.span = offset;
+    b.padded = round_up(b.span, A * plan.world);
+    b.slice = b.padded / plan.world;
     flat += b.padded;
     shard += b.slice;
     plan.numel += b.numel;
@@ -104,9 +110,10 @@ ZeroPlan make_zero_plan(const std::vector<ParamSpec>& params, int num_units, int
 
 ElemRange ZeroPlan::real_slice(int b, int rank, Layout l) const {
   const PlanBucket& k = bucket(b);
-  // Real elements occupy [0, numel) of the bucket; rank owns [rank*slice, (rank+1)*slice).
+  // Parameters (and the gaps between them) occupy [0, span) of the bucket; rank owns
+  // [rank*slice, (rank+1)*slice).
   const int64_t lo = rank * k.slice;
-  const int64_t real = std::max<int64_t>(0, std::min(lo + k.slice, k.numel) - lo);
+  const int64_t real = std::max<int64_t>(0, std::min(lo + k.slice, k.span) - lo);
   return slice(b, rank, l).sub(0, real);
 }
 
@@ -126,7 +133,7 @@ uint64_t ZeroPlan::hash() const {
                  int64_t(wire_slots), wire_slot_elems})
     h = mix(h, v);
   for (const PlanBucket& b : buckets) {
-    for (auto v : {int64_t(b.unit), int64_t(b.persistent), b.flat_begin, b.numel, int64_t(b.opens_at),
+    for (auto v : {int64_t(b.unit), int64_t(b.persistent), b.flat_begin, b.numel, b.span, b.padded, int64_t(b.opens_at),
                    int64_t(b.closes_at), int64_t(b.ag_group)})
       h = mix(h, v);
     h = mix_list(h, b.params);

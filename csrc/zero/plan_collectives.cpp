@@ -45,7 +45,7 @@ struct Emitter {
 
 std::vector<PlannedCollective> ZeroPlan::step_collectives(int gradient_accumulation_steps) const {
   std::vector<PlannedCollective> out;
-  Emitter e{*this, out};
+  Emitter e{*this, out, -1, {}};
   const int U = num_units(), gas = std::max(1, gradient_accumulation_steps);
   for (int j = 0; j < gas; ++j) {
     e.micro = j;

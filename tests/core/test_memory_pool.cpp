@@ -61,7 +61,9 @@ TEST(MemoryPool, SizeClasses) {
     ASSERT_GE(c, b);
     ASSERT_GE(c, prev) << "classes are monotone";
     ASSERT_EQ(MemoryPool::size_class(c), c) << "a class is its own class";
-    if (b > 4096) ASSERT_LT(c - b, b / 8) << b;
+    if (b > 4096) {
+      ASSERT_LT(c - b, b / 8) << b;
+    }
     prev = c;
   }
   auto dev = make_cpu_device();

@@ -1,8 +1,8 @@
 // bench_gpu_kernels — times the CUDA kernels behind zt::ops at GPT-2-small shapes (bf16) and
 // prints one table: milliseconds per call and achieved TFLOP/s (GEMM, attention) or GB/s
-// (memory-bound ops, bytes = compulsory reads + writes). Compare GB/s with the H200's
-// 4.8 TB/s and TFLOP/s with its 989 dense bf16 (NVIDIA H200 data sheet): the "% peak" column
-// does (Bench::time). Exits 0 without a GPU.
+// (memory-bound ops, bytes = compulsory reads + writes, each row's count in a comment). Compare
+// GB/s with the H200's 4.8 TB/s and TFLOP/s with its 989 dense bf16 (NVIDIA H200 data sheet):
+// the "% peak" column does (Bench::time). Exits 0 without a GPU.
 //   usage: bench_gpu_kernels [iterations=20]
 #include <cstdio>
 #include <cstdlib>
@@ -142,15 +142,35 @@ int main(int argc, char** argv) {
     TensorView mean = b.tensor(DType::F32, {N}), rstd = b.tensor(DType::F32, {N});
     TensorView dy = b.tensor(bf, {N, C}), dx = b.tensor(bf, {N, C}), dw = b.tensor(bf, {C}), db = b.tensor(bf, {C});
     const std::string sh = "N=" + std::to_string(N) + " C=" + std::to_string(C);
-    b.time("layernorm_forward", sh, 2.0 * N * C * 2, 0, [&] { ops::layernorm_forward(s, y, mean, rstd, x, w, bb, 1e-5f); });
-    b.time("layernorm_backward", sh, 2.0 * N * C * 4, 0,
-           [&] { ops::layernorm_backward(s, dx, dw, db, dy, x, w, mean, rstd); });
-    b.time("bias_grad", sh, 2.0 * N * C, 0, [&] { ops::bias_grad(s, db, dy); });
-    b.time("residual_add", sh, 2.0 * N * C * 3, 0, [&] { ops::residual_add(s, y, x, dy); });
+    const int64_t nc = N * C;
+    const double NC = double(nc);
+    // Compulsory bytes (bf16 = 2 B): forward reads x, w, b and writes y, mean, rstd (fp32):
+    // 2NC·2 + 2C·2 + 2N·4. Backward reads dout, x, w, mean, rstd, reads and writes dinp (+=),
+    // dweight, dbias (+=): 4NC·2 + C·2 + 2N·4 + 4C·2. The vector path (vector_path.h) runs here.
+    const double ln_fwd = 4.0 * NC + 4.0 * C + 8.0 * N, ln_bwd = 8.0 * NC + 10.0 * C + 8.0 * N;
+    b.time("layernorm_forward", sh, ln_fwd, 0, [&] { ops::layernorm_forward(s, y, mean, rstd, x, w, bb, 1e-5f); });
+    b.time("layernorm_backward", sh, ln_bwd, 0, [&] { ops::layernorm_backward(s, dx, dw, db, dy, x, w, mean, rstd); });
+    // The same rows one element off the 16-byte grid: the scalar kernels.
+    auto rows = [&](const TensorView& t) {  // rows [N-1, C] starting one element in
+      return TensorView(static_cast<char*>(t.data) + 2, t.dtype, {N - 1, C}, t.device);
+    };
+    const TensorView x1 = rows(x), y1 = rows(y);
+    const TensorView m1 = mean.slice1d(0, N - 1), r1 = rstd.slice1d(0, N - 1);
+    const double ln_fwd1 = 4.0 * (N - 1) * C + 4.0 * C + 8.0 * (N - 1);  // N - 1 rows
+    b.time("layernorm_forward scalar", sh + " +1 elem", ln_fwd1, 0,
+           [&] { ops::layernorm_forward(s, y1, m1, r1, x1, w, bb, 1e-5f); });
+    b.time("bias_grad", sh, 2.0 * NC, 0, [&] { ops::bias_grad(s, db, dy); });
+    // residual: reads a, b, writes out: 3NC·2.
+    b.time("residual_add", sh, 6.0 * NC, 0, [&] { ops::residual_add(s, y, x, dy); });
+    const TensorView a1 = x.slice1d(1, nc - 1), b1 = dy.slice1d(1, nc - 1), o1 = y.slice1d(1, nc - 1);
+    b.time("residual_add +1 elem", sh + " all off by 1", 6.0 * (NC - 1), 0,
+           [&] { ops::residual_add(s, o1, a1, b1); });  // a 7-element scalar head, then vectors
   }
   {
     const int64_t n = N * 4 * C;
     TensorView x = b.tensor(bf, {n}), y = b.tensor(bf, {n}), dy = b.tensor(bf, {n});
+    // GELU at the MLP width (N x 4C): forward reads x, writes y: 2n·2; backward reads dinp,
+    // x, dout and writes dinp: 4n·2.
     b.time("gelu_forward", "n=" + std::to_string(n), 2.0 * n * 2, 0, [&] { ops::gelu_forward(s, y, x); });
     b.time("gelu_backward", "n=" + std::to_string(n), 2.0 * n * 4, 0, [&] { ops::gelu_backward(s, y, x, dy); });
   }
@@ -203,6 +223,39 @@ int main(int argc, char** argv) {
     auto norm = dev->alloc(sizeof(double), MemCategory::Workspace);
     b.time("squared_norm bf16", "n=50M", 2.0 * n, 0, [&] { ops::squared_norm(s, norm.as<double>(), g); });
     b.time("cast fp32->bf16", "n=50M", 6.0 * n, 0, [&] { ops::cast(s, out, p); });
+    s.synchronize();
+  }
+  {  // AdamW over GPT-2 124M's flat shard (the engine's step: ops::adam_step_multi).
+    // Parameter tensors in layout order; every size is a multiple of 8 (plan.h's alignment).
+    std::vector<int64_t> sizes = {V * C, T * C};
+    for (int l = 0; l < 12; ++l)
+      for (int64_t n : {C, C, C * 3 * C, 3 * C, C * C, C, C, C, C * 4 * C, 4 * C, 4 * C * C, C}) sizes.push_back(n);
+    sizes.push_back(C);
+    sizes.push_back(C);
+    int64_t P = 0;
+    for (int64_t n : sizes) P += n;  // 124,439,808 (GPT-2 124M, the head tied to wte)
+    // fp32 master, m, v read + written (24 B), fp32 accumulated grad read (4 B), bf16 param
+    // written (2 B): 30 B per parameter.
+    TensorView p = b.tensor(DType::F32, {P}), m = b.tensor(DType::F32, {P}, -1e-3f, 1e-3f);
+    TensorView v = b.tensor(DType::F32, {P}, 0.0f, 1e-6f);
+    TensorView g = b.tensor(DType::F32, {2 * P}, -1e-2f, 1e-2f), out = b.tensor(bf, {2 * P});
+    math::AdamParams a{1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.1f, 0.05f, true};
+    const std::vector<AdamChunk> whole = {{0, 0, 0, P}};  // stages 0 and 3: one coalesced chunk
+    std::vector<AdamChunk> gapped;  // stage-1-like (one chunk per parameter tensor): grads/params in the full layout, gaps between
+    int64_t at = 0;
+    for (int64_t n : sizes) {
+      gapped.push_back({at, 2 * at, 2 * at, n});
+      at += n;
+    }
+    const std::string sh = "P=" + std::to_string(P) + " (30 B/param)";
+    b.time("adamw multi, 1 chunk", sh, 30.0 * P, 0, [&] { ops::adam_step_multi(s, p, m, v, g, 1.0f, a, out, whole); });
+    b.time("adamw multi, 148 chunks", sh, 30.0 * P, 0,
+           [&] { ops::adam_step_multi(s, p, m, v, g, 1.0f, a, out, gapped); });
+    b.time("adam_step per chunk", sh + " 148 calls", 30.0 * P, 0, [&] {
+      for (const AdamChunk& c : gapped)
+        ops::adam_step(s, p.slice1d(c.p, c.n), m.slice1d(c.p, c.n), v.slice1d(c.p, c.n), g.slice1d(c.g, c.n), 1.0f, a,
+                       out.slice1d(c.out, c.n));
+    });
     s.synchronize();
   }
   return 0;

@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 
 #include "zerotrain/data/dataset.h"
 #include "zerotrain/optim/lr_schedule.h"
@@ -31,6 +33,33 @@ EngineTestHooks overflow_injector(const std::vector<int64_t>& at, Device& dev, S
     }
   };
   return h;
+}
+
+// Before every norm (and before any injected overflow): the owned gradient elements that are
+// alignment padding (inside a bucket's span but in no parameter, plan.h) must be exactly zero.
+// The CPU backend's buffers are host memory, read after the compute stream drains.
+std::function<void(int64_t, const std::vector<TensorView>&)> padding_checker(
+    const ZeroPlan& plan, int rank, Stream& compute, RunResult& res,
+    std::function<void(int64_t, const std::vector<TensorView>&)> then) {
+  std::vector<char> is_param(static_cast<size_t>(plan.padded_numel), 0);
+  for (const PlanParam& p : plan.params)
+    std::fill(is_param.begin() + p.flat_begin, is_param.begin() + p.flat_begin + p.numel, 1);
+  return [&plan, rank, &compute, &res, then, is_param](int64_t attempt, const std::vector<TensorView>& grads) {
+    compute.synchronize();
+    for (size_t b = 0; b < grads.size(); ++b) {
+      const TensorView& g = grads[b];
+      const int64_t at = plan.real_slice(static_cast<int>(b), rank, Layout::Full).begin;
+      for (int64_t j = 0; j < g.numel(); ++j) {
+        if (is_param[static_cast<size_t>(at + j)]) continue;
+        float v = 0.0f;
+        convert(static_cast<const char*>(g.data) + j * static_cast<int64_t>(dtype_size(g.dtype)), g.dtype, &v,
+                DType::F32, 1);
+        ++res.padding_grads_checked;
+        if (v != 0.0f || std::signbit(v)) ++res.padding_grads_nonzero;
+      }
+    }
+    if (then) then(attempt, grads);
+  };
 }
 }  // namespace
 
@@ -99,7 +128,10 @@ RunResult run_engine(const RunSpec& spec, MPI_Comm mpi) {
     if (rank == spec.fail_rank_bucket_size) opt.reduce_bucket_size = 3;
     auto sched = make_lr_schedule(LrScheduleSpec{}, opt.optimizer.lr, opt.optimizer.has_betas());  // constant
     ZeroEngine engine(*model, *dev, *compute, *comm, opt, std::move(sched));
-    set_engine_test_hooks(engine, overflow_injector(spec.inject_overflow_at_steps, *dev, *compute, comm->rank(), world));
+    EngineTestHooks hooks = overflow_injector(spec.inject_overflow_at_steps, *dev, *compute, comm->rank(), world);
+    if (spec.check_padding)
+      hooks.before_grad_norm = padding_checker(engine.plan(), comm->rank(), *compute, res, hooks.before_grad_norm);
+    set_engine_test_hooks(engine, std::move(hooks));
     engine.init_parameters(spec.seed);
     engine.set_timing(spec.timing);
     Batch batch;

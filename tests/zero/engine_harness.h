@@ -26,6 +26,9 @@ struct RunSpec {
   // real gradient element before the norm (engine_testing.h), so overflow agreement can be tested.
   std::vector<int64_t> inject_overflow_at_steps;
   TimingLevel timing = TimingLevel::Off;  // ZeroEngine::set_timing before the first step
+  // Before every norm, read back the owned gradient padding and count what is not +0.0
+  // (RunResult::padding_grads_*). Off by default: it synchronises the compute stream.
+  bool check_padding = false;
 };
 
 struct RunResult {
@@ -47,6 +50,9 @@ struct RunResult {
   uint64_t first_step_seq = 0, last_step_seq = 0;
   std::vector<double> step_wall_ms;        // host wall time of each step (micro-steps + step())
   std::vector<StepTimeline> timelines;     // TimingLevel::Trace
+  // With RunSpec::check_padding: owned gradient elements that are alignment padding (plan.h),
+  // checked before every norm on this rank, and how many of them were not +0.0 (must be none).
+  int64_t padding_grads_checked = 0, padding_grads_nonzero = 0;
 };
 
 RunResult run_engine(const RunSpec& spec, MPI_Comm comm);

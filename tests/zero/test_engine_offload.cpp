@@ -112,7 +112,9 @@ TEST(EngineOffload, BitwiseEqualToDeviceOptimizer) {
             expect_bitwise(got, ref, what + (params ? " +offload_param" : ""));
             expect_offload_memory(got, params, what);
             EXPECT_EQ(got.offload.d2h_copies, got.offload.chunks) << what;
-            if (params) EXPECT_GT(got.offload.param_stagings, 0) << what;
+            if (params) {
+              EXPECT_GT(got.offload.param_stagings, 0) << what;
+            }
             if (stage == 3) expect_gather_buffers_reused(got, s.steps, what);
           }
         }

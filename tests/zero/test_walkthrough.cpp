@@ -321,7 +321,7 @@ std::vector<Row> expect_owners(const StageRun& r) {
           rows.push_back({std::to_string(rank), std::to_string(b.id), r.params[static_cast<size_t>(p)].name,
                           std::to_string(a - pp.flat_begin), std::to_string(e - pp.flat_begin), std::to_string(e - a)});
       }
-      const int64_t pad_lo = std::max(lo, b.flat_begin + b.numel);
+      const int64_t pad_lo = std::max(lo, b.flat_begin + b.span);  // the tail after the last parameter
       if (hi > pad_lo)
         rows.push_back({std::to_string(rank), std::to_string(b.id), "padding", std::to_string(pad_lo - b.flat_begin),
                         std::to_string(hi - b.flat_begin), std::to_string(hi - pad_lo)});

@@ -8,9 +8,11 @@
 // thread count), so repeated runs — with any OMP_NUM_THREADS — are bitwise equal.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "zerotrain/core/tensor.h"
 #include "zerotrain/kernels/math.h"
+#include "zerotrain/kernels/vector_path.h"  // AdamChunk
 #include "zerotrain/optim/sgd_math.h"
 
 namespace zt::cpu_ops {

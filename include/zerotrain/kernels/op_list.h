@@ -170,6 +170,15 @@ ZT_OP(adam_step,
       (const TensorView& p, const TensorView& m, const TensorView& v, const TensorView& g, float grad_scale,
        const math::AdamParams& a, const TensorView& param_out),
       (p, m, v, g, grad_scale, a, param_out))
+// adam_step over a list of runs of the same buffers: for each chunk c, adam_step on
+// p/m/v[c.p, c.p + c.n), g[c.g, + c.n) and param_out[c.out, + c.n) (param_out may be empty).
+// Elementwise identical to one adam_step per chunk (the CPU backend runs exactly that); the CUDA
+// backend coalesces contiguous chunks and updates up to 48 of them per multi-tensor launch, with
+// 128-bit loads where a chunk's operands are aligned (vector_path.h).
+ZT_OP(adam_step_multi,
+      (const TensorView& p, const TensorView& m, const TensorView& v, const TensorView& g, float grad_scale,
+       const math::AdamParams& a, const TensorView& param_out, const std::vector<AdamChunk>& chunks),
+      (p, m, v, g, grad_scale, a, param_out, chunks))
 
 // ---- Engine ops: zt::zero_ops (zero/zero_ops.h), entry points and CPU kernels in
 // csrc/zero/zero_ops.cpp, CUDA launchers in kernels/zero_ops.cu ----

@@ -14,10 +14,12 @@
 //  * Reductions are deterministic (fixed order, no float atomics): repeated runs are bitwise equal.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "zerotrain/core/device.h"
 #include "zerotrain/core/tensor.h"
 #include "zerotrain/kernels/math.h"
+#include "zerotrain/kernels/vector_path.h"  // AdamChunk
 
 namespace zt::ops {
 

@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "zerotrain/core/tensor.h"
+#include "zerotrain/kernels/vector_path.h"
+#include "zerotrain/zero/plan.h"
 
 namespace zt {
 
@@ -20,5 +22,10 @@ struct EngineTestHooks {
 };
 
 void set_engine_test_hooks(ZeroEngine& engine, EngineTestHooks hooks);
+
+// The chunk list the engine's AdamW step passes to ops::adam_step_multi: rank's updated range of
+// every bucket, cut into sub_group_size pieces, in bucket order, as (master/moments, grads,
+// params) offsets in each buffer's layout (the stage's StageFlow). Exposed for tests.
+std::vector<AdamChunk> optimizer_adam_chunks(const ZeroPlan& plan, int rank, int64_t sub_group_size);
 
 }  // namespace zt

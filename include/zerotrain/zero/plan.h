@@ -8,14 +8,26 @@
 //    `bucket_elems` (so a bucket smaller than every parameter gives one bucket per parameter).
 //    At stage 3, parameters with numel <= persistence_threshold are grouped into their unit's
 //    own "persistent" bucket (gathered once after each step, never released).
-//  * Each bucket is padded to a multiple of the world size N and split into N equal slices;
-//    rank r owns slice r of every bucket. Rank r's shard is its slices of all buckets, in bucket
+//  * Alignment (kFlatAlignElems = A = 8 elements: 16 bytes of the narrowest dtype a flat buffer
+//    holds, bf16/fp16; 32 bytes of fp32): every parameter's offset inside its bucket is a
+//    multiple of A (the alignment gap after a parameter whose numel is not is padding), the
+//    bucket's span (its last parameter's end) is padded up to a multiple of A·N, and N equal
+//    slices of padded/N (a multiple of A) elements are cut. So every parameter's flat_begin,
+//    every bucket's flat_begin / shard_begin / ring_offset, and every slice boundary in both
+//    layouts is a multiple of A: a buffer whose base is 16-byte aligned gives 16-byte aligned
+//    vector loads at every one of them. Bucket membership still counts real elements only
+//    (a bucket is cut when Σ numel would exceed bucket_elems), so alignment never splits or
+//    merges buckets.
+//  * Rank r owns slice r of every bucket. Rank r's shard is its slices of all buckets, in bucket
 //    order, contiguous. One in-place reduce-scatter / all-gather per bucket, no staging copies.
 //
 // Two index spaces ("layouts"): Full addresses the padded flat buffer [P]; Shard addresses a
 // rank's shard [S = P/N]. Every buffer of the engine lives in one of them (StageFlow says which),
-// and every offset the engine uses comes from the named ranges below. Padding elements are zero
-// in params and grads and are excluded from the norm.
+// and every offset the engine uses comes from the named ranges below. Padding elements (the
+// alignment gaps between parameters and the tail after the span) are zero in params, grads,
+// master weights and moments; the tail is excluded from the norm, the gaps inside the span are
+// normed as the zeros they are (they add exactly 0), and the optimizer maps 0 to 0 on them
+// (zero grad, zero moments, zero weight: the AdamW / SGD update is exactly 0).
 //
 // Schedule (built by make_engine_plan): which unit's backward opens / closes each bucket, the
 // bucket ring and wire slots (stages 2-3), the post-step all-gather groups (stages 1-2), and the
@@ -38,6 +50,10 @@ struct ElemRange {
   ElemRange sub(int64_t offset, int64_t n) const { return {begin + offset, n}; }
 };
 
+// Alignment unit of the flat space, in elements (see the layout notes above).
+constexpr int64_t kFlatAlignElems = 8;
+static_assert(kFlatAlignElems * 2 == 16, "A elements of a 2-byte dtype are 16 bytes");
+
 enum class Layout : uint8_t { Full, Shard };  // padded flat space [P] / one rank's shard [S]
 
 // What a ZeRO stage keeps and sends: the one place the stage number is interpreted.
@@ -58,9 +74,11 @@ struct PlanBucket {
   int unit = 0;
   bool persistent = false;     // stage-3 small-parameter bucket
   int64_t flat_begin = 0;      // padded flat offset of the bucket's first element
-  int64_t numel = 0;           // real (unpadded) elements
-  int64_t padded = 0;          // numel rounded up to a multiple of N
-  int64_t slice = 0;           // padded / N: elements each rank owns
+  int64_t numel = 0;           // real elements: Σ numel of its parameters
+  int64_t span = 0;            // [0, span) holds its parameters and the alignment gaps between
+                               // them (span >= numel; == numel when every numel is a multiple of A)
+  int64_t padded = 0;          // span rounded up to a multiple of A·N
+  int64_t slice = 0;           // padded / N: elements each rank owns (a multiple of A)
   int64_t shard_begin = 0;     // offset of this bucket's slice inside every rank's shard
   std::vector<int> params;     // parameter indices, in layout order
   // Schedule (make_engine_plan): backward of `opens_at` (highest unit writing its grads) opens
@@ -72,7 +90,7 @@ struct PlanBucket {
 struct PlanParam {
   int index = 0;               // index into Model::params()
   int bucket = 0;
-  int64_t flat_begin = 0;      // padded flat offset
+  int64_t flat_begin = 0;      // padded flat offset (a multiple of kFlatAlignElems)
   int64_t numel = 0;
 };
 
@@ -116,8 +134,8 @@ struct ZeroPlan {
   std::vector<std::vector<int>> unit_buckets;  // buckets holding the params of each unit
   std::vector<std::vector<int>> unit_params;   // parameters each unit's forward/backward reads
   int64_t numel = 0;                   // Σ parameter elements
-  int64_t padded_numel = 0;            // Σ bucket.padded
-  int64_t shard_numel = 0;             // padded_numel / N
+  int64_t padded_numel = 0;            // Σ bucket.padded (a multiple of A·N)
+  int64_t shard_numel = 0;             // padded_numel / N (a multiple of A)
 
   // ---- dtypes and gradient staging ----
   DType compute = DType::F32;
@@ -154,7 +172,8 @@ struct ZeroPlan {
     const PlanBucket& k = bucket(b);
     return l == Layout::Full ? ElemRange{k.flat_begin + rank * k.slice, k.slice} : ElemRange{k.shard_begin, k.slice};
   }
-  // The real (non-padding) head of rank's slice of bucket b, in layout l.
+  // The head of rank's slice of bucket b that lies inside the bucket's span (parameters and the
+  // zero alignment gaps between them; the tail padding excluded), in layout l.
   ElemRange real_slice(int b, int rank, Layout l) const;
   // The range of bucket b this rank's optimizer updates, in layout l: the whole bucket when the
   // optimizer is not sharded (stage 0), else the rank's slice.
@@ -163,7 +182,7 @@ struct ZeroPlan {
   }
   int64_t numel_in(Layout l) const { return l == Layout::Full ? padded_numel : shard_numel; }
   int64_t owned_flat_begin(int b, int rank) const { return slice(b, rank, Layout::Full).begin; }
-  // Elements of rank's shard that hold real parameters (not padding), as (shard offset, count) runs.
+  // real_slice of every bucket in rank's shard, as (shard offset, count) runs (empty ones left out).
   std::vector<std::pair<int64_t, int64_t>> real_shard_runs(int rank) const;
 
   // Stable hash of everything every rank must agree on (compared across ranks at start-up).
