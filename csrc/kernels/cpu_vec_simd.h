@@ -100,17 +100,21 @@ void gelu_forward_v(float* out, const float* x, int64_t n) {
   }
 }
 
+// math::gelu_grad(x): E inv + 2 x E inv inv s (1 + 3·0.044715 x x), left to right.
+template <class V>
+typename V::F gelu_grad_v(typename V::F xv) {
+  using F = typename V::F;
+  const F e = gelu_e<V>(xv);
+  const F inv = V::div(V::set1(1.0f), V::add(e, V::set1(1.0f)));
+  F t = V::mul(V::mul(V::mul(V::mul(V::mul(V::set1(2.0f), xv), e), inv), inv), V::set1(0.7978845608028654f));
+  t = V::mul(t, V::add(V::set1(1.0f), V::mul(V::mul(V::set1(3.0f * 0.044715f), xv), xv)));
+  return V::add(V::mul(e, inv), t);
+}
+
 template <class V>
 void gelu_backward_v(float* dinp, const float* x, const float* dout, int64_t n) {
-  using F = typename V::F;
   for (int64_t i = 0; i < n; i += V::W) {
-    const F xv = V::load(x + i);
-    const F e = gelu_e<V>(xv);
-    const F inv = V::div(V::set1(1.0f), V::add(e, V::set1(1.0f)));
-    // E inv + 2 x E inv inv s (1 + 3·0.044715 x x), left to right as in math::gelu_grad
-    F t = V::mul(V::mul(V::mul(V::mul(V::mul(V::set1(2.0f), xv), e), inv), inv), V::set1(0.7978845608028654f));
-    t = V::mul(t, V::add(V::set1(1.0f), V::mul(V::mul(V::set1(3.0f * 0.044715f), xv), xv)));
-    const F g = V::add(V::mul(e, inv), t);
+    const typename V::F g = gelu_grad_v<V>(V::load(x + i));
     V::store(dinp + i, V::add(V::load(dinp + i), V::mul(V::load(dout + i), g)));
   }
 }
@@ -118,14 +122,8 @@ void gelu_backward_v(float* dinp, const float* x, const float* dout, int64_t n) 
 // As gelu_backward_v with dinp = 0 and dout = d (0 + d·g: the same rounding, -0 becomes +0).
 template <class V>
 void gelu_backward_inplace_v(float* d, const float* x, int64_t n) {
-  using F = typename V::F;
   for (int64_t i = 0; i < n; i += V::W) {
-    const F xv = V::load(x + i);
-    const F e = gelu_e<V>(xv);
-    const F inv = V::div(V::set1(1.0f), V::add(e, V::set1(1.0f)));
-    F t = V::mul(V::mul(V::mul(V::mul(V::mul(V::set1(2.0f), xv), e), inv), inv), V::set1(0.7978845608028654f));
-    t = V::mul(t, V::add(V::set1(1.0f), V::mul(V::mul(V::set1(3.0f * 0.044715f), xv), xv)));
-    const F g = V::add(V::mul(e, inv), t);
+    const typename V::F g = gelu_grad_v<V>(V::load(x + i));
     V::store(d + i, V::add(V::set1(0.0f), V::mul(V::load(d + i), g)));
   }
 }

@@ -37,15 +37,24 @@ void squared_norm(Stream& s, double* out, const TensorView& src) {
   dispatch::squared_norm(s, out, src);
 }
 
-void adam_step(Stream& s, const TensorView& p, const TensorView& m, const TensorView& v, const TensorView& g,
-               float grad_scale, const math::AdamParams& a, const TensorView& param_out) {
-  const char* op = "adam_step";
+namespace {
+// The checks adam_step and adam_step_multi share: master p and moments m, v (fp32 or bf16, m and
+// v a pair of p's numel), a gradient g on the stream's device.
+void check_adam_states(Stream& s, const char* op, const TensorView& p, const TensorView& m, const TensorView& v,
+                       const TensorView& g) {
   check_tensor(s, p, op, "p");
   ZT_CHECK(p.dtype == DType::F32 || p.dtype == DType::BF16, where(op, "p") + " must be fp32 or bf16");
   check_pair(s, op, m, "m", v, "v");
   ZT_CHECK(m.dtype == DType::F32 || m.dtype == DType::BF16, where(op, "m") + " must be fp32 or bf16");
   check_numel(m, p.numel(), op, "m");
   check_tensor(s, g, op, "g");
+}
+}  // namespace
+
+void adam_step(Stream& s, const TensorView& p, const TensorView& m, const TensorView& v, const TensorView& g,
+               float grad_scale, const math::AdamParams& a, const TensorView& param_out) {
+  const char* op = "adam_step";
+  check_adam_states(s, op, p, m, v, g);
   check_numel(g, p.numel(), op, "g");
   if (param_out.data != nullptr) {
     check_tensor(s, param_out, op, "param_out");
@@ -59,12 +68,7 @@ void adam_step_multi(Stream& s, const TensorView& p, const TensorView& m, const 
                      float grad_scale, const math::AdamParams& a, const TensorView& param_out,
                      const std::vector<AdamChunk>& chunks) {
   const char* op = "adam_step_multi";
-  check_tensor(s, p, op, "p");
-  ZT_CHECK(p.dtype == DType::F32 || p.dtype == DType::BF16, where(op, "p") + " must be fp32 or bf16");
-  check_pair(s, op, m, "m", v, "v");
-  ZT_CHECK(m.dtype == DType::F32 || m.dtype == DType::BF16, where(op, "m") + " must be fp32 or bf16");
-  check_numel(m, p.numel(), op, "m");
-  check_tensor(s, g, op, "g");
+  check_adam_states(s, op, p, m, v, g);
   const bool out = param_out.data != nullptr;
   if (out) check_tensor(s, param_out, op, "param_out");
   for (size_t i = 0; i < chunks.size(); ++i) {
