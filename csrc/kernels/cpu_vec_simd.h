@@ -35,6 +35,10 @@
   static I shl23(I a) { return PS##_slli_epi32(a, 23); }                          \
   static F as_float(I a) { return PS##_castsi##SI##_ps(a); }
 
+// The vector helpers below are forced inline: as calls, every 8/16-lane vector paid a call and
+// the loops could not interleave independent iterations (exp_core showed as its own symbol).
+#define ZT_VEC_INLINE __attribute__((always_inline)) inline
+
 namespace zt::cpu_ops::vec {
 namespace {
 
@@ -57,7 +61,7 @@ struct TaylorCoeffs {
 // p = expm1(r) by Horner on the Taylor coefficients 1/k! (k = Deg .. 1, each the float 1.0f / k!
 // as the scalar source writes it), result 2^n + 2^n p. NaN lanes: r is NaN, so the result is.
 template <class V, int Deg>
-typename V::F exp_core(typename V::F z) {
+ZT_VEC_INLINE typename V::F exp_core(typename V::F z) {
   using F = typename V::F;
   const F t = V::mul(z, V::set1(1.44269504088896341f));
   const F nf = V::sub(V::add(t, V::set1(12582912.0f)), V::set1(12582912.0f));
@@ -73,20 +77,20 @@ typename V::F exp_core(typename V::F z) {
 // math::exp2y(y): clamp with fmaxf/fminf -> max/min with y first (a NaN y gives the clamp
 // bound, as fmaxf(NaN, -9) = -9 does), z = 2 y, Taylor degree 8.
 template <class V>
-typename V::F exp2y_v(typename V::F y) {
+ZT_VEC_INLINE typename V::F exp2y_v(typename V::F y) {
   return exp_core<V, 8>(V::mul(V::set1(2.0f), V::min(V::max(y, V::set1(-9.0f)), V::set1(9.0f))));
 }
 
 // E = exp2y(kGeluScale * (x + 0.044715 x x x)), as math::gelu / gelu_grad compute it.
 template <class V>
-typename V::F gelu_e(typename V::F x) {
+ZT_VEC_INLINE typename V::F gelu_e(typename V::F x) {
   const typename V::F cube = V::mul(V::mul(V::mul(V::set1(0.044715f), x), x), x);
   return exp2y_v<V>(V::mul(V::set1(0.7978845608028654f), V::add(x, cube)));
 }
 
 // math::exp_nonpos(x): clamp below at kExpNonposMin (NaN stays NaN), Taylor degree 7, 0 below.
 template <class V>
-typename V::F exp_nonpos_v(typename V::F x) {
+ZT_VEC_INLINE typename V::F exp_nonpos_v(typename V::F x) {
   const typename V::F lo = V::set1(kExpMin);
   return V::sel_lt(x, lo, V::set1(0.0f), exp_core<V, 7>(V::sel_gt(lo, x, lo, x)));
 }
@@ -102,7 +106,7 @@ void gelu_forward_v(float* out, const float* x, int64_t n) {
 
 // math::gelu_grad(x): E inv + 2 x E inv inv s (1 + 3·0.044715 x x), left to right.
 template <class V>
-typename V::F gelu_grad_v(typename V::F xv) {
+ZT_VEC_INLINE typename V::F gelu_grad_v(typename V::F xv) {
   using F = typename V::F;
   const F e = gelu_e<V>(xv);
   const F inv = V::div(V::set1(1.0f), V::add(e, V::set1(1.0f)));
