@@ -106,6 +106,18 @@ __global__ void adam_multi_kernel(P* p, M* m, M* v, const void* g, DType g_type,
 namespace zt::cuda_ops {
 using namespace zt::cuda_detail;
 
+namespace {
+// Calls launch(P{}, M{}) for the master dtype p and the moments' dtype m (each fp32 or bf16).
+template <typename Launch>
+void with_adam_types(DType p, DType m, const Launch& launch) {
+  if (p == DType::F32) {
+    if (m == DType::F32) launch(float{}, float{}); else launch(float{}, bf16{});
+  } else {
+    if (m == DType::F32) launch(bf16{}, float{}); else launch(bf16{}, bf16{});
+  }
+}
+}  // namespace
+
 void adam_step(Stream& s, const TensorView& p, const TensorView& m, const TensorView& v, const TensorView& g,
                float grad_scale, const math::AdamParams& a, const TensorView& param_out) {
   const int64_t n = p.numel();
@@ -120,11 +132,7 @@ void adam_step(Stream& s, const TensorView& p, const TensorView& m, const Tensor
     ZT_CUDA_LAUNCH_CHECK();
   };
   ZT_CHECK(p.dtype != DType::F16 && m.dtype != DType::F16, "adam_step: master and moments are fp32 or bf16");
-  if (p.dtype == DType::F32) {
-    if (m.dtype == DType::F32) launch(float{}, float{}); else launch(float{}, bf16{});
-  } else {
-    if (m.dtype == DType::F32) launch(bf16{}, float{}); else launch(bf16{}, bf16{});
-  }
+  with_adam_types(p.dtype, m.dtype, launch);
 }
 
 void adam_step_multi(Stream& s, const TensorView& p, const TensorView& m, const TensorView& v, const TensorView& g,
@@ -162,11 +170,7 @@ void adam_step_multi(Stream& s, const TensorView& p, const TensorView& m, const 
                                                            param_out.dtype, t, grad_scale, a);
       ZT_CUDA_LAUNCH_CHECK();
     };
-    if (p.dtype == DType::F32) {
-      if (m.dtype == DType::F32) launch(float{}, float{}); else launch(float{}, bf16{});
-    } else {
-      if (m.dtype == DType::F32) launch(bf16{}, float{}); else launch(bf16{}, bf16{});
-    }
+    with_adam_types(p.dtype, m.dtype, launch);
   }
 }
 

@@ -11,7 +11,6 @@
 // block products equal the causal sums (0·v = 0 for finite v). Determinism: the block split
 // depends only on (T, hs); OpenBLAS splits a GEMM over threads along M and N only, never K, so
 // every element's sum has the same order for any thread count.
-#include <cblas.h>
 
 #include <algorithm>
 #include <cmath>
@@ -35,13 +34,6 @@ void mm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const fl
 }
 
 }  // namespace
-
-void sgemm_rm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
-              const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(M),
-              static_cast<int>(N), static_cast<int>(K), alpha, A, static_cast<int>(lda), B, static_cast<int>(ldb),
-              beta, C, static_cast<int>(ldc));
-}
 
 void attention_forward(const TensorView& out, const TensorView& att, const TensorView& qkv, int64_t B, int64_t T_,
                        int64_t C, int64_t H) {

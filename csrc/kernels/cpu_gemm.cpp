@@ -1,4 +1,5 @@
-// cpu_gemm.cpp — GEMM on the CPU backend: OpenBLAS sgemm, row-major.
+// cpu_gemm.cpp — GEMM on the CPU backend: OpenBLAS sgemm, row-major, packed (gemm) or with
+// explicit row strides (gemm_ld, the padded LM head), and the raw strided sgemm_rm.
 // fp32 runs sgemm in place. bf16/fp16 operands are widened to fp32 scratch (exact), multiplied
 // with fp32 accumulation, and rounded back once (RNE) — the same contract as cuBLAS with
 // bf16/fp16 inputs and CUBLAS_COMPUTE_32F.
@@ -52,53 +53,76 @@ bool blas_beta0_overwrites() {
   return ok;
 }
 
-// C[M,N] = alpha op(A) op(B) + beta C, all fp32, row-major. beta == 0 never reads C.
-void sgemm_rowmajor(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-                    const float* B, float beta, float* C) {
+// Elements from the first to the last used one of a row-major operand: `rows` rows of `cols`
+// used columns, row stride ld (the columns between cols and ld are never rounded back).
+int64_t span(int64_t rows, int64_t cols, int64_t ld) { return rows == 0 ? 0 : (rows - 1) * ld + cols; }
+
+// C[M,N] (row stride ldc) = alpha op(A) op(B) + beta C, all fp32, row-major, operands with row
+// strides lda, ldb. beta == 0 never reads C. Only the M×N block of C is written.
+void sgemm_strided(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+                   const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   if (K == 0) {  // empty inner product: C = beta C (beta == 0 writes zeros, even over NaN)
-    for (int64_t i = 0; i < M * N; ++i) C[i] = beta == 0.0f ? 0.0f : beta * C[i];
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
     return;
   }
-  ZT_CHECK(M <= INT_MAX && N <= INT_MAX && K <= INT_MAX, "gemm dimensions exceed the BLAS int range");
-  const int lda = static_cast<int>(ta ? M : K);  // A stored [K,M] when transposed, else [M,K]
-  const int ldb = static_cast<int>(tb ? K : N);  // B stored [N,K] when transposed, else [K,N]
+  ZT_CHECK(M <= INT_MAX && N <= INT_MAX && K <= INT_MAX && lda <= INT_MAX && ldb <= INT_MAX && ldc <= INT_MAX,
+           "gemm dimensions exceed the BLAS int range");
   if (beta == 0.0f && !blas_beta0_overwrites()) {
     // This BLAS treats beta == 0 as "scale by zero", which keeps NaN/inf; the contract is overwrite.
-    for (int64_t i = 0; i < M * N; ++i) C[i] = 0.0f;
+    for (int64_t i = 0; i < M; ++i) std::fill(C + i * ldc, C + i * ldc + N, 0.0f);
   }
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(M),
-              static_cast<int>(N), static_cast<int>(K), alpha, A, lda, B, ldb, beta, C, static_cast<int>(N));
+  sgemm_rm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 template <typename T>
-void gemm_typed(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const T* A, const T* B, float beta,
-                T* C) {
-  const float* a32 = widen(A, M * K, 0);
-  const float* b32 = widen(B, K * N, 1);
+void gemm_typed(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const T* A, int64_t lda, const T* B,
+                int64_t ldb, float beta, T* C, int64_t ldc) {
+  const float* a32 = widen(A, span(ta ? K : M, ta ? M : K, lda), 0);  // A stored [K,M] when transposed
+  const float* b32 = widen(B, span(tb ? N : K, tb ? K : N, ldb), 1);  // B stored [N,K] when transposed
+  const int64_t nc = span(M, N, ldc);
   std::vector<float>& c32 = scratch(2);
-  if (static_cast<int64_t>(c32.size()) < M * N) c32.resize(static_cast<size_t>(M * N));
-  if (beta != 0.0f) widen(C, M * N, 2);
-  sgemm_rowmajor(ta, tb, M, N, K, alpha, a32, b32, beta, c32.data());
-  const int64_t n = M * N;
-#pragma omp parallel for schedule(static) if (n > kParallelGrain)
-  for (int64_t i = 0; i < n; ++i) C[i] = from_f32<T>(c32[i]);
+  if (static_cast<int64_t>(c32.size()) < nc) c32.resize(static_cast<size_t>(nc));
+  if (beta != 0.0f) widen(C, nc, 2);
+  sgemm_strided(ta, tb, M, N, K, alpha, a32, lda, b32, ldb, beta, c32.data(), ldc);
+#pragma omp parallel for schedule(static) if (M * N > kParallelGrain)
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = from_f32<T>(c32[i * ldc + j]);
 }
 
-}  // namespace
-
-void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const TensorView& A,
-          const TensorView& B, float beta, const TensorView& C) {
+void gemm_any(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const TensorView& A, int64_t lda,
+              const TensorView& B, int64_t ldb, float beta, const TensorView& C, int64_t ldc) {
   if (M == 0 || N == 0) return;
   if (C.dtype == DType::F32) {
-    sgemm_rowmajor(trans_a, trans_b, M, N, K, alpha, static_cast<const float*>(A.data),
-                   static_cast<const float*>(B.data), beta, static_cast<float*>(C.data));
+    sgemm_strided(ta, tb, M, N, K, alpha, static_cast<const float*>(A.data), lda, static_cast<const float*>(B.data),
+                  ldb, beta, static_cast<float*>(C.data), ldc);
     return;
   }
   dispatch_dtype(C.dtype, [&](auto tag) {
     using T = decltype(tag);
-    gemm_typed(trans_a, trans_b, M, N, K, alpha, static_cast<const T*>(A.data), static_cast<const T*>(B.data), beta,
-               static_cast<T*>(C.data));
+    gemm_typed(ta, tb, M, N, K, alpha, static_cast<const T*>(A.data), lda, static_cast<const T*>(B.data), ldb, beta,
+               static_cast<T*>(C.data), ldc);
   });
+}
+
+}  // namespace
+
+void sgemm_rm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+              const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(M),
+              static_cast<int>(N), static_cast<int>(K), alpha, A, static_cast<int>(lda), B, static_cast<int>(ldb),
+              beta, C, static_cast<int>(ldc));
+}
+
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const TensorView& A,
+          const TensorView& B, float beta, const TensorView& C) {
+  // Packed operands: A stored [K,M] when transposed, else [M,K]; B [N,K] when transposed, else [K,N].
+  gemm_any(trans_a, trans_b, M, N, K, alpha, A, trans_a ? M : K, B, trans_b ? K : N, beta, C, N);
+}
+
+void gemm_ld(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const TensorView& A,
+             int64_t lda, const TensorView& B, int64_t ldb, float beta, const TensorView& C, int64_t ldc) {
+  gemm_any(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 }  // namespace zt::cpu_ops

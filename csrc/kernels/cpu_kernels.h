@@ -43,7 +43,7 @@ void add_head(T* base, int64_t b, int64_t h, int64_t T_, int64_t row_stride, int
     for (int64_t i = 0; i < hs; ++i) dst[i] = from_f32<T>(to_f32(dst[i]) + src[t * hs + i]);
   }
 }
-// C[M,N] (ldc) = alpha op(A) op(B) + beta C, fp32 row-major sgemm, K > 0 (cpu_attention.cpp).
+// C[M,N] (ldc) = alpha op(A) op(B) + beta C, fp32 row-major sgemm, K > 0 (cpu_gemm.cpp).
 void sgemm_rm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
               const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 

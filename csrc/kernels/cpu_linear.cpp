@@ -7,12 +7,8 @@
 //            the input was gelu(pre), the GELU backward in place over dinp in one SIMD pass
 //            (no separate dx buffer, no zero pass over a second one). Bitwise equal to the old
 //            sequence gemm → zero(d) → gelu_backward(d, pre, dx) (0 + dx·g' in both).
-// Also gemm_ld (the padded LM head's strided GEMM): sgemm with the given row strides.
-#include <cblas.h>
 
-#include <climits>
 #include <cstring>
-#include <vector>
 
 #include "cpu_kernels.h"
 #include "cpu_vec_kernels.h"
@@ -87,46 +83,6 @@ void linear_backward(const TensorView& dinp, const TensorView& dweight, const Te
   dispatch_dtype(dinp.dtype, [&](auto tag) {
     using T = decltype(tag);
     gelu_backward_inplace(static_cast<T*>(dinp.data), static_cast<const T*>(gelu_pre.data), n);
-  });
-}
-
-void gemm_ld(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const TensorView& A,
-             int64_t lda, const TensorView& B, int64_t ldb, float beta, const TensorView& C, int64_t ldc) {
-  if (M == 0 || N == 0) return;
-  ZT_CHECK(M <= INT_MAX && N <= INT_MAX && K <= INT_MAX && lda <= INT_MAX && ldb <= INT_MAX && ldc <= INT_MAX,
-           "gemm_ld dimensions exceed the BLAS int range");
-  // C[M,N] (row stride ldc) in fp32: C itself for F32, else a widened copy rounded back below.
-  const bool f32 = C.dtype == DType::F32;
-  std::vector<float> a32, b32, c32;
-  auto widen = [](const TensorView& t, std::vector<float>& dst) {
-    dst.resize(static_cast<size_t>(t.numel()));
-    dispatch_dtype(t.dtype, [&](auto tag) {
-      using T = decltype(tag);
-      const T* p = static_cast<const T*>(t.data);
-      for (int64_t i = 0; i < t.numel(); ++i) dst[i] = to_f32(p[i]);
-    });
-    return dst.data();
-  };
-  const float* a = f32 ? static_cast<const float*>(A.data) : widen(A, a32);
-  const float* b = f32 ? static_cast<const float*>(B.data) : widen(B, b32);
-  float* c = f32 ? static_cast<float*>(C.data) : (beta != 0.0f ? widen(C, c32) : (c32.resize(C.numel()), c32.data()));
-  if (beta == 0.0f) {  // overwrite without reading C (NaN in C must not survive), only the M×N block
-    for (int64_t i = 0; i < M; ++i) std::memset(c + i * ldc, 0, static_cast<size_t>(N) * sizeof(float));
-  }
-  if (K > 0) {
-    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
-                static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), alpha, a, static_cast<int>(lda), b,
-                static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
-  } else if (beta != 0.0f && beta != 1.0f) {
-    for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = 0; j < N; ++j) c[i * ldc + j] *= beta;
-  }
-  if (f32) return;
-  dispatch_dtype(C.dtype, [&](auto tag) {
-    using T = decltype(tag);
-    T* out = static_cast<T*>(C.data);
-    for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = 0; j < N; ++j) out[i * ldc + j] = from_f32<T>(c[i * ldc + j]);
   });
 }
 

@@ -40,13 +40,12 @@ Gemm forward_gemm(int64_t N, int64_t IC, int64_t OC, bool trans_w, bool has_bias
 Gemm dweight_gemm(int64_t N, int64_t IC, int64_t OC, bool trans_w, bool has_bias) {
   Gemm g;
   g.k = N;
+  g.trans_a = false, g.trans_b = true;
   if (!trans_w) {  // D = dWᵀ (OC×IC) = doutᵀ(OC×N, ld OC) · inp (inp col-major IC×N, ld IC, transposed)
-    g.trans_a = false, g.trans_b = true;
     g.m = OC, g.n = IC;
     g.lda = OC, g.ldb = IC, g.ldd = OC;
     g.want = has_bias ? Epilogue::BGradA : Epilogue::Default;
   } else {  // D = dWᵀ (IC×OC) = inpᵀ(IC×N, ld IC) · dout (dout col-major OC×N, ld OC, transposed)
-    g.trans_a = false, g.trans_b = true;
     g.m = IC, g.n = OC;
     g.lda = IC, g.ldb = OC, g.ldd = IC;
     g.want = has_bias ? Epilogue::BGradB : Epilogue::Default;
