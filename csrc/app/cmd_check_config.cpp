@@ -64,6 +64,7 @@ int cmd_check_config(int argc, char** argv) {
       std::string a = argv[i];
       auto value = [&](const char* flag) -> const char* {
         if (i + 1 >= argc) throw InputError(std::string("check-config: ") + flag + " needs a value");
+        if (!argv[i + 1][0]) throw InputError(std::string("check-config: ") + flag + " '': empty value; expected " + flag + " VALUE");
         return argv[++i];
       };
       if (a == "-h" || a == "--help") {

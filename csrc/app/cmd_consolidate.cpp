@@ -6,12 +6,14 @@
 #include <chrono>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "zerotrain/app/commands.h"
 #include "zerotrain/ckpt/checkpoint.h"
 #include "zerotrain/ckpt/ckpt_fs.h"
 #include "zerotrain/ckpt/weights_export.h"
 #include "zerotrain/core/check.h"
+#include "zerotrain/core/file_io.h"
 
 namespace zt {
 
@@ -31,6 +33,7 @@ int cmd_consolidate(int argc, char** argv) {
       const std::string a = argv[i];
       auto value = [&]() -> std::string {
         if (i + 1 >= argc) throw InputError("consolidate: " + a + " needs a value\n" + usage());
+        if (!argv[i + 1][0]) throw InputError("consolidate: " + a + " '': empty value; expected " + a + " VALUE");
         return argv[++i];
       };
       if (a == "--dtype") {
@@ -44,7 +47,10 @@ int cmd_consolidate(int argc, char** argv) {
       } else if (a == "-h" || a == "--help") {
         std::printf("%s", usage());
         return 0;
-      } else if (!a.empty() && a[0] == '-') {
+      } else if (a.empty()) {
+        throw InputError(std::string(src.empty() ? "consolidate: DIR" : "consolidate: OUT") +
+                         " '': empty path; expected a checkpoint directory and an output file\n" + usage());
+      } else if (a[0] == '-') {
         throw InputError("consolidate: unknown flag '" + a + "'\n" + usage());
       } else if (src.empty()) {
         src = a;
@@ -57,6 +63,15 @@ int cmd_consolidate(int argc, char** argv) {
     if (src.empty() || out.empty()) throw InputError(std::string("consolidate: DIR and OUT are required\n") + usage());
     const auto t0 = std::chrono::steady_clock::now();
     const std::string tag_dir = resolve_checkpoint_path(src, tag);
+    // Writing into the checkpoint being read (or the directory whose `latest` names it) would
+    // replace or destroy a part of it.
+    const std::string out_real = resolved_path(out), parent = resolved_path(tag_dir + "/..");
+    std::vector<std::string> sources = {src, tag_dir};
+    if (ckptfs::exists(ckptfs::join(parent, "latest"))) sources.push_back(parent);
+    for (const std::string& s : sources)
+      if (path_within(out_real, resolved_path(s)))
+        throw InputError("consolidate: OUT " + out + " is inside the checkpoint directory " + s +
+                         "; expected an output outside it");
     consolidate_checkpoint(tag_dir, out, dtype);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     struct rusage ru {};

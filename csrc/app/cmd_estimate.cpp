@@ -4,15 +4,16 @@
 // (estimate.h), in well under a second and allocating nothing. Exit 0 when it fits, 1 with the
 // deficit when the per-rank device total exceeds --device-memory (or a node's host total exceeds
 // --host-memory), 2 on bad input.
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <string>
 
 #include "zerotrain/app/commands.h"
 #include "zerotrain/app/estimate.h"
 #include "zerotrain/app/train_setup.h"
 #include "zerotrain/core/check.h"
+#include "zerotrain/core/file_io.h"
 
 namespace zt {
 namespace {
@@ -27,9 +28,11 @@ const char* kUsage =
     "            when a CUDA GPU is visible here, else cpu\n";
 
 int64_t positive(const std::string& flag, const char* v, int64_t hi) {
-  char* end = nullptr;
-  const long long x = std::strtoll(v, &end, 10);
-  if (!*v || *end || x < 1 || x > hi)
+  bool digits = *v != 0;
+  for (const char* c = v; *c; ++c) digits = digits && *c >= '0' && *c <= '9';
+  errno = 0;
+  const long long x = digits ? std::strtoll(v, nullptr, 10) : 0;
+  if (!digits || errno == ERANGE || x < 1 || x > hi)
     throw InputError("estimate: " + flag + " '" + v + "': expected an integer in [1, " + std::to_string(hi) + "]");
   return x;
 }
@@ -44,6 +47,7 @@ int cmd_estimate(int argc, char** argv) {
       const std::string f = argv[i];
       auto value = [&]() -> const char* {
         if (i + 1 >= argc) throw InputError("estimate: " + f + " needs a value\n" + kUsage);
+        if (!argv[i + 1][0]) throw InputError("estimate: " + f + " '': empty value; expected " + f + " VALUE");
         return argv[++i];
       };
       if (f == "-h" || f == "--help") {
@@ -77,9 +81,9 @@ int cmd_estimate(int argc, char** argv) {
         estimate_memory(cfg, mcfg, static_cast<int>(world), recompute_of(cfg, recompute), backend);
     std::printf("%s", estimate_report(e, world / nodes).c_str());
     if (!json_out.empty()) {
-      std::ofstream f(json_out);
-      if (!f) throw InputError("estimate: --json " + json_out + ": cannot open for writing");
-      f << estimate_json(e) << "\n";
+      AtomicFile f(json_out, "estimate: --json", true);
+      f.write(estimate_json(e) + "\n");
+      f.commit();
     }
     int rc = 0;
     if (device_mem > 0 && e.max_device_total() > device_mem) {

@@ -39,6 +39,7 @@ ExplainArgs parse(int argc, char** argv) {
     const std::string f = argv[i];
     auto value = [&]() -> std::string {
       if (i + 1 >= argc) throw InputError("explain: " + f + " needs a value\n" + kUsage);
+      if (!argv[i + 1][0]) throw InputError("explain: " + f + " '': empty value; expected " + f + " VALUE");
       return argv[++i];
     };
     if (f == "--config") a.config = value();

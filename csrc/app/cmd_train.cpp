@@ -155,7 +155,7 @@ void check_inputs(TrainRun& run, const TrainArgs& args, int rank, int world) {
     const std::string refusal = graph_refusal(graph_eligibility(run, args));
     if (!refusal.empty()) throw InputError("train: --cuda-graph: " + refusal);
   }
-  if (rank == 0) check_output_paths(args);
+  if (rank == 0) check_output_paths(args, world);
   run.data = make_dataset(args.data, dataset_shape(run.model_cfg, run.cfg, args.seed, rank, world));
 }
 
@@ -292,7 +292,10 @@ struct Observers {
           args.trace_dir.c_str());
     }
     comm.synchronize();
-    if (comm_log) comm_log->write_completed(comm.log());
+    if (comm_log) {
+      comm_log->write_completed(comm.log());
+      comm_log->close();
+    }
     const CommsLoggerConfig& cl = run.cfg.comms_logger;
     if (!cl.enabled) return;
     const std::vector<std::string> all =
@@ -327,7 +330,7 @@ void train_loop(TrainRun& run, const TrainArgs& args, Rank0Log& log, int64_t sta
   std::optional<MetricsWriter> metrics;  // rank 0; with wall_clock_breakdown every rank (F.rank<r>)
   run_agreed(comm_max(*run.comm), rank, run.comm->world_size(), "zerotrain train", [&] {
     if (!args.metrics.empty() && (rank == 0 || obs.breakdown))
-      metrics.emplace(rank == 0 ? args.metrics : args.metrics + ".rank" + std::to_string(rank));
+      metrics.emplace(per_rank_output(args.metrics, rank));
   });
   int64_t skipped_in_a_row = 0;
   const int64_t every = progress_interval(args, run.cfg);
@@ -375,6 +378,7 @@ void train_loop(TrainRun& run, const TrainArgs& args, Rank0Log& log, int64_t sta
   }
   ckpt.at_end(std::max(start, args.steps));
   obs.finish(run, args, log);
+  if (metrics) metrics->close();
   if (args.cuda_graph) {
     const GraphStats g = run.engine->graph_stats();
     log("cuda graph: %lld capture(s) (%lld re-capture(s)), %lld replay(s), %lld eager warm-up micro-step(s), %lld "

@@ -56,9 +56,7 @@ nlohmann::json tracker_json(const MemoryTracker& mem) {
 
 }  // namespace
 
-MetricsWriter::MetricsWriter(const std::string& path) : out_(path) {
-  if (!out_) throw InputError("train: --metrics " + path + ": cannot open for writing");
-}
+MetricsWriter::MetricsWriter(const std::string& path) : out_(path, "train: --metrics", true) {}
 
 void MetricsWriter::write_step(const StepStats& st, const StepThroughput& tp, int64_t samples_done,
                                double tokens_per_sample, const MemoryTracker& mem) {
@@ -71,8 +69,7 @@ void MetricsWriter::write_step(const StepStats& st, const StepThroughput& tp, in
                       {"mfu", tp.has_mfu() ? nlohmann::json(tp.mfu()) : nlohmann::json()},
                       {"mem_peak_bytes", mem.peak_total()}, {"memory", tracker_json(mem)}};
   if (st.breakdown) add_breakdown_json(m, *st.breakdown);  // wall_clock_breakdown
-  out_ << m.dump() << "\n";
-  out_.flush();
+  out_.write(m.dump() + "\n");
 }
 
 void write_memory_report(const std::string& path, const ZeroEngine& engine, Communicator& comm, int stage) {
@@ -80,9 +77,9 @@ void write_memory_report(const std::string& path, const ZeroEngine& engine, Comm
   if (comm.rank() != 0) return;
   nlohmann::json ranks = nlohmann::json::array();
   for (const std::string& r : per_rank) ranks.push_back(nlohmann::json::parse(r));
-  std::ofstream f(path);
-  if (!f) throw InputError("train: --memory-report " + path + ": cannot open for writing");
-  f << nlohmann::json({{"stage", stage}, {"world_size", comm.world_size()}, {"ranks", ranks}}).dump(2) << "\n";
+  AtomicFile f(path, "train: --memory-report", true);
+  f.write(nlohmann::json({{"stage", stage}, {"world_size", comm.world_size()}, {"ranks", ranks}}).dump(2) + "\n");
+  f.commit();
 }
 
 }  // namespace zt

@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "zerotrain/core/check.h"
+#include "zerotrain/core/file_io.h"
 
 namespace zt {
 
@@ -146,9 +147,9 @@ nlohmann::json trace_events(int rank, const std::vector<StepTimeline>& steps, do
 }
 
 void write_json(const std::filesystem::path& p, const nlohmann::json& events) {
-  std::ofstream f(p);
-  if (!f) throw InputError("train: --trace: cannot write " + p.string());
-  f << nlohmann::json({{"traceEvents", events}, {"displayTimeUnit", "ms"}}).dump() << "\n";
+  AtomicFile f(p.string(), "train: --trace");
+  f.write(nlohmann::json({{"traceEvents", events}, {"displayTimeUnit", "ms"}}).dump() + "\n");
+  f.commit();
 }
 }  // namespace
 
@@ -167,30 +168,29 @@ void write_traces(const std::string& dir, Communicator& comm, const std::vector<
   write_json(std::filesystem::path(dir) / "trace.json", merged);
 }
 
-CommLogWriter::CommLogWriter(const std::string& path, int rank, int world) : rank_(rank) {
-  const std::string p = rank == 0 ? path : path + ".rank" + std::to_string(rank);
-  out_.open(p);
-  if (!out_) throw InputError("train: --comm-log " + p + ": cannot open for writing");
+CommLogWriter::CommLogWriter(const std::string& path, int rank, int world)
+    : out_(per_rank_output(path, rank), "train: --comm-log", true), rank_(rank) {
   (void)world;
 }
 
 void CommLogWriter::write_completed(const CommLog& log) {
   const uint64_t done = log.last_completed();
+  std::string lines;
   for (; written_ < done; ++written_) {
     const uint64_t seq = written_ + 1;
     const std::optional<CommRecord> r = log.find(seq);
     if (!r) {
-      out_ << nlohmann::json({{"rank", rank_}, {"seq", seq}, {"dropped", true}}).dump() << "\n";
+      lines += nlohmann::json({{"rank", rank_}, {"seq", seq}, {"dropped", true}}).dump() + "\n";
       continue;
     }
-    out_ << nlohmann::json({{"rank", rank_}, {"seq", seq}, {"op", comm_op_name(r->op)}, {"label", r->label},
+    lines += nlohmann::json({{"rank", rank_}, {"seq", seq}, {"op", comm_op_name(r->op)}, {"label", r->label},
                             {"count", r->count}, {"bytes", r->bytes}, {"dtype", dtype_name(r->dtype)},
                             {"issued_s", r->issued_s}, {"started_s", r->started_s}, {"completed_s", r->completed_s},
                             {"busy_ms", (r->completed_s - r->started_s) * 1e3}})
-                .dump()
-         << "\n";
+                 .dump() +
+             "\n";
   }
-  out_.flush();
+  out_.write(lines);
 }
 
 std::string comm_summary(const CommLog& log, int world, bool all_ops, const std::vector<std::string>& ops) {

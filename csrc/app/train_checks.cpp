@@ -7,8 +7,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "zerotrain/core/check.h"
+#include "zerotrain/ckpt/weights_export.h"
 #include "zerotrain/core/file_io.h"
 
 namespace zt {
@@ -79,10 +82,88 @@ void check_weights_target(const std::string& path) {
   check_output_path(target, "--save-weights");  // the file, or the folder to create: its parent must be writable
 }
 
-void check_output_paths(const TrainArgs& args) {
+namespace {
+
+struct Named {
+  std::string flag, path, resolved;
+};
+
+// Every file and directory the run writes (per-rank names included), and the input files it
+// reads, as flag + path.
+std::vector<Named> run_paths(const TrainArgs& a, int world) {
+  std::vector<Named> out;
+  auto add = [&](const std::string& flag, const std::string& path) { out.push_back({flag, path, resolved_path(path)}); };
+  auto per_rank = [&](const std::string& flag, const std::string& path) {
+    if (path.empty()) return;
+    for (int r = 0; r < (is_device_output(path) ? 1 : world); ++r) add(flag, per_rank_output(path, r));
+  };
+  per_rank("--metrics", a.metrics);
+  per_rank("--comm-log", a.comm_log);
+  if (!a.memory_report.empty()) add("--memory-report", a.memory_report);
+  if (!a.trace_dir.empty()) {
+    add("--trace", a.trace_dir);
+    add("--trace", a.trace_dir + "/trace.json");
+    for (int r = 0; r < world; ++r) add("--trace", a.trace_dir + "/trace.rank" + std::to_string(r) + ".json");
+  }
+  if (!a.save_weights.empty()) {
+    add("--save-weights", weights_file_of(a.save_weights));
+    if (is_folder_target(a.save_weights)) {
+      add("--save-weights", a.save_weights);
+      add("--save-weights", a.save_weights + "/config.json");
+    }
+  }
+  if (!a.save_checkpoint.empty()) {
+    add("--save-checkpoint", a.save_checkpoint);
+    add("--save-checkpoint", a.save_checkpoint + "/latest");
+  }
+  for (auto [flag, path] : {std::pair<const char*, const std::string*>{"--config", &a.config},
+                            {"--model", &a.model}, {"--init-from", &a.init_from}})
+    if (!path->empty()) add(flag, *path);
+  return out;
+}
+
+bool is_device(const std::string& path) {
+  struct stat st {};
+  return path == "/dev/stdout" || path == "/dev/stderr" || (::stat(path.c_str(), &st) == 0 && S_ISCHR(st.st_mode));
+}
+
+// One name for two outputs (or an output and an input) would have two writers interleave, or a
+// writer destroy an input: refused. Devices (/dev/null, /dev/stdout) may be named more than once.
+void check_distinct_names(const TrainArgs& args, int world) {
+  const std::vector<Named> all = run_paths(args, world);
+  for (size_t i = 0; i < all.size(); ++i)
+    for (size_t j = i + 1; j < all.size(); ++j) {
+      if (all[i].resolved.empty() || all[i].resolved != all[j].resolved || is_device(all[i].path)) continue;
+      if (all[i].flag == all[j].flag && all[i].path == all[j].path) continue;
+      throw InputError("train: " + all[i].flag + " " + all[i].path + " and " + all[j].flag + " " + all[j].path +
+                       " name the same file (" + all[i].resolved + "); expected a distinct name for every output");
+    }
+}
+
+void note_removed(const std::vector<std::string>& removed) {
+  for (const std::string& f : removed)
+    std::fprintf(stderr, "notice: removed %s, a temporary file left by a killed run on this host\n", f.c_str());
+}
+
+}  // namespace
+
+void check_output_paths(const TrainArgs& args, int world) {
+  check_distinct_names(args, world);
   if (!args.metrics.empty()) check_output_path(args.metrics, "--metrics", true);
-  if (!args.memory_report.empty()) check_output_path(args.memory_report, "--memory-report", true);
-  if (!args.save_weights.empty()) check_weights_target(args.save_weights);
+  if (!args.memory_report.empty()) {
+    check_output_path(args.memory_report, "--memory-report", true);
+    note_removed(remove_stale_temporaries(args.memory_report));
+  }
+  if (!args.comm_log.empty()) check_output_path(args.comm_log, "--comm-log", true);
+  if (!args.trace_dir.empty()) {
+    struct stat st {};
+    if (::stat(args.trace_dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
+      throw InputError("--trace " + args.trace_dir + ": the path exists and is not a directory");
+  }
+  if (!args.save_weights.empty()) {
+    check_weights_target(args.save_weights);
+    note_removed(remove_stale_temporaries(weights_file_of(args.save_weights)));
+  }
 }
 
 }  // namespace zt

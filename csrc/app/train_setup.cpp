@@ -44,13 +44,18 @@ void check_checkpoint_args(const TrainArgs& a) {
     throw InputError("train: --resume and --init-from both set the weights; give one (--resume restores the whole training state)");
 }
 
-int64_t parse_int(const std::string& flag, const char* v, int64_t lo) {
+// A decimal integer in [lo, hi] (the range of the type it is stored in, or narrower): digits
+// only, an optional leading '-'; no spaces, signs, hex or overflow.
+int64_t parse_int(const std::string& flag, const char* v, int64_t lo, int64_t hi = INT64_MAX) {
+  const char* d = v[0] == '-' ? v + 1 : v;
+  bool digits = *d != 0;
+  for (const char* c = d; *c; ++c) digits = digits && *c >= '0' && *c <= '9';
   char* end = nullptr;
   errno = 0;
-  long long x = std::strtoll(v, &end, 10);
-  if (!*v || *end || errno == ERANGE || x < lo)
+  const long long x = digits ? std::strtoll(v, &end, 10) : 0;
+  if (!digits || errno == ERANGE || x < lo || x > hi)
     throw InputError("train: " + flag + " '" + v + "': expected an integer >= " + std::to_string(lo) + " and <= " +
-                     std::to_string(INT64_MAX));
+                     std::to_string(hi));
   return x;
 }
 }  // namespace
@@ -62,6 +67,8 @@ TrainArgs parse_train_args(int argc, char** argv) {
     std::string f = argv[i];
     auto value = [&]() -> const char* {
       if (i + 1 >= argc) throw InputError("train: " + f + " needs a value\n" + train_usage());
+      // An empty value (an unset shell variable) is an error, never "not given".
+      if (!argv[i + 1][0]) throw InputError("train: " + f + " '': empty value; expected " + f + " VALUE");
       return argv[++i];
     };
     if (f == "--config") a.config = value();
@@ -81,7 +88,7 @@ TrainArgs parse_train_args(int argc, char** argv) {
     else if (f == "--strict") a.strict = true;
     else if (f == "--save-checkpoint") a.save_checkpoint = value();
     else if (f == "--save-every") a.save_every = parse_int(f, value(), 1);
-    else if (f == "--keep-last") a.keep_last = parse_int(f, value(), 1);
+    else if (f == "--keep-last") a.keep_last = parse_int(f, value(), 1, INT32_MAX);  // an int in the save
     else if (f == "--resume") a.resume = value();
     else if (f == "--tag") a.tag = value();
     else if (f == "--trace") a.trace_dir = value();
@@ -94,7 +101,7 @@ TrainArgs parse_train_args(int argc, char** argv) {
     else if (f == "--max-skipped-steps") a.max_skipped_steps = parse_int(f, value(), 0);
     else if (f == "--cuda-graph") a.cuda_graph = true;
     else if (f == "--cuda-graph-warmup") {
-      a.cuda_graph_warmup = parse_int(f, value(), 1);
+      a.cuda_graph_warmup = parse_int(f, value(), 1, INT32_MAX);  // an int in the engine
       warmup_given = true;
     }
     else throw InputError("train: unknown flag '" + f + "'\n" + train_usage());

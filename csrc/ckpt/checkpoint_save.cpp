@@ -1,5 +1,7 @@
-// checkpoint_save.cpp — the crash-safe save: shards into DIR/.tmp-<tag>/, meta.json, atomic
+// checkpoint_save.cpp — the crash-safe save: shards into DIR/.tmp-<tag>.<host>.<pid>/, meta.json, atomic
 // install as DIR/<tag>, atomic `latest`, pruning (checkpoint.h has the protocol).
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +15,7 @@
 #include "zerotrain/ckpt/ckpt_fs.h"
 #include "zerotrain/ckpt/xxhash64.h"
 #include "zerotrain/core/check.h"
+#include "zerotrain/core/file_io.h"
 #include "zerotrain/io/safetensors.h"
 
 namespace zt {
@@ -21,7 +24,11 @@ namespace {
 
 using ckpt::json;
 
-// A safetensors file written front to back, hashed as it goes, fsynced at the end.
+constexpr int64_t kMaxMetaBytes = int64_t(256) << 20;  // a meta.json read to recognise a checkpoint
+
+// A safetensors file written front to back, hashed as it goes, fsynced at the end. It is a new
+// name in the save's own fresh directory: created with O_EXCL | O_NOFOLLOW, every write,
+// flush, fsync and close checked.
 class ShardWriter {
  public:
   struct Decl {
@@ -46,8 +53,15 @@ class ShardWriter {
     data_bytes_ = offset;
     std::string text = header.dump();
     while (text.size() % 8 != 0) text.push_back(' ');
-    f_ = std::fopen(path.c_str(), "wb");
-    if (!f_) fail();
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) fail();
+    f_ = ::fdopen(fd, "wb");
+    if (!f_) {
+      const int err = errno;
+      ::close(fd);
+      errno = err;
+      fail();
+    }
     std::setvbuf(f_, nullptr, _IOFBF, size_t(1) << 20);
     unsigned char len[8];
     for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(static_cast<uint64_t>(text.size()) >> (8 * i));
@@ -111,14 +125,55 @@ ckpt::Meta::Shard write_shard(ZeroEngine& engine, const std::vector<ParamSpec>& 
   return out;
 }
 
-// keep_last: the newest `keep` global_step<N> checkpoints stay, and always `current`.
+// A name a save owns in DIR (docs/checkpoints.md "What a save creates and deletes"): a real
+// directory (not a symlink) holding a regular meta.json whose "format" is kFormat.
+bool is_zerotrain_checkpoint(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return false;
+  try {
+    const json doc = json::parse(read_regular_file(ckptfs::join(path, "meta.json"), "meta.json", kMaxMetaBytes));
+    return doc.is_object() && doc.contains("format") && doc["format"] == ckpt::kFormat;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+// DIR/<tag> is replaced only when it is a zerotrain checkpoint; anything else there is refused.
+void check_replaceable(const std::string& final_dir) {
+  struct stat st {};
+  if (::lstat(final_dir.c_str(), &st) != 0 || is_zerotrain_checkpoint(final_dir)) return;
+  throw InputError("checkpoint: " + final_dir + " exists and is not a zerotrain checkpoint (a directory holding a "
+                   "meta.json with \"format\": \"" + std::string(ckpt::kFormat) + "\"); refusing to replace it: "
+                   "move it away or save into another directory");
+}
+
+// The temporaries of killed saves: DIR/.tmp-<tag>.<host>.<pid> directories whose owner process
+// is gone (same host, pid not alive). Anything else named .tmp-* is not this program's.
+void remove_stale_save_temporaries(const std::string& dir) {
+  for (const std::string& n : ckptfs::list_dir(dir)) {
+    if (n.rfind(".tmp-", 0) != 0) continue;
+    const size_t pid_dot = n.rfind('.');
+    const size_t host_dot = pid_dot == std::string::npos || pid_dot == 0 ? std::string::npos : n.rfind('.', pid_dot - 1);
+    if (host_dot == std::string::npos || host_dot < 5 || !temp_owner_gone(n.substr(host_dot + 1))) continue;
+    const std::string path = ckptfs::join(dir, n);
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) ckptfs::remove_tree(path);
+  }
+}
+
+// keep_last: the newest `keep` zerotrain checkpoints named global_step<N> stay, and always
+// `current`; a global_step<N> that is not a zerotrain checkpoint is neither counted nor removed.
 void prune(const std::string& dir, const std::string& current, int keep) {
   std::vector<std::pair<int64_t, std::string>> steps;
   for (const std::string& n : ckptfs::list_dir(dir)) {
     if (n.rfind("global_step", 0) != 0 || n.size() == 11) continue;
     const std::string digits = n.substr(11);
     if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }) || digits.size() > 18) continue;
-    if (!ckptfs::is_dir(ckptfs::join(dir, n))) continue;
+    if (!is_zerotrain_checkpoint(ckptfs::join(dir, n))) {
+      std::fprintf(stderr, "warning: --keep-last: %s is not a zerotrain checkpoint; left in place\n",
+                   ckptfs::join(dir, n).c_str());
+      continue;
+    }
     steps.emplace_back(std::stoll(digits), n);
   }
   std::sort(steps.begin(), steps.end());
@@ -148,17 +203,20 @@ SavedCheckpoint save_checkpoint(ZeroEngine& engine, Communicator& comm, Device& 
   std::vector<std::string> warnings;
   const std::string tag = ckpt::agree_on_tag(comm, dev, tag_in, info.tag_validation, &warnings);
   for (const std::string& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
-  const std::string tmp = ckptfs::join(dir, ".tmp-" + tag), final_dir = ckptfs::join(dir, tag);
   const int rank = comm.rank(), world = comm.world_size();
+  // The temporary directory carries rank 0's host and pid: a later save knows whose it was.
+  const std::string tmp = ckpt::broadcast_string(comm, dev, ckptfs::join(dir, ".tmp-" + tag + "." + temp_owner_tag()), 0);
+  const std::string final_dir = ckptfs::join(dir, tag);
 
-  // 1. rank 0: a fresh temporary directory (a crashed save may have left one).
+  // 1. rank 0: a fresh temporary directory (killed saves may have left theirs).
   std::string err;
   if (rank == 0) {
     try {
       ckptfs::make_dirs(dir);
-      for (const std::string& n : ckptfs::list_dir(dir))
-        if (n.rfind(".tmp-", 0) == 0) ckptfs::remove_tree(ckptfs::join(dir, n));
-      ckptfs::make_dirs(tmp);
+      check_replaceable(final_dir);
+      remove_stale_save_temporaries(dir);
+      if (::mkdir(tmp.c_str(), 0755) != 0)
+        throw InputError("checkpoint: cannot create directory " + tmp + ": " + std::strerror(errno));
     } catch (const InputError& e) {
       err = e.what();
     }
@@ -192,6 +250,7 @@ SavedCheckpoint save_checkpoint(ZeroEngine& engine, Communicator& comm, Device& 
       const std::string meta = ckpt::build_meta(engine, tag, info, shards).dump(1) + "\n";
       saved.bytes_total += static_cast<int64_t>(meta.size());
       ckptfs::write_file_atomically(ckptfs::join(tmp, "meta.json"), meta);  // fsyncs tmp: every shard's entry too
+      check_replaceable(final_dir);
       ckptfs::install_dir(tmp, final_dir);
       ckptfs::write_file_atomically(ckptfs::join(dir, "latest"), tag + "\n");
       if (keep_last > 0) prune(dir, tag, keep_last);

@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "zerotrain/core/check.h"
+#include "zerotrain/core/file_io.h"
 
 #ifndef RENAME_EXCHANGE
 #define RENAME_EXCHANGE (1 << 1)
@@ -94,34 +95,9 @@ void fsync_path(const std::string& path) {
 }
 
 void write_file_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail("write", tmp, errno);
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t w = ::write(fd, text.data() + done, text.size() - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      const int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      fail("write", tmp, err);
-    }
-    done += static_cast<size_t>(w);
-  }
-  if (::fsync(fd) != 0) {
-    const int err = errno;
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    fail("fsync", tmp, err);
-  }
-  if (::close(fd) != 0) fail("close", tmp, errno);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    fail("rename " + tmp + " to", path, err);
-  }
-  fsync_path(parent_of(path));
+  AtomicFile f(path, "checkpoint: file");  // unique O_EXCL temporary; a symlink at `path` is refused
+  f.write(text);
+  f.commit();
 }
 
 std::string read_file(const std::string& path, const std::string& what) {
@@ -164,11 +140,13 @@ void install_dir(const std::string& from, const std::string& to) {
 
 void check_writable_dir(const std::string& dir) {
   make_dirs(dir);
-  const std::string probe = join(dir, ".zerotrain-write-probe");
-  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail("write into", dir, errno);
-  ::close(fd);
-  ::unlink(probe.c_str());
+  // mkstemp creates a new name with O_EXCL: nothing planted in DIR is opened or followed.
+  const std::string pattern = join(dir, ".zerotrain-write-probe." + temp_owner_tag() + ".XXXXXX");
+  std::vector<char> name(pattern.begin(), pattern.end());
+  name.push_back('\0');
+  UniqueFd fd(::mkstemp(name.data()));
+  if (fd.get() < 0) fail("write into", dir, errno);
+  ::unlink(name.data());
 }
 
 }  // namespace zt::ckptfs

@@ -3,26 +3,28 @@
 // (_bytes, _ms, _per_s); tflops is 10^12 FLOP/s; mfu a fraction of peak (null: unknown peak).
 #pragma once
 #include <cstdint>
-#include <fstream>
 #include <string>
 
 #include "zerotrain/app/mfu.h"
 #include "zerotrain/comm/communicator.h"
 #include "zerotrain/core/allocator.h"
+#include "zerotrain/core/file_io.h"
 #include "zerotrain/zero/engine.h"
 
 namespace zt {
 
-// One JSON object per line, per optimizer step; flushed after each line. Rank 0 only.
+// One JSON object per line, per optimizer step, written as it goes (a StreamFile: a regular file
+// or a device, every write checked). Rank 0 only (every rank with wall_clock_breakdown).
 class MetricsWriter {
  public:
   explicit MetricsWriter(const std::string& path);  // InputError naming --metrics when unwritable
   // samples_done: samples trained so far, this step included.
   void write_step(const StepStats& st, const StepThroughput& tp, int64_t samples_done, double tokens_per_sample,
-                  const MemoryTracker& mem);
+                  const MemoryTracker& mem);  // InputError naming the file when a write fails
+  void close() { out_.close(); }            // fsync + close, checked (InputError)
 
  private:
-  std::ofstream out_;
+  StreamFile out_;
 };
 
 // Gathers every rank's memory lines (Communicator::gather_strings) and writes

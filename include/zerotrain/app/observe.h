@@ -3,13 +3,13 @@
 // (--trace), the per-collective JSONL (--comm-log) and the comms_logger per-op summary.
 #pragma once
 #include <cstdint>
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "zerotrain/comm/communicator.h"
+#include "zerotrain/core/file_io.h"
 #include "zerotrain/zero/step_timing.h"
 
 namespace zt {
@@ -44,8 +44,9 @@ class CommLogWriter {
  public:
   CommLogWriter(const std::string& path, int rank, int world);
   void write_completed(const CommLog& log);  // every collective completed since the last call
+  void close() { out_.close(); }             // fsync + close, checked (InputError)
  private:
-  std::ofstream out_;
+  StreamFile out_;                           // a regular file or a device (core/file_io.h)
   int rank_ = 0;
   uint64_t written_ = 0;
 };

@@ -16,8 +16,10 @@ double predicted_rank_bytes(const ModelConfig& m, const EngineOptions& eo, int64
 // physical memory / ranks on this node). The message gives the predicted and available bytes.
 void check_model_fits(const ModelConfig& m, const EngineOptions& eo, int64_t micro_batch, int world, bool cpu_device);
 
-// Every output path of the run (--metrics, --memory-report, --save-weights) is writable before
-// the first step (rank 0 writes them). InputError names the flag.
-void check_output_paths(const TrainArgs& args);
+// Every output path of the run (--metrics, --memory-report, --comm-log, --trace, --save-weights)
+// is writable before the first step, and no two outputs (nor an output and an input file) name
+// the same file (rank 0 checks for all ranks). Removes the temporaries killed runs left for
+// --memory-report and --save-weights (remove_stale_temporaries). InputError names the flag.
+void check_output_paths(const TrainArgs& args, int world);
 
 }  // namespace zt

@@ -17,10 +17,13 @@
 // element ranges the new plan's optimizer updates, and reads just those bytes from whichever
 // old shards hold them.
 //
-// Save protocol: rank 0 creates DIR/.tmp-<tag>/; each rank writes, fsyncs and hashes its
-// shard; rank 0 writes meta.json with the checksums, fsyncs, installs the directory as
-// DIR/<tag> (atomic rename or exchange), then replaces DIR/latest atomically. A crash at any
-// point leaves `latest` naming a complete checkpoint.
+// Save protocol: rank 0 creates DIR/.tmp-<tag>.<host>.<pid>/; each rank writes, fsyncs and
+// hashes its shard; rank 0 writes meta.json with the checksums, fsyncs, installs the directory
+// as DIR/<tag> (atomic rename or exchange), then replaces DIR/latest atomically. A crash at any
+// point leaves `latest` naming a complete checkpoint. A save creates and deletes only names it
+// owns: an existing DIR/<tag> is replaced, and --keep-last removes a global_step<N>, only when
+// it is a zerotrain checkpoint (a directory with a meta.json of this format); a .tmp-* entry is
+// removed only when it is a temporary of a save whose process is gone (same host, pid not alive).
 //
 // Every problem with the inputs (missing/truncated/corrupt shard, meta.json of another model,
 // unknown tag, unwritable directory) is an InputError agreed by every rank: all ranks throw, and
@@ -58,7 +61,7 @@ struct SavedCheckpoint {
 };
 
 // Collective. Saves DIR/<tag> and points DIR/latest at it; keep_last > 0 then removes all but the
-// newest keep_last "global_step<N>" checkpoints of DIR (never the one `latest` names).
+// newest keep_last "global_step<N>" zerotrain checkpoints of DIR (never the one `latest` names).
 SavedCheckpoint save_checkpoint(ZeroEngine& engine, Communicator& comm, Device& dev, const std::string& dir,
                                 const std::string& tag, const CheckpointRunInfo& info, int keep_last = 0);
 

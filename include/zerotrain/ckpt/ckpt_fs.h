@@ -21,7 +21,9 @@ void make_dirs(const std::string& dir);
 void remove_tree(const std::string& path);
 // fsync a file or a directory.
 void fsync_path(const std::string& path);
-// Writes `text` to path + ".tmp", fsyncs it, renames it onto `path`, fsyncs the directory.
+// Writes `text` through an AtomicFile (core/file_io.h): a unique temporary beside `path`,
+// fsynced, renamed onto `path` (refused when `path` is a symlink or not a regular file), and the
+// directory fsynced.
 void write_file_atomically(const std::string& path, const std::string& text);
 // Whole small file (meta.json, latest); InputError naming `what` when it cannot be read.
 std::string read_file(const std::string& path, const std::string& what);
@@ -31,7 +33,8 @@ std::vector<std::string> list_dir(const std::string& dir);
 // atomic exchange (renameat2 RENAME_EXCHANGE) after which `from` holds the old directory and is
 // removed. Then fsyncs the parent. At every instant `to` is either the old or the new directory.
 void install_dir(const std::string& from, const std::string& to);
-// Creates and removes a probe file in `dir` (created first): InputError when it cannot.
+// Creates and removes a new probe file in `dir` (created first; mkstemp, so nothing planted in
+// `dir` is followed): InputError when it cannot.
 void check_writable_dir(const std::string& dir);
 
 }  // namespace zt::ckptfs

@@ -11,6 +11,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace zt {
 
@@ -41,26 +42,88 @@ std::string read_regular_file(const std::string& path, const std::string& what, 
 constexpr int64_t kMaxConfigFileBytes = int64_t(16) << 20;  // DeepSpeed config
 constexpr int64_t kMaxModelFileBytes = int64_t(1) << 20;    // model JSON
 
+// Outputs (every file the program writes goes through check_output_path and one of the two
+// writers below):
+//  * No symbolic link is followed at the target's name, and the target is a regular file or a
+//    new name. With allow_devices, two more targets are accepted: a character device named
+//    directly (/dev/null, /dev/full, a terminal) and exactly "/dev/stdout" or "/dev/stderr",
+//    which write to the process's own standard output or error without opening the path.
+//  * Every write, fsync and close is checked: a short write, a full disk (ENOSPC) or a failed
+//    fsync is an InputError naming the file, never a truncated file and success.
+//  * Temporaries are named <target>.tmp.<host>.<pid>.XXXXXX (temp_owner_tag()), so a later run
+//    can tell its own leftovers from anyone else's (remove_stale_temporaries).
+
+// Whether `path` is one of the device targets above ("/dev/stdout", "/dev/stderr", or a
+// character device named directly).
+bool is_device_output(const std::string& path);
+
+// Rank r's name for a per-rank output: `path` on rank 0 and for a device target (every rank
+// writes to the device), else path + ".rank<r>".
+std::string per_rank_output(const std::string& path, int rank);
+
 // Checks, without leaving anything behind, that `path` can be written as an output: its
 // directory exists and is writable, and `path` is absent or a regular file (or, when
-// allow_devices, a character device such as /dev/null). InputError names `flag`.
+// allow_devices, one of the devices above). InputError names `flag`; an empty path is one.
 void check_output_path(const std::string& path, const std::string& flag, bool allow_devices = false);
 
-// Writes a file atomically (see the file comment). Usage: AtomicFile f(path, what); write via
-// fd(); f.commit(). Destroying it without commit() removes the temporary.
+// `path` made absolute with every symlink, "." and ".." resolved in the part that exists (the
+// rest appended as written; trailing slashes dropped): two spellings of one file resolve alike.
+// Empty when no prefix of it can be resolved.
+std::string resolved_path(const std::string& path);
+
+// Whether resolved path `p` is `dir` or lies below it (both from resolved_path).
+bool path_within(const std::string& p, const std::string& dir);
+
+// "<host>.<pid>" of this process: the host name with every character other than [A-Za-z0-9_-]
+// replaced by '_'.
+std::string temp_owner_tag();
+
+// Whether `owner` ("<host>.<pid>", as temp_owner_tag writes it) names a process of this host
+// that no longer exists. Another host's owner, or a live process, is never gone.
+bool temp_owner_gone(const std::string& owner);
+
+// Removes the leftovers of killed writers of `path`: regular files in its directory named
+// <basename>.tmp.<host>.<pid>.XXXXXX whose owner is gone (temp_owner_gone). Nothing else is
+// touched. Returns the paths removed.
+std::vector<std::string> remove_stale_temporaries(const std::string& path);
+
+// Writes a whole file atomically (see the file comment). Usage: AtomicFile f(path, what); write;
+// f.commit(). Destroying it without commit() removes the temporary. With allow_devices and a
+// device target (see above) the bytes go straight to the device and commit() closes it.
 class AtomicFile {
  public:
-  AtomicFile(const std::string& path, const std::string& what);
+  AtomicFile(const std::string& path, const std::string& what, bool allow_devices = false);
   ~AtomicFile();
   AtomicFile(const AtomicFile&) = delete;
   AtomicFile& operator=(const AtomicFile&) = delete;
   void write(const void* data, size_t bytes);  // InputError on a short write
+  void write(const std::string& text) { write(text.data(), text.size()); }
   void commit();                               // fsync, rename over path, fsync the directory
   const std::string& temp_path() const { return tmp_; }
 
  private:
   std::string path_, what_, tmp_;
   UniqueFd fd_;
+  bool direct_ = false;  // a device target: no temporary
+};
+
+// An output written as the run goes (metrics and comm logs, which a user may follow while it
+// grows): opened in place without following a symlink and truncated; a regular file or, with
+// allow_devices, a device as above. Every write is checked; close() fsyncs a regular file and
+// closes it, checked. The destructor closes without checking.
+class StreamFile {
+ public:
+  StreamFile(const std::string& path, const std::string& what, bool allow_devices);
+  StreamFile(StreamFile&&) noexcept = default;
+  StreamFile& operator=(StreamFile&&) noexcept = default;
+  void write(const std::string& text);  // InputError on a short write or a closed file
+  void close();                         // InputError when fsync or close fails; idempotent
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_, what_;
+  UniqueFd fd_;
+  bool regular_ = false;
 };
 
 }  // namespace zt
