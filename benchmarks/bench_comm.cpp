@@ -17,7 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -25,6 +25,7 @@
 #include "zerotrain/comm/mpi_env.h"
 #include "zerotrain/core/check.h"
 #include "zerotrain/core/device.h"
+#include "zerotrain/core/file_io.h"
 
 using namespace zt;
 using namespace zt::bench;
@@ -266,8 +267,7 @@ int run(MpiEnvironment& env, int argc, char** argv) {
     }
   }
   if (rank == 0 && !a.csv.empty()) {
-    std::ofstream f(a.csv);
-    if (!f) throw InputError("--csv '" + a.csv + "': cannot open for writing");
+    std::ostringstream f;
     f << "op,dtype,ranks,bytes,count,iters,ours_us,ours_algbw_gbs,ours_busbw_gbs,direct_us,direct_algbw_gbs,"
          "direct_busbw_gbs,busbw_ratio,ours_wrong\n";
     for (const Row& r : rows) {
@@ -276,10 +276,12 @@ int run(MpiEnvironment& env, int argc, char** argv) {
         << r.t_ours * 1e6 << "," << ao << "," << ao * r.bus << "," << r.t_direct * 1e6 << "," << ad << ","
         << ad * r.bus << "," << r.t_direct / r.t_ours << "," << r.wrong << "\n";
     }
+    AtomicFile out(a.csv, "--csv", true);
+    out.write(f.str());
+    out.commit();
   }
   if (rank == 0 && !a.json.empty()) {
-    std::ofstream f(a.json);
-    if (!f) throw InputError("--json '" + a.json + "': cannot open for writing");
+    std::ostringstream f;
     f << "{\"ranks\": " << n << ", \"dtype\": \"" << dtype_name(a.dtype) << "\", \"backend\": \""
       << comm_backend_name(comm->backend()) << "\", \"direct\": \"" << direct->name() << "\", \"results\": [\n";
     for (size_t i = 0; i < rows.size(); ++i) {
@@ -293,6 +295,9 @@ int run(MpiEnvironment& env, int argc, char** argv) {
         << (i + 1 < rows.size() ? "," : "") << "\n";
     }
     f << "]}\n";
+    AtomicFile out(a.json, "--json", true);
+    out.write(f.str());
+    out.commit();
   }
   if (total_wrong > 0) {
     if (rank == 0) {

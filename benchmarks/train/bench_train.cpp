@@ -12,6 +12,7 @@
 // worker thread (the thread every CPU kernel runs on). Tokens are uniform random in [0, V).
 #include <cblas.h>
 #include <omp.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include <algorithm>
@@ -20,7 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
+#include <sstream>
 #include <numeric>
 #include <random>
 #include <string>
@@ -28,6 +29,7 @@
 
 #include "zerotrain/core/check.h"
 #include "zerotrain/core/device.h"
+#include "zerotrain/core/file_io.h"
 #include "zerotrain/kernels/ops.h"
 #include "zerotrain/model/gpt.h"
 #include "zerotrain/model/local_state.h"
@@ -203,10 +205,12 @@ int run(const Args& a) {
               "   step, all threads; tokens_per_cpu_s = B*T / cpu_ms, robust to other load on the machine)\n");
 
   if (!a.csv.empty()) {
-    const bool fresh = !std::ifstream(a.csv).good();
-    std::ofstream f(a.csv, std::ios::app);
-    if (!f) throw InputError("--csv " + a.csv + ": cannot open for writing");
-    if (fresh)
+    // Appends a row: the old rows and the new one replace the file atomically (core/file_io.h).
+    struct stat st {};
+    std::string text = ::lstat(a.csv.c_str(), &st) == 0 ? read_regular_file(a.csv, "--csv", int64_t(1) << 30) : "";
+    std::ostringstream f;
+    f << text;
+    if (text.empty())
       f << "impl,vocab,seq,n_layer,n_head,n_embd,params,batch,threads,warmup,steps,step_ms_median,step_ms_mean,"
            "step_ms_min,fwd_ms,bwd_ms,opt_ms,tokens_per_s,gflops,cpu_ms,tokens_per_cpu_s\n";
     char row[512];
@@ -215,15 +219,20 @@ int run(const Args& a) {
                   (long long)a.gpt.n_head, (long long)a.gpt.n_embd, (long long)n, (long long)B, a.threads, a.warmup,
                   a.steps, med, mean, mn, fwd, bwd, opt, tok_s, gflop_step / (med / 1e3), cpu, tokens / (cpu / 1e3));
     f << row;
+    AtomicFile out(a.csv, "--csv", true);
+    out.write(f.str());
+    out.commit();
   }
   if (!a.json.empty()) {
-    std::ofstream f(a.json);
-    if (!f) throw InputError("--json " + a.json + ": cannot open for writing");
+    std::ostringstream f;
     f << "{\"impl\": \"" << a.label << "\", \"params\": " << n << ", \"batch\": " << B << ", \"seq\": " << T
       << ", \"threads\": " << a.threads << ", \"step_ms_median\": " << med << ", \"step_ms_mean\": " << mean
       << ", \"fwd_ms\": " << fwd << ", \"bwd_ms\": " << bwd << ", \"opt_ms\": " << opt
       << ", \"tokens_per_s\": " << tok_s << ", \"cpu_ms\": " << cpu
       << ", \"tokens_per_cpu_s\": " << tokens / (cpu / 1e3) << "}\n";
+    AtomicFile out(a.json, "--json", true);
+    out.write(f.str());
+    out.commit();
   }
   return 0;
 }

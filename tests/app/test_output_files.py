@@ -81,6 +81,10 @@ class Outputs(unittest.TestCase):
         p = run([BIN, "estimate", "--config", self.cfg, "--model", self.model, "--world-size", "2", "--device", "cpu",
                  "--json", "/dev/full"])
         self.assert_clean(p, 2, "--json /dev/full")
+        bench = os.path.join(os.path.dirname(BIN), "benchmarks", "train", "zt_train_bench")
+        p = run([bench, "--n-embd", "32", "--n-layer", "1", "--n-head", "2", "--seq", "16", "--vocab", "8", "--batch",
+                 "2", "--warmup", "1", "--steps", "1", "--json", "/dev/full"])
+        self.assert_clean(p, 2, "--json /dev/full")
         # A device is written in place on every rank (no /dev/null.rank1 is created).
         p = self.train(self.base(**{"--metrics": "/dev/null", "--comm-log": "/dev/null"}), np_=2)
         self.assert_clean(p, 0)
