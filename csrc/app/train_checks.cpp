@@ -10,8 +10,8 @@
 #include <utility>
 #include <vector>
 
-#include "zerotrain/core/check.h"
 #include "zerotrain/ckpt/weights_export.h"
+#include "zerotrain/core/check.h"
 #include "zerotrain/core/file_io.h"
 
 namespace zt {
@@ -122,18 +122,13 @@ std::vector<Named> run_paths(const TrainArgs& a, int world) {
   return out;
 }
 
-bool is_device(const std::string& path) {
-  struct stat st {};
-  return path == "/dev/stdout" || path == "/dev/stderr" || (::stat(path.c_str(), &st) == 0 && S_ISCHR(st.st_mode));
-}
-
 // One name for two outputs (or an output and an input) would have two writers interleave, or a
 // writer destroy an input: refused. Devices (/dev/null, /dev/stdout) may be named more than once.
 void check_distinct_names(const TrainArgs& args, int world) {
   const std::vector<Named> all = run_paths(args, world);
   for (size_t i = 0; i < all.size(); ++i)
     for (size_t j = i + 1; j < all.size(); ++j) {
-      if (all[i].resolved.empty() || all[i].resolved != all[j].resolved || is_device(all[i].path)) continue;
+      if (all[i].resolved.empty() || all[i].resolved != all[j].resolved || is_device_output(all[i].path)) continue;
       if (all[i].flag == all[j].flag && all[i].path == all[j].path) continue;
       throw InputError("train: " + all[i].flag + " " + all[i].path + " and " + all[j].flag + " " + all[j].path +
                        " name the same file (" + all[i].resolved + "); expected a distinct name for every output");

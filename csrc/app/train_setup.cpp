@@ -45,14 +45,13 @@ void check_checkpoint_args(const TrainArgs& a) {
 }
 
 // A decimal integer in [lo, hi] (the range of the type it is stored in, or narrower): digits
-// only, an optional leading '-'; no spaces, signs, hex or overflow.
+// with an optional leading '-'; no spaces, '+', hex or overflow.
 int64_t parse_int(const std::string& flag, const char* v, int64_t lo, int64_t hi = INT64_MAX) {
   const char* d = v[0] == '-' ? v + 1 : v;
   bool digits = *d != 0;
   for (const char* c = d; *c; ++c) digits = digits && *c >= '0' && *c <= '9';
-  char* end = nullptr;
   errno = 0;
-  const long long x = digits ? std::strtoll(v, &end, 10) : 0;
+  const long long x = digits ? std::strtoll(v, nullptr, 10) : 0;
   if (!digits || errno == ERANGE || x < lo || x > hi)
     throw InputError("train: " + flag + " '" + v + "': expected an integer >= " + std::to_string(lo) + " and <= " +
                      std::to_string(hi));
