@@ -157,7 +157,9 @@ void remove_stale_save_temporaries(const std::string& dir) {
     if (host_dot == std::string::npos || host_dot < 5 || !temp_owner_gone(n.substr(host_dot + 1))) continue;
     const std::string path = ckptfs::join(dir, n);
     struct stat st {};
-    if (::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) ckptfs::remove_tree(path);
+    if (::lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
+    ckptfs::remove_tree(path);
+    std::fprintf(stderr, "notice: removed %s, the temporary of a killed save on this host\n", path.c_str());
   }
 }
 
@@ -189,6 +191,7 @@ void check_checkpoint_dir(Communicator& comm, Device& dev, const std::string& di
   if (comm.rank() == 0) {
     try {
       ckptfs::check_writable_dir(dir);
+      remove_stale_save_temporaries(dir);  // at start-up: a killed run's shards may be large
     } catch (const InputError& e) {
       err = "--save-checkpoint " + dir + ": " + e.what();
     }

@@ -194,7 +194,8 @@ class Outputs(unittest.TestCase):
         self.write(os.path.join(ck, "global_step0", "notes.txt"), "mine")
         p = self.train(self.base(**{"--save-checkpoint": ck, "--save-every": "1", "--steps": "3", "--keep-last": "1"}),
                        np_=2)
-        self.assert_clean(p, 0, "global_step0 is not a zerotrain checkpoint; left in place")
+        self.assert_clean(p, 0, "global_step0 is not a zerotrain checkpoint; left in place",
+                          "removed " + mine_dead + ", the temporary of a killed save")
         names = sorted(os.listdir(ck))
         self.assertEqual(names, sorted(["latest", "latest.tmp", ".zerotrain-write-probe", "global_step0", "global_step3",
                                         os.path.basename(mine_alive), os.path.basename(other_host), ".tmp-notes"]))
