@@ -20,8 +20,10 @@ namespace zt {
 namespace {
 const char* usage() {
   return "usage: zerotrain consolidate DIR[/TAG] OUT.safetensors|OUT_DIR/ [--tag T] [--dtype fp32|bf16|fp16]\n"
+         "                             [--allow-non-finite]\n"
          "  DIR: a --save-checkpoint directory (its 'latest' tag, or --tag T), or one checkpoint DIR/TAG.\n"
-         "  OUT ending in '/' (or an existing directory): an HF folder, model.safetensors + config.json (GPT).\n";
+         "  OUT ending in '/' (or an existing directory): an HF folder, model.safetensors + config.json (GPT).\n"
+         "  --allow-non-finite: export NaN/Inf weights (refused by default, exit 2), for forensics.\n";
 }
 }  // namespace
 
@@ -29,6 +31,7 @@ int cmd_consolidate(int argc, char** argv) {
   try {
     std::string src, out, tag;
     DType dtype = DType::F32;
+    bool allow_non_finite = false;
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
       auto value = [&]() -> std::string {
@@ -42,6 +45,8 @@ int cmd_consolidate(int argc, char** argv) {
         else if (d == "bf16") dtype = DType::BF16;
         else if (d == "fp16") dtype = DType::F16;
         else throw InputError("consolidate: --dtype '" + d + "': expected fp32, bf16 or fp16");
+      } else if (a == "--allow-non-finite") {
+        allow_non_finite = true;
       } else if (a == "--tag") {
         tag = value();
       } else if (a == "-h" || a == "--help") {
@@ -72,7 +77,9 @@ int cmd_consolidate(int argc, char** argv) {
       if (path_within(out_real, resolved_path(s)))
         throw InputError("consolidate: OUT " + out + " is inside the checkpoint directory " + s +
                          "; expected an output outside it");
-    consolidate_checkpoint(tag_dir, out, dtype);
+    std::vector<std::string> warnings;
+    consolidate_checkpoint(tag_dir, out, dtype, allow_non_finite, &warnings);
+    for (const std::string& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     struct rusage ru {};
     getrusage(RUSAGE_SELF, &ru);

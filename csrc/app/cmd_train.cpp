@@ -14,6 +14,7 @@
 #include "zerotrain/app/commands.h"
 #include "zerotrain/app/metrics_writer.h"
 #include "zerotrain/app/mfu.h"
+#include "zerotrain/app/non_finite.h"
 #include "zerotrain/app/observe.h"
 #include "zerotrain/app/rank_agreement.h"
 #include "zerotrain/app/thread_layout.h"
@@ -156,6 +157,7 @@ void check_inputs(TrainRun& run, const TrainArgs& args, int rank, int world) {
     if (!refusal.empty()) throw InputError("train: --cuda-graph: " + refusal);
   }
   if (rank == 0) check_output_paths(args, world);
+  check_data_cursor(args.steps, run.cfg.train_batch_size);
   run.data = make_dataset(args.data, dataset_shape(run.model_cfg, run.cfg, args.seed, rank, world));
 }
 
@@ -225,7 +227,9 @@ void init_weights(TrainRun& run, const TrainArgs& args, Rank0Log& log) {
   const int rank = run.comm->rank(), world = run.comm->world_size();
   std::unique_ptr<ModelWeightsReader> reader;
   run_agreed(max, rank, world, "zerotrain train",
-             [&] { reader = std::make_unique<ModelWeightsReader>(args.init_from, run.model->params()); });
+             [&] {
+               reader = std::make_unique<ModelWeightsReader>(args.init_from, run.model->params(), args.allow_non_finite);
+             });
   std::string slice_error;
   run.engine->load_parameters([&](int p, int64_t begin, int64_t count, float* out) {
     try {
@@ -253,10 +257,14 @@ void print_step_line(Rank0Log& log, const StepStats& st, const StepThroughput& t
   char mfu[48] = "";
   if (tp.has_mfu()) std::snprintf(mfu, sizeof(mfu), " | MFU %.1f%%", 100.0 * tp.tflops * 1e12 / tp.peak_flops);
   const std::string times = breakdown && st.breakdown ? breakdown_text(*st.breakdown) : "";
+  char skipped[96] = "";
+  if (st.skipped_steps > 0)
+    std::snprintf(skipped, sizeof(skipped), "%s | %lld step(s) skipped so far",
+                  st.skipped ? " | SKIPPED (non-finite gradients)" : "", static_cast<long long>(st.skipped_steps));
   log("step %5lld | loss %.6f | lr %.3e | grad norm %.4f (clip x%.3f) | loss scale %g%s | %.1f ms | %.0f tok/s | "
       "%.3f TFLOP/s%s | peak mem %.1f MiB%s\n",
       static_cast<long long>(st.step), st.loss, st.lr, st.grad_norm, st.clip_coefficient, st.loss_scale,
-      st.skipped ? " | SKIPPED (overflow)" : "", tp.step_s * 1e3, tp.tokens_per_s, tp.tflops, mfu,
+      skipped, tp.step_s * 1e3, tp.tokens_per_s, tp.tflops, mfu,
       peak_mem_bytes / 1048576.0, times.c_str());
 }
 
@@ -332,7 +340,7 @@ void train_loop(TrainRun& run, const TrainArgs& args, Rank0Log& log, int64_t sta
     if (!args.metrics.empty() && (rank == 0 || obs.breakdown))
       metrics.emplace(per_rank_output(args.metrics, rank));
   });
-  int64_t skipped_in_a_row = 0;
+  NonFiniteWatch nonfinite(args.max_skipped_steps, run.engine_opt.check_overflow);
   const int64_t every = progress_interval(args, run.cfg);
   const int64_t tbs = run.cfg.train_batch_size;
   const ModelConfig& mcfg = run.model_cfg;
@@ -357,18 +365,15 @@ void train_loop(TrainRun& run, const TrainArgs& args, Rank0Log& log, int64_t sta
     samples_done += tbs;
     if (metrics) metrics->write_step(st, tp, samples_done, tokens_per_sample, run.dev->tracker());
     obs.after_step(run, st);
-    if ((k + 1) % every == 0 || k == start || k + 1 == args.steps)
-      print_step_line(log, st, tp, run.dev->tracker().peak_total(), obs.breakdown);
-    // st.skipped is the same on every rank (the overflow verdict is all-reduced), so every rank
-    // stops at the same step.
-    skipped_in_a_row = st.skipped ? skipped_in_a_row + 1 : 0;
-    if (args.max_skipped_steps > 0 && skipped_in_a_row >= args.max_skipped_steps) {
-      print_step_line(log, st, tp, run.dev->tracker().peak_total(), obs.breakdown);
-      if (run.comm->rank() == 0)
-        std::fprintf(stderr,
-                     "zerotrain train: error: the last %lld steps were all skipped (gradient overflow: NaN/Inf); "
-                     "stopping (--max-skipped-steps %lld). Check the initial weights and lower the learning rate\n",
-                     static_cast<long long>(skipped_in_a_row), static_cast<long long>(args.max_skipped_steps));
+    const bool printed = (k + 1) % every == 0 || k == start || k + 1 == args.steps;
+    if (printed) print_step_line(log, st, tp, run.dev->tracker().peak_total(), obs.breakdown);
+    // StepStats are the same on every rank (loss and norm are agreed), so every rank stops at
+    // the same step.
+    std::string stop = nonfinite.after_step(st);
+    if (stop.empty() && k + 1 == args.steps) stop = nonfinite.after_last_step(st);
+    if (!stop.empty()) {
+      if (!printed) print_step_line(log, st, tp, run.dev->tracker().peak_total(), obs.breakdown);
+      if (rank == 0) std::fprintf(stderr, "zerotrain train: error: %s\n", stop.c_str());
       throw AgreedFailure(kExitStalled);
     }
     if (k + 1 == args.steps && !std::isnan(run.data->best_loss()))

@@ -62,7 +62,7 @@ void MetricsWriter::write_step(const StepStats& st, const StepThroughput& tp, in
                                double tokens_per_sample, const MemoryTracker& mem) {
   nlohmann::json m = {{"step", st.step}, {"loss", st.loss}, {"lr", st.lr}, {"grad_norm", st.grad_norm},
                       {"clip_coef", st.clip_coefficient}, {"loss_scale", st.loss_scale},
-                      {"skipped", st.skipped}, {"samples", samples_done},
+                      {"skipped", st.skipped}, {"skipped_steps", st.skipped_steps}, {"samples", samples_done},
                       {"tokens", static_cast<int64_t>(samples_done * tokens_per_sample)},
                       {"step_ms", tp.step_s * 1e3}, {"tokens_per_s", tp.tokens_per_s},
                       {"samples_per_s", tp.samples_per_s}, {"tflops", tp.tflops},

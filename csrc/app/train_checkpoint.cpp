@@ -37,6 +37,7 @@ TrainCheckpoints::TrainCheckpoints(const TrainArgs& args, const ModelConfig& mod
   info_.gradient_accumulation_steps = cfg.gradient_accumulation_steps;
   info_.lr_schedule = schedule_from(cfg, engine.options().optimizer)->name();
   info_.tag_validation = cfg.checkpoint_tag_validation;
+  info_.allow_non_finite = args.allow_non_finite;
 }
 
 // The ckpt layer agrees on every error (each rank throws); agreed() turns that into one message

@@ -20,14 +20,16 @@ const char* train_usage() {
          "                       [--log-every N] [--strict] [--recompute none|block|selective]\n"
          "                       [--save-checkpoint DIR [--save-every N] [--keep-last K]] [--resume DIR [--tag T]]\n"
          "                       [--trace DIR [--trace-steps FIRST:LAST]] [--comm-log F.jsonl]\n"
-         "                       [--max-skipped-steps N] [--cuda-graph [--cuda-graph-warmup N]]\n"
-         "  --max-skipped-steps N  stop with exit 4 after N steps in a row were all skipped for gradient\n"
-         "                         overflow (NaN/Inf); 0 never stops (default 100)\n"
+         "                       [--max-skipped-steps N] [--allow-non-finite] [--cuda-graph [--cuda-graph-warmup N]]\n"
+         "  --max-skipped-steps N  stop with exit 4 after N steps in a row were all skipped for a non-finite\n"
+         "                         gradient norm (NaN/Inf; every dtype); 0 never stops (default 100). A run whose\n"
+         "                         final loss is NaN/Inf also ends with exit 4\n"
+         "  --allow-non-finite     load NaN/Inf weights or optimizer states (--init-from, --resume) for forensics\n"
          "  --cuda-graph           capture each micro-step's forward + backward + grad-sync launches in a CUDA\n"
          "                         graph and replay it (CUDA, ZeRO stages 0-2, no offload, no timing or comm\n"
          "                         logging; refused with exit 2 otherwise)\n"
          "  --cuda-graph-warmup N  eager steps before the first capture (default 2, >= 1)\n"
-         "exit codes: 0 ok, 1 internal error, 2 bad input, 3 communication failure, 4 all steps skipped\n";
+         "exit codes: 0 ok, 1 internal error, 2 bad input, 3 communication failure, 4 training went non-finite\n";
 }
 
 namespace {
@@ -98,6 +100,7 @@ TrainArgs parse_train_args(int argc, char** argv) {
       recompute_from(a.recompute, "train: --recompute");  // validates
     }
     else if (f == "--max-skipped-steps") a.max_skipped_steps = parse_int(f, value(), 0);
+    else if (f == "--allow-non-finite") a.allow_non_finite = true;
     else if (f == "--cuda-graph") a.cuda_graph = true;
     else if (f == "--cuda-graph-warmup") {
       a.cuda_graph_warmup = parse_int(f, value(), 1, INT32_MAX);  // an int in the engine
@@ -225,7 +228,9 @@ EngineOptions engine_options_from(const DsConfig& cfg) {
   } else {
     o.loss_scaler.flavor = LossScalerFlavor::Static;
     o.loss_scaler.static_scale = 1.0;
-    o.check_overflow = cfg.bf16.enabled && cfg.bf16.check_grad_overflow;
+    // A step whose gradient norm is NaN/Inf is skipped in every dtype; bf16's check_grad_overflow
+    // false opts out as in DeepSpeed (the step is applied).
+    o.check_overflow = !cfg.bf16.enabled || cfg.bf16.check_grad_overflow;
   }
   o.optimizer = optimizer_of(cfg);
   o.offload = offload_options_from(cfg);

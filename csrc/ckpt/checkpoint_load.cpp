@@ -9,6 +9,7 @@
 #include "ckpt_internal.h"
 #include "zerotrain/ckpt/ckpt_fs.h"
 #include "zerotrain/core/check.h"
+#include "zerotrain/core/finite.h"
 #include "zerotrain/io/safetensors.h"
 
 namespace zt {
@@ -54,7 +55,8 @@ std::string compatibility_problem(const Meta& m, const ZeroEngine& engine, const
 // (the caller is inside a collective load): the first problem is kept and zeros are returned.
 class PieceReader {
  public:
-  explicit PieceReader(const Meta& m) : m_(m), files_(static_cast<size_t>(m.world)) {}
+  PieceReader(const Meta& m, bool allow_non_finite)
+      : m_(m), files_(static_cast<size_t>(m.world)), allow_non_finite_(allow_non_finite) {}
   void read(int state, const std::string& param, int64_t begin, int64_t count, float* out) {
     const int p = m_.param_index(param);
     const std::vector<Meta::Piece>& pieces = m_.pieces[static_cast<size_t>(state)][static_cast<size_t>(p)];
@@ -73,6 +75,10 @@ class PieceReader {
         if (!e || e->numel != pc.count || e->dtype != m_.states[static_cast<size_t>(state)].dtype)
           throw InputError("checkpoint shard " + f.path() + ": tensor \"" + name + "\" is missing or not as meta.json records");
         f.read_f32(*e, lo - pc.begin, hi - lo, out + (lo - begin));
+        const std::string nf = allow_non_finite_ ? "" : non_finite_problem("tensor \"" + name + "\"", out + (lo - begin), hi - lo, lo);
+        if (!nf.empty())
+          throw InputError("checkpoint shard " + f.path() + ": " + nf + "; a checkpoint must hold finite weights and "
+                           "optimizer states " + kAllowNonFiniteHint);
         bytes += (hi - lo) * static_cast<int64_t>(dtype_size(e->dtype));
       } catch (const InputError& x) {
         error = x.what();
@@ -91,6 +97,7 @@ class PieceReader {
   }
   const Meta& m_;
   std::vector<std::unique_ptr<SafetensorsReader>> files_;
+  bool allow_non_finite_;
 };
 
 }  // namespace
@@ -121,6 +128,7 @@ ResumedCheckpoint load_checkpoint(ZeroEngine& engine, Communicator& comm, Device
   try {
     m = ckpt::parse_meta(out.path);
     err = compatibility_problem(m, engine, info);
+    out.warnings.insert(out.warnings.end(), m.warnings.begin(), m.warnings.end());
   } catch (const InputError& e) {
     err = e.what();
   }
@@ -132,7 +140,7 @@ ResumedCheckpoint load_checkpoint(ZeroEngine& engine, Communicator& comm, Device
   agree_or_throw(comm, dev, err);
 
   // 4. The states this rank's plan owns, from whichever old shards hold them.
-  PieceReader reader(m);
+  PieceReader reader(m, info.allow_non_finite);
   std::vector<int> meta_state(engine.checkpoint_states().size());
   for (size_t s = 0; s < meta_state.size(); ++s) meta_state[s] = static_cast<int>(s);  // same order (checked above)
   out.read_buffer_bytes = engine.load_checkpoint_state(

@@ -129,7 +129,7 @@ json build_meta(const ZeroEngine& engine, const std::string& tag, const Checkpoi
   for (const Meta::Shard& s : shards)
     shard_list.push_back({{"rank", s.rank}, {"file", s.file}, {"bytes", s.bytes}, {"xxh64", s.xxh64}});
   const LossScaler::State& ls = c.loss_scaler;
-  return {
+  json doc = {
       {"format", kFormat},
       {"version", kVersion},
       {"tag", tag},
@@ -172,179 +172,15 @@ json build_meta(const ZeroEngine& engine, const std::string& tag, const Checkpoi
       {"shards", shard_list},
       {"tensors", tensors},
   };
+  doc[kMetaChecksumKey] = meta_checksum(doc);
+  return doc;
 }
 
-namespace {
-
-// Checked access to meta.json fields; every failure names the file and the key.
-class Reader {
- public:
-  explicit Reader(const std::string& file) : file_(file) {}
-  [[noreturn]] void fail(const std::string& what) const {
-    throw InputError("checkpoint " + file_ + ": " + what + " (not a zerotrain checkpoint, or a damaged one)");
-  }
-  const json& at(const json& obj, const std::string& key, const std::string& where) const {
-    if (!obj.is_object() || !obj.contains(key)) fail("missing \"" + where + key + "\"");
-    return obj.at(key);
-  }
-  int64_t integer(const json& obj, const std::string& key, const std::string& where, int64_t lo) const {
-    const json& v = at(obj, key, where);
-    if (!v.is_number_integer() || v.get<int64_t>() < lo)
-      fail("\"" + where + key + "\" must be an integer >= " + std::to_string(lo) + ", got " + v.dump());
-    return v.get<int64_t>();
-  }
-  std::string string(const json& obj, const std::string& key, const std::string& where) const {
-    const json& v = at(obj, key, where);
-    if (!v.is_string()) fail("\"" + where + key + "\" must be a string, got " + v.dump());
-    return v.get<std::string>();
-  }
-  double number(const json& obj, const std::string& key, const std::string& where) const {
-    const json& v = at(obj, key, where);
-    if (!v.is_number()) fail("\"" + where + key + "\" must be a number, got " + v.dump());
-    return v.get<double>();
-  }
-  std::vector<int64_t> shape(const json& obj, const std::string& key, const std::string& where) const {
-    const json& v = at(obj, key, where);
-    if (!v.is_array()) fail("\"" + where + key + "\" must be an array");
-    std::vector<int64_t> s;
-    for (const json& d : v) {
-      if (!d.is_number_integer() || d.get<int64_t>() < 0) fail("\"" + where + key + "\" has a bad dimension " + d.dump());
-      s.push_back(d.get<int64_t>());
-    }
-    return s;
-  }
-
- private:
-  std::string file_;
-};
-
-DType state_dtype(const Reader& rd, const std::string& name) {
-  if (name == "F32") return DType::F32;
-  if (name == "BF16") return DType::BF16;
-  if (name == "F16") return DType::F16;
-  rd.fail("unknown state dtype \"" + name + "\"");
-}
-
-}  // namespace
-
-Meta parse_meta(const std::string& tag_dir) {
-  Meta m;
-  m.dir = tag_dir;
-  m.file = ckptfs::join(tag_dir, "meta.json");
-  if (!ckptfs::is_file(m.file))
-    throw InputError("checkpoint " + tag_dir + ": no meta.json (not a checkpoint directory, or an incomplete save)");
-  const std::string text = ckptfs::read_file(m.file, "checkpoint");
-  Reader rd(m.file);
-  try {
-    m.doc = json::parse(text);
-  } catch (const json::exception& e) {
-    rd.fail(std::string("not valid JSON: ") + e.what());
-  }
-  const json& d = m.doc;
-  if (!d.is_object() || !d.contains("format") || d["format"] != kFormat) rd.fail("\"format\" is not \"" + std::string(kFormat) + "\"");
-  if (rd.integer(d, "version", "", 0) != kVersion)
-    rd.fail("version " + d["version"].dump() + " is not supported (this zerotrain reads version " + std::to_string(kVersion) + ")");
-  m.tag = rd.string(d, "tag", "");
-  const json& model = rd.at(d, "model", "");
-  rd.at(model, "config", "model.");
-  for (const json& p : rd.at(model, "params", "model.")) {
-    Meta::Param q;
-    q.name = rd.string(p, "name", "model.params[].");
-    q.shape = rd.shape(p, "shape", "model.params[].");
-    q.numel = 1;
-    for (int64_t s : q.shape) q.numel *= s;
-    m.params.push_back(q);
-  }
-  const json& zero = rd.at(d, "zero", "");
-  m.stage = static_cast<int>(rd.integer(zero, "stage", "zero.", 0));
-  m.world = static_cast<int>(rd.integer(zero, "world_size", "zero.", 1));
-  const json& prec = rd.at(d, "precision", "");
-  m.compute_dtype = rd.string(prec, "compute", "precision.");
-  m.master_dtype = rd.string(prec, "master", "precision.");
-  m.moments_dtype = rd.string(prec, "moments", "precision.");
-  const json& opt = rd.at(d, "optimizer", "");
-  m.optimizer_type = rd.string(opt, "type", "optimizer.");
-  for (const json& s : rd.at(opt, "states", "optimizer.")) {
-    Meta::State st;
-    st.name = rd.string(s, "name", "optimizer.states[].");
-    st.dtype = state_dtype(rd, rd.string(s, "dtype", "optimizer.states[]."));
-    m.states.push_back(st);
-  }
-  if (m.states.empty() || m.states[0].name != "master") rd.fail("optimizer.states must start with \"master\"");
-  const json& steps = rd.at(d, "steps", "");
-  m.counters.global_steps = rd.integer(steps, "global_steps", "steps.", 0);
-  m.counters.successful_steps = rd.integer(steps, "successful_steps", "steps.", 0);
-  if (m.counters.successful_steps > m.counters.global_steps) rd.fail("steps.successful_steps exceeds steps.global_steps");
-  const json& lr = rd.at(d, "lr_schedule", "");
-  m.lr_schedule = rd.string(lr, "type", "lr_schedule.");
-  m.counters.lr_last_batch_iteration = rd.integer(lr, "last_batch_iteration", "lr_schedule.", -1);
-  const json& ls = rd.at(d, "loss_scaler", "");
-  m.loss_scaler_flavor = rd.string(ls, "flavor", "loss_scaler.");
-  m.counters.loss_scaler.cur_scale = rd.number(ls, "cur_scale", "loss_scaler.");
-  m.counters.loss_scaler.cur_iter = rd.integer(ls, "cur_iter", "loss_scaler.", 0);
-  m.counters.loss_scaler.last_overflow_iter = rd.integer(ls, "last_overflow_iter", "loss_scaler.", -1);
-  m.counters.loss_scaler.cur_hysteresis = rd.integer(ls, "cur_hysteresis", "loss_scaler.", INT64_MIN);
-  const json& data = rd.at(d, "data", "");
-  m.data_spec = rd.string(data, "spec", "data.");
-  m.train_batch_size = rd.integer(data, "train_batch_size", "data.", 0);
-  if (rd.integer(data, "next_global_batch", "data.", 0) != m.counters.global_steps)
-    rd.fail("data.next_global_batch differs from steps.global_steps");
-  const json& seed = rd.at(d, "seed", "");
-  if (!seed.is_number_unsigned() && !(seed.is_number_integer() && seed.get<int64_t>() >= 0)) rd.fail("\"seed\" must be a non-negative integer");
-  m.seed = seed.get<uint64_t>();
-
-  const json& shards = rd.at(d, "shards", "");
-  if (!shards.is_array() || static_cast<int>(shards.size()) != m.world)
-    rd.fail("\"shards\" must list one shard per rank (" + std::to_string(m.world) + ")");
-  for (int r = 0; r < m.world; ++r) {
-    const json& s = shards[static_cast<size_t>(r)];
-    Meta::Shard sh;
-    sh.rank = static_cast<int>(rd.integer(s, "rank", "shards[].", 0));
-    sh.file = rd.string(s, "file", "shards[].");
-    sh.bytes = rd.integer(s, "bytes", "shards[].", 8);
-    sh.xxh64 = rd.string(s, "xxh64", "shards[].");
-    if (sh.rank != r) rd.fail("shards[" + std::to_string(r) + "].rank is " + std::to_string(sh.rank));
-    if (sh.file != shard_file_name(r, m.world)) rd.fail("shards[" + std::to_string(r) + "].file is \"" + sh.file + "\"");
-    m.shards.push_back(sh);
-  }
-
-  // Tensors: one per (state, param), pieces tiling the parameter exactly once.
-  m.pieces.assign(m.states.size(), std::vector<std::vector<Meta::Piece>>(m.params.size()));
-  std::vector<std::vector<bool>> seen(m.states.size(), std::vector<bool>(m.params.size(), false));
-  const json& tensors = rd.at(d, "tensors", "");
-  if (!tensors.is_array()) rd.fail("\"tensors\" must be an array");
-  for (const json& t : tensors) {
-    const std::string state = rd.string(t, "state", "tensors[].");
-    const std::string param = rd.string(t, "param", "tensors[].");
-    size_t s = 0;
-    while (s < m.states.size() && m.states[s].name != state) ++s;
-    const int p = m.param_index(param);
-    if (s == m.states.size() || p < 0) rd.fail("tensor \"" + state + "/" + param + "\" names an unknown state or parameter");
-    if (seen[s][static_cast<size_t>(p)]) rd.fail("tensor \"" + state + "/" + param + "\" listed twice");
-    seen[s][static_cast<size_t>(p)] = true;
-    if (rd.shape(t, "shape", "tensors[].") != m.params[static_cast<size_t>(p)].shape)
-      rd.fail("tensor \"" + state + "/" + param + "\" has a shape other than its parameter's");
-    std::vector<Meta::Piece>& pcs = m.pieces[s][static_cast<size_t>(p)];
-    for (const json& q : rd.at(t, "pieces", "tensors[].")) {
-      Meta::Piece pc;
-      pc.rank = static_cast<int>(rd.integer(q, "rank", "tensors[].pieces[].", 0));
-      pc.begin = rd.integer(q, "begin", "tensors[].pieces[].", 0);
-      pc.count = rd.integer(q, "count", "tensors[].pieces[].", 1);
-      if (pc.rank >= m.world) rd.fail("tensor \"" + state + "/" + param + "\": piece of rank " + std::to_string(pc.rank));
-      pcs.push_back(pc);
-    }
-    std::sort(pcs.begin(), pcs.end(), [](const Meta::Piece& a, const Meta::Piece& b) { return a.begin < b.begin; });
-    int64_t at = 0;
-    for (const Meta::Piece& pc : pcs) {
-      if (pc.begin != at) rd.fail("tensor \"" + state + "/" + param + "\": its pieces do not tile it");
-      at += pc.count;
-    }
-    if (at != m.params[static_cast<size_t>(p)].numel) rd.fail("tensor \"" + state + "/" + param + "\": its pieces do not cover it");
-  }
-  for (size_t s = 0; s < m.states.size(); ++s)
-    for (size_t p = 0; p < m.params.size(); ++p)
-      if (!seen[s][p]) rd.fail("no tensor \"" + m.states[s].name + "/" + m.params[p].name + "\"");
-  return m;
+std::string meta_checksum(const json& doc) {
+  json body = doc;
+  body.erase(kMetaChecksumKey);
+  const std::string text = body.dump();  // compact, keys sorted: independent of the file's layout
+  return hex64(xxh64(text.data(), text.size()));
 }
 
 std::string size_problem(const Meta& m, int rank) {

@@ -14,7 +14,9 @@ namespace zt::ckpt {
 using json = nlohmann::json;
 
 constexpr const char* kFormat = "zerotrain-checkpoint";
-constexpr int kVersion = 1;
+constexpr int kVersion = 2;                             // 2: meta.json carries its own checksum
+constexpr int kVersionWithoutChecksum = 1;              // still read, with a warning
+constexpr const char* kMetaChecksumKey = "meta_xxh64";
 constexpr int64_t kChunkElems = int64_t(1) << 20;       // staging per state chunk (4 MiB of fp32)
 constexpr size_t kHashReadBytes = size_t(4) << 20;      // read buffer when verifying a shard
 
@@ -58,13 +60,22 @@ struct Meta {
   std::string lr_schedule;
   std::string master_dtype, moments_dtype, compute_dtype;
   std::string optimizer_type;
+  ModelConfig model;               // model.config, validated as a model file is
+  std::vector<std::string> warnings;  // e.g. an older format without a checksum
 
   std::string shard_path(int rank) const;
   int param_index(const std::string& name) const;  // -1 if absent
 };
 
-// Reads and validates DIR/<tag>/meta.json (InputError naming the file).
+// Reads and validates DIR/<tag>/meta.json (InputError naming the file and the key): its checksum,
+// every value's type and range, and the consistency of its counters, shards and tensors.
 Meta parse_meta(const std::string& tag_dir);
+// The same checks on a document already read (`file` names it in messages).
+Meta parse_meta_doc(const std::string& tag_dir, const std::string& file, const std::string& text);
+
+// XXH64 (16 hex digits) of the document's compact serialization (keys sorted, no whitespace)
+// without its kMetaChecksumKey member: what meta.json records under that key.
+std::string meta_checksum(const json& doc);
 
 // Builds meta.json for a save: the engine's plan and state, `info`, the shards' reports.
 json build_meta(const ZeroEngine& engine, const std::string& tag, const CheckpointRunInfo& info,

@@ -10,6 +10,7 @@
 #include "zerotrain/ckpt/checkpoint.h"
 #include "zerotrain/ckpt/ckpt_fs.h"
 #include "zerotrain/core/check.h"
+#include "zerotrain/core/finite.h"
 #include "zerotrain/io/safetensors.h"
 
 namespace zt {
@@ -100,8 +101,10 @@ std::string export_weights(ZeroEngine& engine, Communicator& comm, Device& dev, 
 
 // ---- consolidate: a checkpoint's master weights into one file, tensor by tensor ----
 
-void consolidate_checkpoint(const std::string& tag_dir, const std::string& out, DType dtype) {
+void consolidate_checkpoint(const std::string& tag_dir, const std::string& out, DType dtype, bool allow_non_finite,
+                            std::vector<std::string>* warnings) {
   const ckpt::Meta m = ckpt::parse_meta(tag_dir);
+  if (warnings) warnings->insert(warnings->end(), m.warnings.begin(), m.warnings.end());
   for (int s = 0; s < m.world; ++s) {
     const std::string problem = ckpt::verify_shard(m, s);
     if (!problem.empty()) throw InputError(problem);
@@ -114,8 +117,8 @@ void consolidate_checkpoint(const std::string& tag_dir, const std::string& out, 
     s.numel = p.numel;
     specs.push_back(s);
   }
-  const ckpt::json& mc = m.doc["model"]["config"];
-  const bool gpt = mc.is_object() && mc.value("type", "") == "gpt";
+  const ckpt::json mc = ckpt::model_config_json(m.model);
+  const bool gpt = m.model.type == ModelConfig::Type::GPT;
   if (is_folder_target(out)) ckptfs::make_dirs(out);
   const std::string file = weights_file_of(out);
   std::vector<std::unique_ptr<SafetensorsReader>> shards(static_cast<size_t>(m.world));
@@ -131,6 +134,10 @@ void consolidate_checkpoint(const std::string& tag_dir, const std::string& out, 
       if (!e || e->numel != pc.count)
         throw InputError("checkpoint shard " + f->path() + ": tensor \"" + name + "\" is missing or not as meta.json records");
       f->read_f32(*e, 0, pc.count, values.data() + pc.begin);
+      const std::string nf = allow_non_finite ? "" : non_finite_problem("tensor \"" + name + "\"", values.data() + pc.begin, pc.count, pc.begin);
+      if (!nf.empty())
+        throw InputError("checkpoint shard " + f->path() + ": " + nf + "; refusing to export non-finite weights " +
+                         kAllowNonFiniteHint);
     }
     w.write(static_cast<int>(p), values.data());
   }

@@ -153,6 +153,14 @@ std::unique_ptr<Dataset> make_dataset(const std::string& spec, const DatasetShap
                    "' (expected markov:, teacher:, text:PATH or tokens:PATH)");
 }
 
+void check_data_cursor(int64_t steps, int64_t global_batch) {
+  ZT_CHECK(global_batch > 0, "check_data_cursor: train_batch_size must be > 0");
+  if (steps > kMaxDataSamples / global_batch)
+    throw InputError("train: --steps " + std::to_string(steps) + " x train_batch_size " + std::to_string(global_batch) +
+                     " samples is beyond the data cursor's range (2^62 samples); expected --steps <= " +
+                     std::to_string(kMaxDataSamples / global_batch));
+}
+
 int64_t sample_range(int rank, int world, int micro_step, int gas, int64_t mbs) {
   ZT_CHECK(world > 0 && rank >= 0 && rank < world, "sample_range: rank outside the world");
   ZT_CHECK(gas > 0 && micro_step >= 0 && micro_step < gas, "sample_range: micro_step outside 0..gas-1");

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -76,6 +77,28 @@ SafetensorsEntry parse_entry(const std::string& path, const std::string& name, c
   return e;
 }
 
+// The tensors' byte ranges, in offset order, tile the data block exactly: no overlap, no hole,
+// nothing after the last tensor (the format's own rule; a file of another writer that breaks it
+// is damaged or crafted).
+void check_tiling(const std::string& path, std::vector<SafetensorsEntry> entries, uint64_t data_bytes) {
+  std::sort(entries.begin(), entries.end(), [](const SafetensorsEntry& a, const SafetensorsEntry& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  uint64_t at = 0;
+  for (const SafetensorsEntry& e : entries) {
+    if (e.begin < at)
+      bad(path, "tensor \"" + e.name + "\": data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) +
+                    "] overlap the previous tensor's bytes (which end at " + std::to_string(at) + ")");
+    if (e.begin > at)
+      bad(path, "tensor \"" + e.name + "\": data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) +
+                    "] leave a hole: bytes " + std::to_string(at) + ".." + std::to_string(e.begin) + " belong to no tensor");
+    at = e.end;
+  }
+  if (at != data_bytes)
+    bad(path, std::to_string(data_bytes - at) + " trailing bytes after the last tensor (the data block is " +
+                  std::to_string(data_bytes) + " bytes, the tensors cover " + std::to_string(at) + ")");
+}
+
 }  // namespace
 
 const char* safetensors_dtype_name(DType t) {
@@ -110,11 +133,21 @@ SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
     uint64_t data_bytes = file_bytes - data_start_;
 
     json doc;
+    std::set<std::string> names;
+    std::string duplicate;
+    // nlohmann keeps the last of two equal keys: the top-level names are collected while parsing.
+    const json::parser_callback_t note_names = [&](int depth, json::parse_event_t event, json& parsed) {
+      if (event == json::parse_event_t::key && depth == 1 && !names.insert(parsed.get<std::string>()).second &&
+          duplicate.empty())
+        duplicate = parsed.get<std::string>();
+      return true;
+    };
     try {
-      doc = json::parse(header);
+      doc = json::parse(header, note_names);
     } catch (const json::exception& e) {
       bad(path, std::string("header is not valid JSON (") + e.what() + ")");
     }
+    if (!duplicate.empty()) bad(path, "tensor \"" + duplicate + "\" is named twice in the header");
     if (!doc.is_object()) bad(path, "header must be a JSON object");
     for (auto it = doc.begin(); it != doc.end(); ++it) {
       if (it.key() == "__metadata__") {
@@ -127,6 +160,7 @@ SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
       }
       entries_.push_back(parse_entry(path, it.key(), *it, data_bytes));
     }
+    check_tiling(path, entries_, data_bytes);
     std::sort(entries_.begin(), entries_.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
   } catch (...) {
     ::close(fd_);

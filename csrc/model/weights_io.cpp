@@ -5,6 +5,7 @@
 #include <set>
 
 #include "zerotrain/core/check.h"
+#include "zerotrain/core/finite.h"
 
 namespace zt {
 namespace {
@@ -28,8 +29,9 @@ const std::string kPrefix = "transformer.";
 
 }  // namespace
 
-ModelWeightsReader::ModelWeightsReader(const std::string& path, const std::vector<ParamSpec>& specs)
-    : file_(path), specs_(specs) {
+ModelWeightsReader::ModelWeightsReader(const std::string& path, const std::vector<ParamSpec>& specs,
+                                       bool allow_non_finite)
+    : file_(path), specs_(specs), allow_non_finite_(allow_non_finite) {
   std::set<const SafetensorsEntry*> used;
   for (const ParamSpec& p : specs_) {
     const SafetensorsEntry* e = file_.find(p.name);
@@ -61,12 +63,11 @@ void ModelWeightsReader::read_param_slice(int index, int64_t begin, int64_t coun
   const SafetensorsEntry& e = *entry_of_param_[index];
   file_.read_f32(e, begin, count, out);
   // Non-finite initial weights would make every step overflow and be skipped: refuse them.
-  for (int64_t i = 0; i < count; ++i) {
-    if (!std::isfinite(out[i]))
-      throw InputError("safetensors file " + file_.path() + ": tensor \"" + e.name + "\" element " +
-                       std::to_string(begin + i) + " is " + (std::isnan(out[i]) ? "NaN" : "infinite") +
-                       "; expected finite initial weights");
-  }
+  if (allow_non_finite_) return;
+  const std::string problem = non_finite_problem("tensor \"" + e.name + "\"", out, count, begin);
+  if (!problem.empty())
+    throw InputError("safetensors file " + file_.path() + ": " + problem + "; expected finite initial weights " +
+                     kAllowNonFiniteHint);
 }
 
 void save_model_weights(const std::string& path, const std::vector<ParamSpec>& specs, DType file_dtype,

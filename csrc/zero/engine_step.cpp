@@ -28,6 +28,7 @@ StepStats ZeroEngine::step() {
   e.micro = 0;
   if (e.graphs) e.graphs->step_done();
   StepStats out = st;
+  out.skipped_steps = e.global_steps - e.successful_steps;
   out.breakdown = e.timer.end_step(st.step);   // nullopt unless timing is on
   return out;
 }
@@ -58,6 +59,7 @@ StepVerdict ZeroEngine::Impl::agree_on_step() {
   st.grad_norm = clip.unscaled_norm;
   st.clip_coefficient = clip.coefficient;
   st.skipped = cx.opt.check_overflow && !std::isfinite(scaled_norm);
+  st.non_finite = !std::isfinite(scaled_norm) || !std::isfinite(st.loss);
   st.step = ++global_steps;
   v.grad_scale = static_cast<float>(post * clip.grad_multiplier);
   return v;

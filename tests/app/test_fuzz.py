@@ -5,7 +5,13 @@ insertions, truncation, splices of hostile tokens) and runs the command that rea
 must end with exit 0 or 2, never a signal, an abort banner, a traceback or a timeout; an exit 2
 prints exactly one error line.
 
+Checkpoints get their own budget: a saved checkpoint's meta.json is mutated as it is (the
+checksum must catch the edit) and as format version 1 without the checksum (so the value checks
+themselves are reached), and its directory is damaged (shards removed, truncated, flipped,
+replaced by directories; `latest` rewritten); `consolidate` and `train --resume` read each case.
+
   ZT_FUZZ_SECONDS  time budget (default 45: CI); longer runs: ZT_FUZZ_SECONDS=3600
+  ZT_FUZZ_CKPT_SECONDS  the checkpoint part's budget (default: half of ZT_FUZZ_SECONDS)
   ZT_FUZZ_SEED     seed (default 14); the same seed replays the same cases (the corpus replay)
 A failing case is kept under $ZT_FUZZ_KEEP (default: the temp dir is printed and kept).
 """
@@ -23,6 +29,7 @@ BIN = os.environ.get("ZT_BIN", "build/zerotrain")
 LAUNCH = os.environ.get("ZT_LAUNCH", os.path.join(os.environ.get("ZT_REPO", "."), "launcher", "zt-launch"))
 SECONDS = float(os.environ.get("ZT_FUZZ_SECONDS", "45"))
 SEED = int(os.environ.get("ZT_FUZZ_SEED", "14"))
+CKPT_SECONDS = float(os.environ.get("ZT_FUZZ_CKPT_SECONDS", str(SECONDS / 2)))
 BANNERS = ["terminate called", "Aborted", "Traceback", "core dumped", "Segmentation", "AddressSanitizer",
            "runtime error:", "MPI_ABORT"]
 HOSTILE = [b"\xff", b"\x00", b"1e400", b"-1", b"99999999999999999999", b"NaN", b'"auto"', b"null", b"[]", b"{}",
@@ -56,10 +63,15 @@ def mutate(rng, data):
 
 class Fuzz(unittest.TestCase):
     def test_fuzz(self):
-        rng = random.Random(SEED)
-        d = tempfile.mkdtemp(prefix="zt_fuzz_")
+        self.fuzz_in_temp_dir("zt_fuzz_", random.Random(SEED), self.run_cases)
+
+    def test_fuzz_checkpoints(self):
+        self.fuzz_in_temp_dir("zt_fuzz_ckpt_", random.Random(SEED + 1), self.run_checkpoint_cases)
+
+    def fuzz_in_temp_dir(self, prefix, rng, cases):
+        d = tempfile.mkdtemp(prefix=prefix)
         try:
-            self.run_cases(rng, d)
+            cases(rng, d)
         except AssertionError:
             print("fuzz: failing inputs kept in %s (seed %d)" % (d, SEED), file=sys.stderr)
             raise
@@ -71,25 +83,30 @@ class Fuzz(unittest.TestCase):
             f.write(data)
         return path
 
-    def check(self, cmd, what):
+    def check(self, cmd, what, codes=(0, 2)):
         try:
             p = subprocess.run(cmd, capture_output=True, timeout=60)
         except subprocess.TimeoutExpired:
             self.fail("timeout: %s (%s)" % (" ".join(cmd), what))
         out = (p.stdout + p.stderr).decode("utf-8", "replace")
-        self.assertIn(p.returncode, (0, 2), "exit %d: %s (%s)\n%s" % (p.returncode, " ".join(cmd), what, out))
+        self.assertIn(p.returncode, codes, "exit %d: %s (%s)\n%s" % (p.returncode, " ".join(cmd), what, out))
         for b in BANNERS:
             self.assertNotIn(b, out, "%s (%s)" % (" ".join(cmd), what))
         if p.returncode == 2:
             lines = [l for l in p.stderr.decode("utf-8", "replace").splitlines() if "error" in l]
             self.assertEqual(len(lines), 1, "%s (%s)\n%s" % (" ".join(cmd), what, out))
 
-    def run_cases(self, rng, d):
+    # The model and config files in d, and a first good run writing what the cases mutate.
+    def seed_run(self, d, *outputs):
         model = self.write(d, "gpt.json", json.dumps(GPT).encode())
         cfg = self.write(d, "ds.json", json.dumps(DS, indent=1).encode())
+        self.check([BIN, "train", "--config", cfg, "--model", model, "--data", "markov:vocab=16"] + list(outputs),
+                   "seed run")
+        return model, cfg
+
+    def run_cases(self, rng, d):
         weights = os.path.join(d, "w.safetensors")
-        self.check([BIN, "train", "--config", cfg, "--model", model, "--data", "markov:vocab=16", "--steps", "0",
-                    "--save-weights", weights], "seed weights")
+        model, cfg = self.seed_run(d, "--steps", "0", "--save-weights", weights)
         with open(weights, "rb") as f:
             weights_bytes = f.read()
         tokens = bytes(rng.randrange(16) for _ in range(400))
@@ -125,6 +142,70 @@ class Fuzz(unittest.TestCase):
                 self.check([sys.executable, LAUNCH, "--dry-run", "--hostfile", bad, "/bin/true"], kind)
         print("fuzz: %d cases in %.0f s, seed %d" % (n, SECONDS, SEED), file=sys.stderr)
         self.assertGreater(n, 10)
+
+
+    # One damaged copy of a good checkpoint per case: meta.json mutated (as saved, or as format
+    # version 1 without its checksum), or the directory's files removed, truncated, flipped or
+    # replaced. `train --resume` may also end with exit 4: a version-1 meta.json cannot be
+    # verified, and an in-range but crafted state (a huge static loss scale) can go non-finite.
+    def run_checkpoint_cases(self, rng, d):
+        good = os.path.join(d, "good")
+        model, cfg = self.seed_run(d, "--steps", "2", "--save-checkpoint", good)
+        tag = os.path.join(good, "global_step2")
+        with open(os.path.join(tag, "meta.json"), "rb") as f:
+            meta = f.read()
+        v1 = json.loads(meta)
+        del v1["meta_xxh64"]
+        v1["version"] = 1
+        v1 = json.dumps(v1, indent=1).encode()
+        shards = sorted(n for n in os.listdir(tag) if n.endswith(".safetensors"))
+        deadline = time.monotonic() + CKPT_SECONDS
+        n = 0
+        while time.monotonic() < deadline:
+            n += 1
+            ck = os.path.join(d, "ck")
+            shutil.rmtree(ck, ignore_errors=True)
+            shutil.copytree(good, ck)
+            t = os.path.join(ck, "global_step2")
+            kind = rng.choice(["meta", "meta_v1", "meta_v1", "dir"])
+            if kind == "meta":
+                self.write(t, "meta.json", mutate(rng, meta))
+            elif kind == "meta_v1":
+                self.write(t, "meta.json", mutate(rng, v1))
+            else:
+                kind = self.damage_directory(rng, ck, t, shards)
+            out = os.path.join(d, "out.safetensors")
+            self.check([BIN, "consolidate", ck, out], kind)
+            if n % 3 == 0:
+                self.check([BIN, "train", "--config", cfg, "--model", model, "--data", "markov:vocab=16", "--steps", "3",
+                            "--resume", ck], kind, codes=(0, 2, 4))
+        print("fuzz: %d checkpoint cases in %.0f s, seed %d" % (n, CKPT_SECONDS, SEED), file=sys.stderr)
+        self.assertGreater(n, 5)
+
+    def damage_directory(self, rng, ck, t, shards):
+        op = rng.randrange(7)
+        victim = os.path.join(t, rng.choice(shards + ["meta.json"]))
+        if op == 0:
+            os.remove(victim)
+        elif op == 1:
+            with open(victim, "r+b") as f:
+                f.truncate(rng.randrange(os.path.getsize(victim) + 1))
+        elif op == 2:
+            with open(victim, "r+b") as f:
+                size = os.path.getsize(victim)
+                f.seek(rng.randrange(size))
+                f.write(bytes([rng.randrange(256)]))
+        elif op == 3:
+            os.remove(victim)
+            os.mkdir(victim)
+        elif op == 4:
+            self.write(ck, "latest", mutate(rng, b"global_step2\n"))
+        elif op == 5:
+            os.remove(victim)
+            os.symlink(victim, victim)  # a loop
+        else:
+            self.write(ck, "latest", rng.choice([b"", b"..\n", b"global_step2/../global_step2\n", b"latest\n"]))
+        return "checkpoint directory op %d on %s" % (op, os.path.basename(victim))
 
 
 if __name__ == "__main__":

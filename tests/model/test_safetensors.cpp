@@ -128,6 +128,36 @@ TEST(Safetensors, MalformedFiles) {
   EXPECT_THROW(r.read_f32(*r.find("w"), 0, 2, out.data()), InputError);
 }
 
+// The tensors' byte ranges tile the data block exactly: each way of breaking it is an InputError
+// naming the tensor (or the trailing bytes), and the tiling does not depend on the header's order.
+TEST(Safetensors, OffsetsTileTheData) {
+  const std::string data(24, '\x01');
+  spit(tmp("tile_ok"), make_file(R"({"b":{"dtype":"F32","shape":[2],"data_offsets":[16,24]},)"
+                                 R"("a":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]},)"
+                                 R"("e":{"dtype":"F32","shape":[0],"data_offsets":[16,16]}})", data));
+  EXPECT_NO_THROW(SafetensorsReader r(tmp("tile_ok")));
+  spit(tmp("overlap"), make_file(R"({"a":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]},)"
+                                 R"("b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", data.substr(0, 16)));
+  expect_bad(tmp("overlap"), "tensor \"b\": data_offsets [8, 16] overlap");
+  spit(tmp("hole"), make_file(R"({"a":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]},)"
+                              R"("b":{"dtype":"F32","shape":[1],"data_offsets":[20,24]}})", data));
+  expect_bad(tmp("hole"), "tensor \"b\": data_offsets [20, 24] leave a hole: bytes 16..20");
+  spit(tmp("first_hole"), make_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", data.substr(0, 16)));
+  expect_bad(tmp("first_hole"), "tensor \"a\"");
+  spit(tmp("trailing"), make_file(R"({"a":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]}})", data));
+  expect_bad(tmp("trailing"), "8 trailing bytes after the last tensor");
+  spit(tmp("same"), make_file(R"({"a":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]},)"
+                              R"("b":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]}})", data.substr(0, 16)));
+  expect_bad(tmp("same"), "overlap");
+  spit(tmp("dup"), make_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                             R"("a":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", data.substr(0, 16)));
+  expect_bad(tmp("dup"), "tensor \"a\" is named twice");
+  // A nested object's keys repeat freely (only tensor names must be unique).
+  spit(tmp("nested"), make_file(R"({"__metadata__":{"a":"x"},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
+                                data.substr(0, 8)));
+  EXPECT_NO_THROW(SafetensorsReader r(tmp("nested")));
+}
+
 class GptWeights : public ::testing::Test {
  protected:
   void SetUp() override {

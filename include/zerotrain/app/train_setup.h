@@ -30,7 +30,8 @@ struct TrainArgs {
   std::string trace_steps = "1:";  // --trace-steps FIRST:LAST (1-based, inclusive)
   std::string comm_log;            // --comm-log FILE: per-collective JSONL
   std::string recompute;           // --recompute: overrides activation_checkpointing (empty: config)
-  int64_t max_skipped_steps = 100; // stop (exit 4) after this many all-skipped steps in a row; 0: never
+  int64_t max_skipped_steps = 100; // stop (exit 4) after this many non-finite steps in a row; 0: never
+  bool allow_non_finite = false;   // --init-from / --resume may hold NaN/Inf (forensics)
   bool cuda_graph = false;         // --cuda-graph: capture + replay each micro-step (zero/step_graph.h)
   int64_t cuda_graph_warmup = 2;   // --cuda-graph-warmup N: eager steps before the first capture (>= 1)
 };

@@ -51,6 +51,7 @@ struct CheckpointRunInfo {
   int64_t train_batch_size = 0, micro_batch = 0, gradient_accumulation_steps = 0;
   std::string lr_schedule;                  // LrSchedule::name()
   std::string tag_validation = "WARN";      // checkpoint.tag_validation: WARN | IGNORE | FAIL
+  bool allow_non_finite = false;            // load: NaN/Inf states pass (else InputError naming the tensor)
 };
 
 struct SavedCheckpoint {
@@ -94,7 +95,10 @@ nlohmann::json read_checkpoint_meta(const std::string& tag_dir);
 // Streams the master weights into one safetensors file (parameter order, `dtype`), one
 // tensor in memory at a time, after verifying every shard's size and checksum. `out` ending in
 // '/' or naming a directory: an HF-ready folder (model.safetensors, + config.json for a GPT).
-void consolidate_checkpoint(const std::string& tag_dir, const std::string& out, DType dtype);
+// A NaN/Inf weight is an InputError naming the tensor unless allow_non_finite. Warnings (an
+// older meta.json without a checksum) go to `warnings`.
+void consolidate_checkpoint(const std::string& tag_dir, const std::string& out, DType dtype,
+                            bool allow_non_finite = false, std::vector<std::string>* warnings = nullptr);
 
 // A tag must be one path component: [A-Za-z0-9._-]+, not starting with '.', at most 200 chars.
 bool valid_checkpoint_tag(const std::string& tag);

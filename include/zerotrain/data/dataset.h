@@ -67,6 +67,11 @@ struct DatasetShape {
 // not fit the model (token data for an MLP, teacher data for a GPT).
 std::unique_ptr<Dataset> make_dataset(const std::string& spec, const DatasetShape& shape);
 
+// Global batches 0..steps-1 of `global_batch` samples address samples below 2^62 (every data
+// source's cursor arithmetic is exact there); InputError naming --steps otherwise.
+constexpr int64_t kMaxDataSamples = int64_t(1) << 62;
+void check_data_cursor(int64_t steps, int64_t global_batch);
+
 // The split convention: global batch k holds B = world * gas * mbs samples; rank `rank` at
 // micro-step `micro_step` (0..gas-1) reads samples [first, first + mbs) with
 //   first = (rank * gas + micro_step) * mbs

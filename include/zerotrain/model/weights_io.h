@@ -21,8 +21,10 @@ namespace zt {
 
 class ModelWeightsReader {
  public:
-  ModelWeightsReader(const std::string& path, const std::vector<ParamSpec>& specs);  // validates
-  // Elements [begin, begin+count) of parameter `index` (forward order), as fp32.
+  // Validates the header against `specs`. allow_non_finite: read_param_slice passes NaN/Inf through.
+  ModelWeightsReader(const std::string& path, const std::vector<ParamSpec>& specs, bool allow_non_finite = false);
+  // Elements [begin, begin+count) of parameter `index` (forward order), as fp32; InputError naming
+  // the tensor and element when one is NaN/Inf (unless allowed).
   void read_param_slice(int index, int64_t begin, int64_t count, float* out) const;
   const SafetensorsReader& file() const { return file_; }
 
@@ -30,6 +32,7 @@ class ModelWeightsReader {
   SafetensorsReader file_;
   std::vector<ParamSpec> specs_;
   std::vector<const SafetensorsEntry*> entry_of_param_;  // parallel to specs_
+  bool allow_non_finite_ = false;
 };
 
 // Writes every parameter in forward order under its ParamSpec name, converted to `file_dtype`.

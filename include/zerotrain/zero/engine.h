@@ -87,7 +87,8 @@ struct EngineOptions {
   DType moments_dtype = DType::F32;            // BF16 with bf16_optimizer_states
   DType grad_accum_dtype = DType::F32;         // accumulated gradients (stage 0/1 full, 2/3 shard)
   DType wire_dtype = DType::F32;               // communication_data_type: dtype of gradient collectives
-  bool check_overflow = false;                 // fp16 always; bf16 check_grad_overflow
+  bool check_overflow = false;                 // skip steps whose gradient norm is NaN/Inf (train: fp16 and
+                                               // fp32 always, bf16 unless check_grad_overflow is false)
   LossScalerConfig loss_scaler;                // Static 1.0 unless fp16
   OptimizerHparams optimizer;
   OffloadOptions offload;
@@ -108,7 +109,9 @@ struct StepStats {
   double clip_coefficient = 1; // factor applied to the gradient (<= 1)
   double loss_scale = 1;       // scale used for this step
   double lr = 0;               // learning rate used for this step
-  bool skipped = false;        // overflow: no update
+  bool skipped = false;        // non-finite gradient norm (overflow) with check_overflow: no update
+  bool non_finite = false;     // the loss or the gradient norm is NaN/Inf (skipped or not)
+  int64_t skipped_steps = 0;   // steps skipped so far, this one included (global - successful)
   std::optional<StepBreakdown> breakdown;  // set_timing(Breakdown or Trace): this rank's stream times
 };
 
