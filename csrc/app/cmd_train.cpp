@@ -17,7 +17,9 @@
 #include "zerotrain/app/non_finite.h"
 #include "zerotrain/app/observe.h"
 #include "zerotrain/app/rank_agreement.h"
+#include "zerotrain/app/stop_signals.h"
 #include "zerotrain/app/thread_layout.h"
+#include "zerotrain/app/train_agreement.h"
 #include "zerotrain/app/train_checkpoint.h"
 #include "zerotrain/app/train_checks.h"
 #include "zerotrain/app/train_setup.h"
@@ -75,7 +77,7 @@ void print_rank_map(Communicator& comm, const NodeLocal& local, const Device& de
   char line[256];
   std::snprintf(line, sizeof(line), "  rank %d  host %s  local_rank %d/%d  device %s", comm.rank(),
                 process_info().host.c_str(), local.local_rank, local.local_size, dev.description().c_str());
-  std::vector<std::string> all = comm.gather_strings(line, 0);
+  std::vector<std::string> all = comm.gather_strings(line, 0, "rank map");
   if (comm.rank() != 0) return;
   std::printf("rank map:\n");
   for (const std::string& l : all) std::printf("%s\n", l.c_str());
@@ -212,7 +214,7 @@ void set_up(TrainRun& run, const TrainArgs& args, Rank0Log& log, const MaxOverRa
 }
 
 MaxOverRanks comm_max(Communicator& comm) {
-  return [&comm](const std::vector<int64_t>& v) { return comm.max_over_ranks(v); };
+  return [&comm](const std::vector<int64_t>& v) { return comm.max_over_ranks(v, "verdict"); };
 }
 
 void init_weights(TrainRun& run, const TrainArgs& args, Rank0Log& log) {
@@ -280,6 +282,11 @@ struct Observers {
       : breakdown(run.cfg.wall_clock_breakdown), tracing(!args.trace_dir.empty()),
         trace_steps(parse_step_range("train: --trace-steps", args.trace_steps)) {
     if (tracing) clock_origin_s = align_clocks(*run.comm);
+  }
+  // Per-rank output files (--comm-log opened, --trace's directory and files checked): the caller
+  // agrees on the verdict, so one rank's bad path ends every rank with exit 2.
+  void open_outputs(TrainRun& run, const TrainArgs& args) {
+    if (tracing) check_trace_outputs(args.trace_dir, run.comm->rank());
     if (!args.comm_log.empty()) comm_log.emplace(args.comm_log, run.comm->rank(), run.comm->world_size());
   }
   TimingLevel level(int64_t step) const {  // step: 1-based
@@ -300,14 +307,15 @@ struct Observers {
           args.trace_dir.c_str());
     }
     comm.synchronize();
-    if (comm_log) {
-      comm_log->write_completed(comm.log());
-      comm_log->close();
-    }
+    if (comm_log)
+      run_agreed(comm_max(comm), comm.rank(), comm.world_size(), "zerotrain train", [&] {
+        comm_log->write_completed(comm.log());
+        comm_log->close();
+      });
     const CommsLoggerConfig& cl = run.cfg.comms_logger;
     if (!cl.enabled) return;
     const std::vector<std::string> all =
-        comm.gather_strings(comm_summary(comm.log(), comm.world_size(), cl.prof_all, cl.prof_ops), 0);
+        comm.gather_strings(comm_summary(comm.log(), comm.world_size(), cl.prof_all, cl.prof_ops), 0, "comms_logger");
     for (size_t r = 0; r < all.size(); ++r) log("rank %zu %s", r, all[r].c_str());
   }
 };
@@ -336,9 +344,12 @@ void train_loop(TrainRun& run, const TrainArgs& args, Rank0Log& log, int64_t sta
   Observers obs(run, args);
   const int rank = run.comm->rank();
   std::optional<MetricsWriter> metrics;  // rank 0; with wall_clock_breakdown every rank (F.rank<r>)
-  run_agreed(comm_max(*run.comm), rank, run.comm->world_size(), "zerotrain train", [&] {
+  const MaxOverRanks max = comm_max(*run.comm);
+  const int world = run.comm->world_size();
+  run_agreed(max, rank, world, "zerotrain train", [&] {
     if (!args.metrics.empty() && (rank == 0 || obs.breakdown))
       metrics.emplace(per_rank_output(args.metrics, rank));
+    obs.open_outputs(run, args);
   });
   NonFiniteWatch nonfinite(args.max_skipped_steps, run.engine_opt.check_overflow);
   const int64_t every = progress_interval(args, run.cfg);
@@ -363,8 +374,11 @@ void train_loop(TrainRun& run, const TrainArgs& args, Rank0Log& log, int64_t sta
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     StepThroughput tp = step_throughput(secs, tbs, tokens_per_sample, run.model->flops_per_sample(), peak);
     samples_done += tbs;
-    if (metrics) metrics->write_step(st, tp, samples_done, tokens_per_sample, run.dev->tracker());
-    obs.after_step(run, st);
+    // This step's per-rank outputs and the stop request (stop_signals.h): one reduction per step.
+    const int64_t stop_signal = run_agreed_with(max, rank, world, "zerotrain train", [&] {
+      if (metrics) metrics->write_step(st, tp, samples_done, tokens_per_sample, run.dev->tracker());
+      obs.after_step(run, st);
+    }, StopSignals::pending());
     const bool printed = (k + 1) % every == 0 || k == start || k + 1 == args.steps;
     if (printed) print_step_line(log, st, tp, run.dev->tracker().peak_total(), obs.breakdown);
     // StepStats are the same on every rank (loss and norm are agreed), so every rank stops at
@@ -380,6 +394,7 @@ void train_loop(TrainRun& run, const TrainArgs& args, Rank0Log& log, int64_t sta
       log("best achievable loss of this data: %.6f (final loss %.6f, gap %.6f)\n", run.data->best_loss(), st.loss,
           st.loss - run.data->best_loss());
     ckpt.after_step(k + 1);
+    if (stop_signal) ckpt.stop(k + 1, static_cast<int>(stop_signal));
   }
   ckpt.at_end(std::max(start, args.steps));
   obs.finish(run, args, log);
@@ -414,10 +429,11 @@ void write_outputs(TrainRun& run, const TrainArgs& args, Rank0Log& log) {
     run_agreed(max, rank, world, "zerotrain train", [&] { save_weights(run, args.save_weights, log); });
 }
 
-int run_train(const TrainArgs& args_in, Rank0Log& log, int rank, int world) {
+int run_train(const TrainArgs& args_in, Rank0Log& log, WorldControl& control) {
   TrainRun run;
   TrainArgs args = args_in;
-  const MaxOverRanks world_max = world_max_over_ranks();
+  const int rank = control.rank(), world = control.world_size();
+  const MaxOverRanks world_max = control.max_fn("start-up verdict");
   run_agreed(world_max, rank, world, "zerotrain train", [&] { check_inputs(run, args, rank, world); });
   set_up(run, args, log, world_max, rank, world);
   TrainCheckpoints ckpt(args, run.model_cfg, run.cfg, *run.model, *run.engine, *run.comm, *run.dev,
@@ -447,18 +463,19 @@ int cmd_train(int argc, char** argv) {
     }
   }
   MpiEnvironment env(&argc, &argv);
+  StopSignals stop_signals;
   Rank0Log log;
   log.rank = env.rank();
   try {
-    // Flags are the same on every rank, so a bad flag is found by all ranks: rank 0 reports it.
+    // Flags may differ per rank (mpirun's MPMD "A : B"): a bad flag on one rank, or ranks given
+    // different flags or files, ends every rank with exit 2 and one message (train_agreement.h).
+    WorldControl control;
     TrainArgs args;
-    try {
-      args = parse_train_args(argc, argv);
-    } catch (const InputError& e) {
-      if (env.rank() == 0) std::fprintf(stderr, "zerotrain train: error: %s\n", e.what());
-      return kExitBadInput;
-    }
-    return run_train(args, log, env.rank(), env.world_size());
+    run_agreed(control.max_fn("start-up flags"), env.rank(), env.world_size(), "zerotrain train",
+               [&] { args = parse_train_args(argc, argv); });
+    run_agreed(control.max_fn("start-up flags"), env.rank(), env.world_size(), "zerotrain train",
+               [&] { check_same_arguments_on_every_rank(args, control); });
+    return run_train(args, log, control);
   } catch (const std::exception& e) {
     // Past the agreed phases, an error is reported by the rank that saw it (its peers end
     // through the same error or the comm layer's watchdog, exit 3).

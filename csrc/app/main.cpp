@@ -36,7 +36,8 @@ void usage(FILE* f) {
   std::fprintf(f, "usage: zerotrain COMMAND [ARGS]     (zerotrain COMMAND --help: the command's flags)\n\ncommands:\n");
   for (const auto& c : kCommands) std::fprintf(f, "  %-14s %s\n", c.name, c.help);
   std::fprintf(f, "\nexit codes: 0 ok, 1 internal error, 2 bad input (the message names it), 3 communication\n"
-                  "failure (a rank died or hung), 4 train: training went non-finite (NaN/Inf loss or gradients)\n");
+                  "failure (a rank died or hung), 4 train: training went non-finite (NaN/Inf loss or gradients),\n"
+                  "75 train: stopped by SIGTERM/SIGUSR1 (checkpoint written with --save-checkpoint)\n");
 }
 }  // namespace
 

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "zerotrain/app/rank_agreement.h"
 #include "zerotrain/core/check.h"
 #include "zerotrain/core/file_io.h"
 
@@ -73,7 +74,7 @@ std::string breakdown_summary(Communicator& comm, const std::vector<StepBreakdow
                 "overlap %s",
                 comm.rank(), median(f), median(bw), median(o), mb, me, median(idle),
                 overlap_text(mb > 0 ? std::clamp(100 * (1 - me / mb), 0.0, 100.0) : -1).c_str());
-  const std::vector<std::string> all = comm.gather_strings(line, 0);
+  const std::vector<std::string> all = comm.gather_strings(line, 0, "breakdown summary");
   if (comm.rank() != 0) return {};
   std::string out = "wall_clock_breakdown per rank (medians over " + std::to_string(steps.size() - skip) +
                     " steps" + (skip ? ", the first left out" : "") + "):\n";
@@ -153,19 +154,41 @@ void write_json(const std::filesystem::path& p, const nlohmann::json& events) {
 }
 }  // namespace
 
-void write_traces(const std::string& dir, Communicator& comm, const std::vector<StepTimeline>& steps,
-                  double clock_origin_s) {
+namespace {
+std::filesystem::path rank_trace(const std::string& dir, int rank) {
+  return std::filesystem::path(dir) / ("trace.rank" + std::to_string(rank) + ".json");
+}
+void create_trace_dir(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw InputError("train: --trace " + dir + ": cannot create the directory (" + ec.message() + ")");
-  const nlohmann::json mine = trace_events(comm.rank(), steps, clock_origin_s);
-  write_json(std::filesystem::path(dir) / ("trace.rank" + std::to_string(comm.rank()) + ".json"), mine);
-  const std::vector<std::string> all = comm.gather_strings(mine.dump(), 0);
-  if (comm.rank() != 0) return;
-  nlohmann::json merged = nlohmann::json::array();
-  for (const std::string& r : all)
-    for (auto& e : nlohmann::json::parse(r)) merged.push_back(std::move(e));
-  write_json(std::filesystem::path(dir) / "trace.json", merged);
+}
+}  // namespace
+
+void check_trace_outputs(const std::string& dir, int rank) {
+  create_trace_dir(dir);
+  check_output_path(rank_trace(dir, rank).string(), "--trace");
+  if (rank == 0) check_output_path((std::filesystem::path(dir) / "trace.json").string(), "--trace");
+}
+
+void write_traces(const std::string& dir, Communicator& comm, const std::vector<StepTimeline>& steps,
+                  double clock_origin_s) {
+  // Each write is agreed before the next exchange: one rank's failure ends every rank (exit 2).
+  const MaxOverRanks max = [&comm](const std::vector<int64_t>& v) { return comm.max_over_ranks(v, "trace verdict"); };
+  nlohmann::json mine;
+  run_agreed(max, comm.rank(), comm.world_size(), "zerotrain train", [&] {
+    create_trace_dir(dir);
+    mine = trace_events(comm.rank(), steps, clock_origin_s);
+    write_json(rank_trace(dir, comm.rank()), mine);
+  });
+  const std::vector<std::string> all = comm.gather_strings(mine.dump(), 0, "trace events");
+  run_agreed(max, comm.rank(), comm.world_size(), "zerotrain train", [&] {
+    if (comm.rank() != 0) return;
+    nlohmann::json merged = nlohmann::json::array();
+    for (const std::string& r : all)
+      for (auto& e : nlohmann::json::parse(r)) merged.push_back(std::move(e));
+    write_json(std::filesystem::path(dir) / "trace.json", merged);
+  });
 }
 
 CommLogWriter::CommLogWriter(const std::string& path, int rank, int world)

@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "zerotrain/app/rank_agreement.h"
+#include "zerotrain/app/stop_signals.h"
 #include "zerotrain/ckpt/ckpt_fs.h"
 
 namespace zt {
@@ -43,7 +44,7 @@ TrainCheckpoints::TrainCheckpoints(const TrainArgs& args, const ModelConfig& mod
 // The ckpt layer agrees on every error (each rank throws); agreed() turns that into one message
 // from the lowest failing rank and the same exit code on every rank (rank_agreement.h).
 void TrainCheckpoints::agreed(const std::function<void()>& step) {
-  run_agreed([this](const std::vector<int64_t>& v) { return comm_.max_over_ranks(v); }, comm_.rank(),
+  run_agreed([this](const std::vector<int64_t>& v) { return comm_.max_over_ranks(v, "checkpoint verdict"); }, comm_.rank(),
              comm_.world_size(), "zerotrain train", step);
 }
 
@@ -73,8 +74,10 @@ int64_t TrainCheckpoints::resume(uint64_t* seed) {
                 static_cast<long long>(r.read_buffer_bytes), r.seconds);
   log_(line);
   if (!r.resharded.empty()) log_("resharded: " + r.resharded + "\n");
-  if (!args_.save_checkpoint.empty() && same_dir(ckptfs::join(args_.save_checkpoint, r.tag), r.path))
+  if (!args_.save_checkpoint.empty() && same_dir(ckptfs::join(args_.save_checkpoint, r.tag), r.path)) {
     saved_step_ = c.global_steps;
+    saved_path_ = r.path;
+  }
   return c.global_steps;
 }
 
@@ -85,6 +88,7 @@ void TrainCheckpoints::save(int64_t step) {
                         static_cast<int>(args_.keep_last));
   });
   saved_step_ = step;
+  saved_path_ = s.path;
   log_("saved checkpoint " + s.path + ": " + mib(s.bytes_this_rank) + " on rank 0, " + mib(s.bytes_total) +
        " in all, " + std::to_string(s.seconds).substr(0, 5) + " s\n");
 }
@@ -97,6 +101,18 @@ void TrainCheckpoints::after_step(int64_t step) {
 void TrainCheckpoints::at_end(int64_t step) {
   if (args_.save_checkpoint.empty() || saved_step_ == step) return;
   save(step);
+}
+
+void TrainCheckpoints::stop(int64_t step, int signal) {
+  at_end(step);
+  if (comm_.rank() == 0) {
+    const std::string where =
+        args_.save_checkpoint.empty() ? "no checkpoint: --save-checkpoint not set" : "checkpoint at " + saved_path_;
+    std::fprintf(stderr, "zerotrain train: stopped by signal %s at step %lld, %s (exit %d)\n", stop_signal_name(signal),
+                 static_cast<long long>(step), where.c_str(), kExitStopped);
+    std::fflush(stderr);
+  }
+  throw AgreedFailure(kExitStopped);
 }
 
 }  // namespace zt

@@ -29,7 +29,10 @@ const char* train_usage() {
          "                         graph and replay it (CUDA, ZeRO stages 0-2, no offload, no timing or comm\n"
          "                         logging; refused with exit 2 otherwise)\n"
          "  --cuda-graph-warmup N  eager steps before the first capture (default 2, >= 1)\n"
-         "exit codes: 0 ok, 1 internal error, 2 bad input, 3 communication failure, 4 training went non-finite\n";
+         "  SIGTERM/SIGUSR1 to any rank: every rank finishes the step, saves a checkpoint with --save-checkpoint,\n"
+         "                         and exits 75; --resume DIR continues bitwise (a second signal stops at once)\n"
+         "exit codes: 0 ok, 1 internal error, 2 bad input, 3 communication failure, 4 training went non-finite,\n"
+         "            75 stopped by SIGTERM/SIGUSR1\n";
 }
 
 namespace {
@@ -66,6 +69,7 @@ TrainArgs parse_train_args(int argc, char** argv) {
   bool steps_given = false, warmup_given = false;
   for (int i = 1; i < argc; ++i) {
     std::string f = argv[i];
+    const int at = i;
     auto value = [&]() -> const char* {
       if (i + 1 >= argc) throw InputError("train: " + f + " needs a value\n" + train_usage());
       // An empty value (an unset shell variable) is an error, never "not given".
@@ -107,6 +111,7 @@ TrainArgs parse_train_args(int argc, char** argv) {
       warmup_given = true;
     }
     else throw InputError("train: unknown flag '" + f + "'\n" + train_usage());
+    a.given.emplace_back(f, i > at ? argv[i] : "");
   }
   parse_step_range("train: --trace-steps", a.trace_steps);  // bad ranges fail before any set-up
   if (a.config.empty() || a.model.empty() || a.data.empty() || !steps_given)

@@ -23,7 +23,7 @@ void device_collective(Communicator& comm, Device& dev, void* host, size_t bytes
 }  // namespace
 
 void agree_or_throw(Communicator& comm, Device& dev, const std::string& my_error) {
-  const std::vector<std::string> all = comm.gather_strings(my_error, 0);
+  const std::vector<std::string> all = comm.gather_strings(my_error, 0, "checkpoint errors");
   float failed = my_error.empty() ? 0.0f : 1.0f;
   device_collective(comm, dev, &failed, sizeof(failed), [&](void* d) {
     comm.all_reduce(d, d, 1, DType::F32, ReduceOp::Max, "checkpoint verdict");
@@ -59,7 +59,7 @@ std::string broadcast_string(Communicator& comm, Device& dev, const std::string&
 // tag every rank uses (rank 0's); a mismatch warns (WARN), is ignored (IGNORE) or fails (FAIL).
 std::string agree_on_tag(Communicator& comm, Device& dev, const std::string& tag, const std::string& mode,
                          std::vector<std::string>* warnings) {
-  const std::vector<std::string> tags = comm.gather_strings(tag, 0);
+  const std::vector<std::string> tags = comm.gather_strings(tag, 0, "checkpoint tag");
   std::string err, differs;
   if (comm.rank() == 0) {
     for (size_t r = 1; r < tags.size(); ++r)

@@ -9,7 +9,7 @@ namespace zt {
 
 const char* comm_op_name(CommOp op) {
   static const char* kNames[kNumCommOps] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast",
-                                            "barrier", "verify_same"};
+                                            "barrier", "verify_same", "gather_strings", "max_over_ranks"};
   int i = static_cast<int>(op);
   return i >= 0 && i < kNumCommOps ? kNames[i] : "?";
 }

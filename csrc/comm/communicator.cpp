@@ -2,13 +2,13 @@
 // rules, sequence numbers and the log, the schedule-hash check, and the factory.
 #include "zerotrain/comm/communicator.h"
 
-#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <vector>
 
+#include "zerotrain/comm/mpi_env.h"
 #include "zerotrain/core/check.h"
 
 namespace zt {
@@ -18,13 +18,20 @@ const char* comm_backend_name(CommBackend b) { return b == CommBackend::MPI ? "m
 double CommOptions::default_timeout_s() {
   const char* v = std::getenv("ZT_COMM_TIMEOUT_S");
   if (!v || !*v) return 300.0;
-  if (std::string(v) == "off") return 0.0;  // the one spelling that disables the watchdog
-  char* end = nullptr;
-  double t = std::strtod(v, &end);
-  // A typo must not become "kill the job after 0 s" or "never": only a finite number > 0.
-  if (end == v || *end != '\0' || !std::isfinite(t) || t <= 0) {
-    throw InputError(std::string("ZT_COMM_TIMEOUT_S='") + v +
-                     "': expected a number of seconds > 0 (or \"off\" to disable the hang watchdog)");
+  const std::string s = v;
+  if (s == "off") return 0.0;  // the one spelling that disables the watchdog
+  // A typo must not become "kill the job after 0 s" or "never": plain decimal seconds only (no
+  // sign, exponent, hex, inf or nan), at least kMinTimeoutS so a healthy step is never a hang.
+  const size_t dot = s.find('.');
+  const std::string whole = s.substr(0, dot), frac = dot == std::string::npos ? "" : s.substr(dot + 1);
+  auto digits = [](const std::string& d) { return d.find_first_not_of("0123456789") == std::string::npos; };
+  const bool decimal = !whole.empty() && digits(whole) && digits(frac) && (dot == std::string::npos || !frac.empty());
+  const double t = decimal ? std::strtod(v, nullptr) : 0.0;
+  if (!decimal || !std::isfinite(t) || t < kMinTimeoutS || t > kMaxTimeoutS) {
+    char range[96];
+    std::snprintf(range, sizeof(range), "%g to %g", kMinTimeoutS, kMaxTimeoutS);
+    throw InputError(std::string("ZT_COMM_TIMEOUT_S='") + v + "': expected decimal seconds from " + range +
+                     " (e.g. 300 or 2.5), or \"off\" to disable the hang watchdog");
   }
   return t;
 }
@@ -161,42 +168,20 @@ void Communicator::verify_same_across_ranks(uint64_t hash, const std::string& wh
   throw CommMismatchError(msg);
 }
 
-namespace {
-
-// MPI_Gather of the lengths, then MPI_Gatherv of the bytes; the result is filled on `root` only.
-std::vector<std::string> gather_strings_over(MPI_Comm comm, const std::string& mine, int root, int rank, int n) {
-  ZT_CHECK(mine.size() <= static_cast<size_t>(INT_MAX), "gather_strings: a string exceeds INT_MAX bytes");
-  const int len = static_cast<int>(mine.size());
-  std::vector<int> lengths(static_cast<size_t>(n)), offsets(static_cast<size_t>(n));
-  ZT_MPI_CHECK(MPI_Gather(&len, 1, MPI_INT, lengths.data(), 1, MPI_INT, root, comm));
-  size_t total = 0;
-  for (int r = 0; r < n; ++r) {
-    offsets[r] = static_cast<int>(total);
-    total += static_cast<size_t>(lengths[r]);
-  }
-  ZT_CHECK(rank != root || total <= static_cast<size_t>(INT_MAX), "gather_strings: the strings exceed INT_MAX bytes");
-  std::vector<char> bytes(total + 1);
-  ZT_MPI_CHECK(MPI_Gatherv(mine.data(), len, MPI_CHAR, bytes.data(), lengths.data(), offsets.data(), MPI_CHAR, root,
-                           comm));
-  std::vector<std::string> all;
-  if (rank != root) return all;
-  for (int r = 0; r < n; ++r) all.emplace_back(bytes.data() + offsets[r], static_cast<size_t>(lengths[r]));
-  return all;
-}
-
-}  // namespace
-
-std::vector<std::string> Communicator::gather_strings(const std::string& mine, int root) {
+std::vector<std::string> Communicator::gather_strings(const std::string& mine, int root, const std::string& label) {
   ZT_CHECK(root >= 0 && root < world_size_, "gather_strings: root " + std::to_string(root) +
                                                 " is not a rank of a world of " + std::to_string(world_size_));
   std::vector<std::string> all;
-  run_host_exchange([&](MPI_Comm comm) { all = gather_strings_over(comm, mine, root, rank_, world_size_); });
+  const uint64_t seq = log_.issue(CommOp::GatherStrings, label, mine.size(), mine.size(), DType::F32);
+  run_host_exchange(seq, [&](MPI_Comm comm) { all = exchange_strings(comm, mine, root); });
   return all;
 }
 
-std::vector<int64_t> Communicator::max_over_ranks(const std::vector<int64_t>& mine) {
+std::vector<int64_t> Communicator::max_over_ranks(const std::vector<int64_t>& mine, const std::string& label) {
   std::vector<int64_t> out(mine.size());
-  run_host_exchange([&](MPI_Comm comm) {
+  const uint64_t seq =
+      log_.issue(CommOp::MaxOverRanks, label, mine.size(), mine.size() * sizeof(int64_t), DType::F32);
+  run_host_exchange(seq, [&](MPI_Comm comm) {
     ZT_MPI_CHECK(MPI_Allreduce(mine.data(), out.data(), static_cast<int>(mine.size()), MPI_INT64_T, MPI_MAX, comm));
   });
   return out;

@@ -124,8 +124,12 @@ class MpiCommunicator final : public Communicator {
     stream_->synchronize();
   }
   // On the comm thread: MPI calls on comm_ stay serialised (MPI_THREAD_SERIALIZED suffices).
-  void run_host_exchange(const std::function<void(MPI_Comm)>& exchange) override {
-    stream_->enqueue([this, &exchange] { exchange(comm_); });
+  void run_host_exchange(uint64_t seq, const std::function<void(MPI_Comm)>& exchange) override {
+    stream_->enqueue([this, seq, &exchange] {
+      log_.mark_started(seq);
+      exchange(comm_);
+      log_.mark_completed(seq);
+    });
     stream_->synchronize();
   }
 
@@ -139,6 +143,8 @@ class MpiCommunicator final : public Communicator {
       case CommOp::Broadcast: run_broadcast(c); break;
       case CommOp::Barrier: ZT_MPI_CHECK(MPI_Barrier(comm_)); break;
       case CommOp::VerifySame:
+      case CommOp::GatherStrings:
+      case CommOp::MaxOverRanks:
       case CommOp::kCount: ZT_CHECK(false, "not a launchable collective"); break;
     }
   }

@@ -149,6 +149,8 @@ class NcclCommunicator final : public Communicator {
         ZT_NCCL_CHECK(ncclAllReduce(scratch_.data(), scratch_.data(), 1, ncclFloat32, ncclSum, nccl_, cuda_stream_));
         break;
       case CommOp::VerifySame:
+      case CommOp::GatherStrings:
+      case CommOp::MaxOverRanks:
       case CommOp::kCount: ZT_CHECK(false, "not a launchable collective"); break;
     }
     if (group_depth_ > 0) {
@@ -178,12 +180,14 @@ class NcclCommunicator final : public Communicator {
     log_.mark_completed(seq);
   }
   // On the calling thread, over the bootstrap MPI communicator, after the comm stream drained.
-  void run_host_exchange(const std::function<void(MPI_Comm)>& exchange) override {
+  void run_host_exchange(uint64_t seq, const std::function<void(MPI_Comm)>& exchange) override {
     ZT_CHECK(group_depth_ == 0, "gather_strings inside a group");
     ZT_CUDA_CHECK(cudaSetDevice(ordinal_));
     ZT_CUDA_CHECK(cudaStreamSynchronize(cuda_stream_));
     poll();  // marks every earlier collective complete
+    log_.mark_started(seq);
     exchange(comm_);
+    log_.mark_completed(seq);
   }
 
  private:

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 
@@ -181,6 +182,35 @@ std::string cuda_pci_bus_id(int) {
   throw InputError("this zerotrain was built without the CUDA backend: no GPU bus id to read");
 }
 #endif
+
+std::vector<std::string> exchange_strings(MPI_Comm comm, const std::string& mine, int root) {
+  int rank = 0, n = 1;
+  ZT_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  ZT_MPI_CHECK(MPI_Comm_size(comm, &n));
+  ZT_CHECK(mine.size() <= static_cast<size_t>(INT_MAX), "exchange_strings: a string exceeds INT_MAX bytes");
+  const bool all_ranks = root == kAllRanks, receives = all_ranks || rank == root;
+  const int len = static_cast<int>(mine.size());
+  std::vector<int> lengths(static_cast<size_t>(n)), offsets(static_cast<size_t>(n));
+  if (all_ranks) ZT_MPI_CHECK(MPI_Allgather(&len, 1, MPI_INT, lengths.data(), 1, MPI_INT, comm));
+  else ZT_MPI_CHECK(MPI_Gather(&len, 1, MPI_INT, lengths.data(), 1, MPI_INT, root, comm));
+  size_t total = 0;
+  for (int r = 0; r < n; ++r) {
+    offsets[r] = static_cast<int>(total);
+    total += static_cast<size_t>(lengths[r]);
+    ZT_CHECK(!receives || total <= static_cast<size_t>(INT_MAX), "exchange_strings: the strings exceed INT_MAX bytes");
+  }
+  std::vector<char> bytes(total + 1);
+  if (all_ranks)
+    ZT_MPI_CHECK(MPI_Allgatherv(mine.data(), len, MPI_CHAR, bytes.data(), lengths.data(), offsets.data(), MPI_CHAR,
+                                comm));
+  else
+    ZT_MPI_CHECK(MPI_Gatherv(mine.data(), len, MPI_CHAR, bytes.data(), lengths.data(), offsets.data(), MPI_CHAR,
+                             root, comm));
+  std::vector<std::string> all;
+  if (!receives) return all;
+  for (int r = 0; r < n; ++r) all.emplace_back(bytes.data() + offsets[r], static_cast<size_t>(lengths[r]));
+  return all;
+}
 
 DupComm duplicate_comm(MPI_Comm parent) {
   DupComm d;

@@ -30,6 +30,17 @@ int bucket_of(const std::string& label) {
   return std::stoi(label.substr(b + 1));
 }
 
+// Completed collectives, the host-side control exchanges (the trainer's per-step agreement runs
+// between steps and belongs to none) left out.
+uint64_t completed_data_collectives(const CommLog& log) {
+  uint64_t n = 0;
+  for (int i = 0; i < kNumCommOps; ++i) {
+    const CommOp op = static_cast<CommOp>(i);
+    if (op != CommOp::GatherStrings && op != CommOp::MaxOverRanks) n += log.stats(op).completed;
+  }
+  return n;
+}
+
 }  // namespace
 
 double StepBreakdown::overlap_pct() const { return overlap_of(comm_exposed_ms, comm_busy_ms); }
@@ -89,7 +100,7 @@ void StepTimer::micro_begin(bool first_of_step) {
     }
     if (!chained_) {  // brackets left by an earlier timed step belong to no step now
       drop_brackets();
-      completed_snapshot_ = comm_.log().last_completed();
+      completed_snapshot_ = completed_data_collectives(comm_.log());
     }
     first_seq_ = comm_.log().last_issued() + 1;
   }
@@ -165,7 +176,7 @@ std::optional<StepBreakdown> StepTimer::end_step(int64_t step) {
   }
   add_comm_busy(b, origin, t);
   const CommLog& log = comm_.log();
-  const uint64_t completed = log.last_completed();
+  const uint64_t completed = completed_data_collectives(log);
   b.collectives = static_cast<int64_t>(completed - completed_snapshot_);
   completed_snapshot_ = completed;
   chained_ = true;

@@ -108,7 +108,7 @@ class StepTimer {
   std::vector<Bracket> brackets_;                  // recorded, not yet counted; in stream order
   int open_begin_ = -1;                            // comm_begin() without its comm_end() yet
   bool chained_ = false;          // the previous step was timed: the snapshots below are its end
-  uint64_t completed_snapshot_ = 0;  // the log's last completed seq at the previous timed step's end
+  uint64_t completed_snapshot_ = 0;  // the log's completed data collectives at the previous timed step's end
   uint64_t first_seq_ = 0;        // first collective issued in this step
   struct Pending {
     size_t timeline;              // index into timelines_

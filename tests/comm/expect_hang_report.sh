@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # expect_hang_report.sh NP TIMEOUT_S MPIRUN_COMMAND...
 # Runs the watchdog scenario and passes only if the job fails (non-zero) within TIMEOUT_S plus a
-# margin, and every rank printed one watchdog line naming sequence number #2.
+# margin, and every rank printed one watchdog line naming sequence number #2. WANT_OP (default
+# all_reduce): the op the ranks other than the last one wait in.
 set -u
+want_op="${WANT_OP:-all_reduce}"
 np="$1"; timeout_s="$2"; shift 2
 export ZT_COMM_TIMEOUT_S="$timeout_s" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 margin=15
@@ -18,7 +20,7 @@ if [[ $rc -eq 124 ]]; then echo "FAIL: the job hung (killed by timeout)"; fail=1
 if (( elapsed_ms > (timeout_s + margin) * 1000 )); then echo "FAIL: took longer than timeout + ${margin}s"; fail=1; fi
 if echo "$out" | grep -q UNEXPECTED; then echo "FAIL: a skipped collective completed"; fail=1; fi
 for ((r = 0; r < np; r++)); do
-  if [[ $r -eq $((np - 1)) ]]; then want='#2 barrier label="after-the-skip"'; else want='#2 all_reduce label="bucket 7"'; fi
+  if [[ $r -eq $((np - 1)) ]]; then want='#2 barrier label="after-the-skip"'; else want="#2 $want_op label=\"bucket 7\""; fi
   line=$(echo "$out" | grep "\[zerotrain rank $r host .*\] comm watchdog: .*$want" | grep "last completed #1 all_reduce" || true)
   if [[ -z "$line" ]]; then echo "FAIL: no watchdog line from rank $r naming '$want'"; fail=1; fi
   nlines=$(echo "$out" | grep -c "\[zerotrain rank $r host .*\] comm watchdog" || true)

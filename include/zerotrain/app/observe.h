@@ -29,9 +29,13 @@ struct StepRange {
 };
 StepRange parse_step_range(const std::string& flag, const std::string& text);
 
+// Before training, on every rank: DIR can be created and DIR/trace.rank<r>.json (rank 0: also
+// DIR/trace.json) can be written. InputError naming --trace otherwise; the caller agrees on it.
+void check_trace_outputs(const std::string& dir, int rank);
 // Writes DIR/trace.rank<r>.json on every rank and DIR/trace.json (every rank, pid = rank) on
 // rank 0, times aligned to each rank's start-up barrier (clock_origin_s, on its comm log clock).
-// Flow arrows run from each bucket's gradient hand-off to its reduction. Every rank must call it.
+// Flow arrows run from each bucket's gradient hand-off to its reduction. Every rank must call it;
+// each write is agreed across ranks (rank_agreement.h), so a failed write is exit 2 everywhere.
 void write_traces(const std::string& dir, Communicator& comm, const std::vector<StepTimeline>& steps,
                   double clock_origin_s);
 // A barrier on the comm stream; returns the barrier's completion time on this rank's log clock

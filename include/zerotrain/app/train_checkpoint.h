@@ -25,6 +25,10 @@ class TrainCheckpoints {
   void after_step(int64_t step);
   // At the end of training: saves unless this step is already saved (or was just resumed from DIR).
   void at_end(int64_t step);
+  // Graceful stop (stop_signals.h), every rank after the same step: saves as at_end when
+  // --save-checkpoint is set, rank 0 prints "stopped by signal SIG at step N, checkpoint at PATH"
+  // (or "no checkpoint: --save-checkpoint not set"), and every rank throws AgreedFailure(kExitStopped).
+  [[noreturn]] void stop(int64_t step, int signal);
 
  private:
   void save(int64_t step);
@@ -36,6 +40,7 @@ class TrainCheckpoints {
   Device& dev_;
   Log log_;
   int64_t saved_step_ = -1;  // step of the last checkpoint in --save-checkpoint DIR made or read by this run
+  std::string saved_path_;   // its directory
 };
 
 }  // namespace zt

@@ -5,6 +5,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "zerotrain/config/ds_config.h"
 #include "zerotrain/model/model_config.h"
@@ -34,6 +36,9 @@ struct TrainArgs {
   bool allow_non_finite = false;   // --init-from / --resume may hold NaN/Inf (forensics)
   bool cuda_graph = false;         // --cuda-graph: capture + replay each micro-step (zero/step_graph.h)
   int64_t cuda_graph_warmup = 2;   // --cuda-graph-warmup N: eager steps before the first capture (>= 1)
+  // Every flag as given, in command-line order, with its value ("" for a switch): what the ranks
+  // compare at start-up (train_agreement.h).
+  std::vector<std::pair<std::string, std::string>> given;
 };
 
 // Parses `train` flags; InputError names the flag and what was expected.

@@ -20,7 +20,11 @@
 
 namespace zt {
 
-enum class CommOp : uint8_t { AllReduce = 0, ReduceScatter, AllGather, Broadcast, Barrier, VerifySame, kCount };
+// GatherStrings and MaxOverRanks are the host-side control exchanges (Communicator::gather_strings,
+// max_over_ranks): logged and watched like the data collectives, no data-stream buffers.
+enum class CommOp : uint8_t {
+  AllReduce = 0, ReduceScatter, AllGather, Broadcast, Barrier, VerifySame, GatherStrings, MaxOverRanks, kCount
+};
 constexpr int kNumCommOps = static_cast<int>(CommOp::kCount);
 const char* comm_op_name(CommOp op);  // "all_reduce", "reduce_scatter", "all_gather", ...
 

@@ -50,7 +50,10 @@ constexpr int kExitCommFailure = 3;
 struct CommOptions {
   // Hang watchdog: a collective that started and has not completed after this many seconds
   // takes the job down with a report. <= 0 disables the watchdog. Default: env
-  // ZT_COMM_TIMEOUT_S (a finite number > 0, or "off"; anything else is an InputError), else 300.
+  // ZT_COMM_TIMEOUT_S (decimal seconds in [kMinTimeoutS, kMaxTimeoutS], or "off"; anything else
+  // is an InputError naming the variable), else 300.
+  static constexpr double kMinTimeoutS = 1.0;
+  static constexpr double kMaxTimeoutS = 1e7;  // about 116 days
   double timeout_s = default_timeout_s();
   size_t log_capacity = 1024;        // ring log entries kept
   // MPI backend: per-peer chunk of the pipelined reduce-scatter / all-reduce exchange (bytes;
@@ -153,15 +156,16 @@ class Communicator {
 
   // Host-side gather for reports (rank maps, per-rank JSON): every rank passes its string (any
   // length); `root` gets all of them in rank order, the other ranks an empty vector.
-  // Blocking, host memory, NOT on the comm stream: it runs once every collective issued before it
-  // has completed, has no sequence number and is not watched by the hang watchdog. Every rank
-  // must call it at the same point.
-  std::vector<std::string> gather_strings(const std::string& mine, int root);
+  // Blocking, host memory: it runs once every collective issued before it has completed. It is a
+  // control-plane collective: it has a sequence number and is watched by the hang watchdog like
+  // the data collectives (a rank that never arrives ends the job with exit 3). Every rank must
+  // call it at the same point.
+  std::vector<std::string> gather_strings(const std::string& mine, int root, const std::string& label = {});
 
   // Host-side element-wise maximum of `mine` over all ranks (same length on every rank), returned
-  // on every rank. Same rules as gather_strings (blocking, not on the comm stream, not watched).
+  // on every rank. Same rules as gather_strings (blocking, sequence-numbered, watched).
   // Used to agree on a verdict (e.g. "bad input on rank r") before the next collective.
-  std::vector<int64_t> max_over_ranks(const std::vector<int64_t>& mine);
+  std::vector<int64_t> max_over_ranks(const std::vector<int64_t>& mine, const std::string& label = {});
 
   const CommLog& log() const { return log_; }
   CommLog& log() { return log_; }
@@ -184,10 +188,11 @@ class Communicator {
   // verify_same_across_ranks: gather one uint64 per rank into `all` (world_size entries).
   // Runs the exchange as collective `seq` and returns when it is complete.
   virtual void gather_u64_blocking(uint64_t seq, uint64_t value, uint64_t* all) = 0;
-  // Runs `exchange` (blocking MPI calls) on the backend's MPI communicator once every collective
+  // Runs `exchange` (blocking MPI calls) on the backend's MPI communicator as collective `seq`
+  // (marked started and completed in the log, so the watchdog sees it) once every collective
   // launched so far has completed, never concurrently with the backend's own MPI calls; returns
   // when it has run.
-  virtual void run_host_exchange(const std::function<void(MPI_Comm)>& exchange) = 0;
+  virtual void run_host_exchange(uint64_t seq, const std::function<void(MPI_Comm)>& exchange) = 0;
   // Make `done` complete when every collective launched so far has (NCCL defers it to group_end
   // inside a group, where the fused launch happens).
   virtual void record_done(Event& done) { done.record(stream()); }

@@ -50,6 +50,12 @@ struct DupComm {
 };
 DupComm duplicate_comm(MPI_Comm parent);
 
+// Every rank's string (any length, any bytes), in rank order: on `root` only (the other ranks get
+// an empty vector), or on every rank when root == kAllRanks. Blocking MPI calls over comm
+// (MPI_Gather[v] / MPI_Allgather[v]); every rank of comm calls it with the same root.
+constexpr int kAllRanks = -1;
+std::vector<std::string> exchange_strings(MPI_Comm comm, const std::string& mine, int root);
+
 // ---- Which GPU each rank drives -----------------------------------------------------------
 // The CUDA device ordinal (within this rank's visible devices) for a node-local rank:
 //  * exactly one visible device (Slurm --gpus-per-task=1, or CUDA_VISIBLE_DEVICES set per rank by
