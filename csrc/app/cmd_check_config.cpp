@@ -3,9 +3,9 @@
 //
 // Prints the fully resolved config (DeepSpeed key names and nesting, every default filled) as
 // JSON on stdout and exits 0; warnings go to stderr, and so does the optimizer `train` would use
-// when the config leaves it to the client (or with --explain). A config DeepSpeed (or zerotrain's policy)
-// rejects: the reason on stderr, exit 2. Under mpirun the world size comes from the launcher's
-// environment (no MPI_Init needed) and only rank 0 prints.
+// when the config leaves it to the client (or with --explain). A config DeepSpeed (or zerotrain's
+// policy) rejects: the reason on stderr, exit 2. Under mpirun the world size comes from the
+// launcher's environment (no MPI_Init needed) and only rank 0 prints.
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
