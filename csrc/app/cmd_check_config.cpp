@@ -1,16 +1,18 @@
 // cmd_check_config.cpp — `zerotrain check-config FILE [--world-size N] [--strict] [--explain]
-//                         [--hidden-size H] [--set PATH=VALUE]...`
+//                         [--hidden-size H] [--set PATH=VALUE]... [client optimizer flags]`
 //
 // Prints the fully resolved config (DeepSpeed key names and nesting, every default filled) as
-// JSON on stdout and exits 0; warnings go to stderr. A config DeepSpeed (or zerotrain's policy)
-// rejects: the reason on stderr, exit 2. Under mpirun the world size comes from the launcher's
-// environment (no MPI_Init needed) and only rank 0 prints.
+// JSON on stdout and exits 0; warnings go to stderr, and so does the optimizer `train` would use
+// when the config leaves it to the client (or with --explain). A config DeepSpeed (or zerotrain's
+// policy) rejects: the reason on stderr, exit 2. Under mpirun the world size comes from the
+// launcher's environment (no MPI_Init needed) and only rank 0 prints.
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 
+#include "zerotrain/app/client_optimizer.h"
 #include "zerotrain/app/commands.h"
 #include "zerotrain/app/estimate.h"
 #include "zerotrain/app/rank_agreement.h"
@@ -34,9 +36,12 @@ void usage(FILE* f) {
                "  --model M.json   also print the memory estimate for this model (stderr; as `zerotrain estimate`;\n"
                "                   host totals per node assume one node: estimate --nodes K for more)\n"
                "  --set PATH=VALUE value for a key the file sets to \"auto\", e.g. --set optimizer.params.lr=3e-4\n"
+               "  --optimizer, --lr, --weight-decay, --betas, --eps, --momentum: train's client optimizer flags\n"
+               "                   (below); the optimizer train would use is printed on stderr\n"
                "       zerotrain check-config --keys [markdown|json]\n"
                "  --keys           print every DeepSpeed key zerotrain reads: implemented, not used (why) or\n"
                "                   rejected (why); no FILE needed\n");
+  std::fprintf(f, "%s", client_optimizer_usage());
 }
 
 bool parse_positive(const char* s, int64_t* out) {
@@ -59,6 +64,7 @@ int cmd_check_config(int argc, char** argv) {
   opt.world_size_origin = proc.rank >= 0 ? "from the launcher (mpirun/srun)" : "default: 1, not launched by mpirun";
   bool explain = false;
   std::string model;
+  ClientOptimizer client;
   try {
     for (int i = 1; i < argc; ++i) {
       std::string a = argv[i];
@@ -114,6 +120,8 @@ int cmd_check_config(int argc, char** argv) {
         Json v = Json::parse(text, nullptr, false);
         if (v.is_discarded()) v = text;  // a bare word is a string
         opt.command_line[kv.substr(0, eq)] = v;
+      } else if (take_client_optimizer_flag(client, "check-config", argc, argv, i)) {
+        continue;
       } else if (!a.empty() && a[0] == '-') {
         throw InputError("check-config: unknown option '" + a + "'");
       } else if (file.empty()) {
@@ -134,13 +142,19 @@ int cmd_check_config(int argc, char** argv) {
     DsConfig cfg = load_ds_config(file, opt);
     // What `train` checks next, before any step: the engine options and the LR schedule. Running
     // them here makes check-config's exit code predict train's.
-    const EngineOptions eopt = engine_options_from(cfg);
+    const EngineOptions eopt = engine_options_from(cfg, client);
     schedule_from(cfg, eopt.optimizer);
     const std::string estimate =
-        model.empty() ? "" : estimate_report(estimate_memory(cfg, mcfg, opt.world_size, recompute_of(cfg, "")), opt.world_size);
+        model.empty() ? ""
+                      : estimate_report(estimate_memory(cfg, mcfg, opt.world_size, recompute_of(cfg, ""),
+                                                        comm_backend_for_device("auto", "--device"), client),
+                                        opt.world_size);
     if (printer) {
       for (const std::string& w : cfg.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
       if (explain) std::fprintf(stderr, "%s", cfg.explain().c_str());
+      // The optimizer is not in the resolved document when the config leaves it to the client.
+      if (explain || !cfg.optimizer)
+        std::fprintf(stderr, "%s\n", optimizer_line(cfg, client, eopt.optimizer).c_str());
       std::printf("%s\n", cfg.resolved_json().dump(2).c_str());
       if (!estimate.empty()) std::fprintf(stderr, "%s", estimate.c_str());
       std::fflush(stdout);

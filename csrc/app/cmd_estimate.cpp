@@ -1,6 +1,6 @@
 // cmd_estimate.cpp — `zerotrain estimate --config DS.json --model M.json --world-size N
 //   [--nodes K] [--device-memory SIZE] [--host-memory SIZE] [--recompute none|block|selective]
-//   [--device auto|cpu|cuda] [--json FILE]`: per rank and per category, what a run would hold
+//   [--device auto|cpu|cuda] [--json FILE] [client optimizer flags]`: per rank and per category, what a run would hold
 // (estimate.h), in well under a second and allocating nothing. Exit 0 when it fits, 1 with the
 // deficit when the per-rank device total exceeds --device-memory (or a node's host total exceeds
 // --host-memory), 2 on bad input.
@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "zerotrain/app/client_optimizer.h"
 #include "zerotrain/app/commands.h"
 #include "zerotrain/app/estimate.h"
 #include "zerotrain/app/train_setup.h"
@@ -25,7 +26,8 @@ const char* kUsage =
     "  SIZE: bytes, or with a unit: 80GiB, 141GB, 512MiB; --host-memory is per node\n"
     "  --device: whose communicator buffers to predict, as train --device: cpu = MPI chunk scratch,\n"
     "            cuda = NCCL's buffers (an estimate; NCCL_BUFFSIZE and friends honoured); auto = cuda\n"
-    "            when a CUDA GPU is visible here, else cpu\n";
+    "            when a CUDA GPU is visible here, else cpu\n"
+    "  --optimizer, --lr, ...: train's client optimizer flags (moments), for a config without an optimizer\n";
 
 int64_t positive(const std::string& flag, const char* v, int64_t hi) {
   bool digits = *v != 0;
@@ -43,6 +45,7 @@ int cmd_estimate(int argc, char** argv) {
   try {
     std::string config, model, json_out, recompute, device = "auto";
     int64_t world = 0, nodes = 1, device_mem = 0, host_mem = 0;
+    ClientOptimizer client;  // when the config has no optimizer section, as train's flags
     for (int i = 1; i < argc; ++i) {
       const std::string f = argv[i];
       auto value = [&]() -> const char* {
@@ -51,7 +54,7 @@ int cmd_estimate(int argc, char** argv) {
         return argv[++i];
       };
       if (f == "-h" || f == "--help") {
-        std::printf("%s", kUsage);
+        std::printf("%s%s", kUsage, client_optimizer_usage());
         return 0;
       } else if (f == "--config") config = value();
       else if (f == "--model") model = value();
@@ -62,6 +65,7 @@ int cmd_estimate(int argc, char** argv) {
       else if (f == "--recompute") recompute = value();
       else if (f == "--json") json_out = value();
       else if (f == "--device") device = value();
+      else if (take_client_optimizer_flag(client, "estimate", argc, argv, i)) continue;
       else throw InputError("estimate: unknown flag '" + f + "'\n" + kUsage);
     }
     if (config.empty() || model.empty() || world == 0)
@@ -78,7 +82,7 @@ int cmd_estimate(int argc, char** argv) {
     for (const std::string& w : cfg.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
     const CommBackend backend = comm_backend_for_device(device, "estimate: --device");
     const MemoryEstimate e =
-        estimate_memory(cfg, mcfg, static_cast<int>(world), recompute_of(cfg, recompute), backend);
+        estimate_memory(cfg, mcfg, static_cast<int>(world), recompute_of(cfg, recompute), backend, client);
     std::printf("%s", estimate_report(e, world / nodes).c_str());
     if (!json_out.empty()) {
       AtomicFile f(json_out, "estimate: --json", true);

@@ -150,7 +150,7 @@ void check_inputs(TrainRun& run, const TrainArgs& args, int rank, int world) {
   if (rank == 0) notice_foreign_timeout_variables();
   run.model_cfg = parse_model_config_file(args.model);
   run.cfg = load_config(args, run.model_cfg, world);
-  run.engine_opt = engine_options_from(run.cfg);
+  run.engine_opt = engine_options_from(run.cfg, args.client_optimizer);
   run.sched = schedule_from(run.cfg, run.engine_opt.optimizer);
   check_model_fits(run.model_cfg, run.engine_opt, run.cfg.train_micro_batch_size_per_gpu, world,
                    !wants_cuda(args.device));
@@ -193,6 +193,7 @@ void set_up(TrainRun& run, const TrainArgs& args, Rank0Log& log, const MaxOverRa
       static_cast<long long>(run.cfg.train_micro_batch_size_per_gpu),
       static_cast<long long>(run.cfg.gradient_accumulation_steps), world, dtype_name(eopt.compute_dtype),
       eopt.overlap_comm ? "on" : "off");
+  log("%s\n", optimizer_line(run.cfg, args.client_optimizer, eopt.optimizer).c_str());
   const OffloadOptions& off = eopt.offload;
   if (off.optimizer) {
     log("offload: optimizer states and master weights%s in %s host memory; CPU optimizer on %d thread(s), %d staging "
@@ -458,7 +459,7 @@ int run_train(const TrainArgs& args_in, Rank0Log& log, WorldControl& control) {
 int cmd_train(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "-h") || !std::strcmp(argv[i], "--help")) {
-      std::printf("%s", train_usage());
+      std::printf("%s%s", train_usage(), client_optimizer_usage());
       return 0;
     }
   }

@@ -36,8 +36,8 @@ CommBackend comm_backend_for_device(const std::string& device, const std::string
 }
 
 MemoryEstimate estimate_memory(const DsConfig& cfg, const ModelConfig& model, int world, Recompute recompute,
-                               CommBackend backend) {
-  const EngineOptions eopt = engine_options_from(cfg);
+                               CommBackend backend, const ClientOptimizer& client) {
+  const EngineOptions eopt = engine_options_from(cfg, client);
   std::unique_ptr<Device> dev = make_cpu_device();  // never allocates: plan-only model
   std::unique_ptr<Stream> stream = dev->create_stream("estimate");
   ModelOptions mopt;

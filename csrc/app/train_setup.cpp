@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "zerotrain/app/client_optimizer.h"
 #include "zerotrain/app/observe.h"
 #include "zerotrain/config/optim_inputs.h"
 #include "zerotrain/core/check.h"
@@ -110,6 +111,7 @@ TrainArgs parse_train_args(int argc, char** argv) {
       a.cuda_graph_warmup = parse_int(f, value(), 1, INT32_MAX);  // an int in the engine
       warmup_given = true;
     }
+    else if (take_client_optimizer_flag(a.client_optimizer, "train", argc, argv, i)) continue;
     else throw InputError("train: unknown flag '" + f + "'\n" + train_usage());
     a.given.emplace_back(f, i > at ? argv[i] : "");
   }
@@ -179,10 +181,8 @@ OffloadOptions offload_options_from(const DsConfig& cfg) {
   return o;
 }
 
-EngineOptions engine_options_from(const DsConfig& cfg) {
+EngineOptions engine_options_from(const DsConfig& cfg, const ClientOptimizer& client) {
   const std::string where = "config " + cfg.source + ": ";
-  if (!cfg.optimizer)
-    throw InputError(where + "optimizer: missing; expected an \"optimizer\" section with type Adam, AdamW or SGD");
   if (!cfg.managed_gradient_accumulation)
     throw InputError(where + "managed_gradient_accumulation: false is not implemented by zerotrain; expected true "
                              "(the trainer steps every gradient_accumulation_steps micro-batches)");
@@ -237,7 +237,7 @@ EngineOptions engine_options_from(const DsConfig& cfg) {
     // false opts out as in DeepSpeed (the step is applied).
     o.check_overflow = !cfg.bf16.enabled || cfg.bf16.check_grad_overflow;
   }
-  o.optimizer = optimizer_of(cfg);
+  o.optimizer = resolve_optimizer(cfg, client);
   o.offload = offload_options_from(cfg);
   return o;
 }

@@ -266,7 +266,9 @@ std::vector<KeyEntry> build_optimizer_scheduler() {
 std::vector<KeyEntry> build_sections() {
   const std::string a = "activation_checkpointing.", cl = "comms_logger.", ck = "checkpoint.", fp = "flops_profiler.";
   std::vector<KeyEntry> t = {
-      rejected(a + "partition_activations", "no model parallelism to partition over", "true"),
+      unused(a + "partition_activations",
+             "it partitions checkpoints over model-parallel ranks; data parallelism only (model-parallel size 1): "
+             "nothing to partition, as in DeepSpeed", "true"),
       unused(a + "contiguous_memory_optimization", "kept block inputs are already one allocation", "true"),
       rejected(a + "cpu_checkpointing", "checkpointed activations stay on the device", "true"),
       impl(a + "number_checkpoints", ">= 1 recomputes every block in backward", "2", "M"),

@@ -97,7 +97,7 @@ OptimizerHparams parse_optimizer(const std::string& type, const Json& params) {
 }
 
 OptimizerHparams optimizer_of(const DsConfig& cfg) {
-  ZT_CHECK(cfg.optimizer.has_value(), "optimizer_of: the config has no optimizer (engine_options_from rejects it)");
+  ZT_CHECK(cfg.optimizer.has_value(), "optimizer_of: the config has no optimizer (engine_options_from uses the client optimizer)");
   return parse_optimizer(cfg.optimizer->type, cfg.optimizer->params);
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "zerotrain/app/client_optimizer.h"
 #include "zerotrain/config/ds_config.h"
 #include "zerotrain/model/model_config.h"
 #include "zerotrain/zero/memory_predict.h"
@@ -28,8 +29,10 @@ struct MemoryEstimate {
 CommBackend comm_backend_for_device(const std::string& device, const std::string& flag);
 // InputError on settings zerotrain cannot run (same rules as train), or on a bad NCCL_* buffer
 // size when `backend` is NCCL (its buffers are estimated from them).
+// client: the optimizer when the config has no section (as train's flags; app/client_optimizer.h).
 MemoryEstimate estimate_memory(const DsConfig& cfg, const ModelConfig& model, int world, Recompute recompute,
-                               CommBackend backend = comm_backend_for_device("auto", "--device"));
+                               CommBackend backend = comm_backend_for_device("auto", "--device"),
+                               const ClientOptimizer& client = {});
 // Per-category table with units, the named parts of buckets / gather / workspace, the
 // activations at each recompute setting.
 // ranks_per_node: for the host total per node when host categories are used (offload).

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "zerotrain/app/client_optimizer.h"
 #include "zerotrain/config/ds_config.h"
 #include "zerotrain/model/model_config.h"
 #include "zerotrain/zero/engine.h"
@@ -36,6 +37,7 @@ struct TrainArgs {
   bool allow_non_finite = false;   // --init-from / --resume may hold NaN/Inf (forensics)
   bool cuda_graph = false;         // --cuda-graph: capture + replay each micro-step (zero/step_graph.h)
   int64_t cuda_graph_warmup = 2;   // --cuda-graph-warmup N: eager steps before the first capture (>= 1)
+  ClientOptimizer client_optimizer; // --optimizer, --lr, ...: used when the config has no optimizer section
   // Every flag as given, in command-line order, with its value ("" for a switch): what the ranks
   // compare at start-up (train_agreement.h).
   std::vector<std::pair<std::string, std::string>> given;
@@ -56,8 +58,9 @@ DType compute_dtype_of(const DsConfig& cfg);
 // ZeRO-Offload settings the trainer runs (InputError for combinations it cannot run); check-config
 // calls it too, so both give the same verdict.
 OffloadOptions offload_options_from(const DsConfig& cfg);
-// Engine options for this config (InputError for settings zerotrain does not implement yet).
-EngineOptions engine_options_from(const DsConfig& cfg);
+// Engine options for this config (InputError for settings zerotrain does not implement yet). The
+// optimizer: the config's section, else `client` (app/client_optimizer.h; default: AdamW defaults).
+EngineOptions engine_options_from(const DsConfig& cfg, const ClientOptimizer& client = {});
 // The LR schedule the config asks for (constant at the optimizer's lr when there is none).
 std::unique_ptr<LrSchedule> schedule_from(const DsConfig& cfg, const OptimizerHparams& opt);
 

@@ -25,7 +25,8 @@ OptimizerHparams parse_optimizer(const std::string& type, const Json& params);
 // (null => InputError for the five types, as DeepSpeed's TypeError); unknown keys => InputError.
 LrScheduleSpec parse_lr_schedule(const std::string& type, const Json& params);
 
-// The same for a resolved config. optimizer_of: InputError when the config has no optimizer.
+// The same for a resolved config. optimizer_of: needs cfg.optimizer (a config without one leaves
+// the optimizer to the client: the trainer's flags).
 OptimizerHparams optimizer_of(const DsConfig& cfg);
 LrScheduleSpec lr_schedule_of(const DsConfig& cfg);  // kConstant when there is no scheduler
 
