@@ -78,6 +78,7 @@ int cmd_estimate(int argc, char** argv) {
     copt.world_size = static_cast<int>(world);
     copt.world_size_origin = "--world-size";
     copt.hidden_size = model_hidden_size(mcfg);
+    copt.recompute_flag = recompute;
     const DsConfig cfg = load_ds_config(config, copt);
     for (const std::string& w : cfg.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
     const CommBackend backend = comm_backend_for_device(device, "estimate: --device");

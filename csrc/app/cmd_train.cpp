@@ -106,6 +106,7 @@ DsConfig load_config(const TrainArgs& args, const ModelConfig& model_cfg, int wo
   copt.world_size_origin = "MPI";
   copt.strict = args.strict;
   copt.hidden_size = model_hidden_size(model_cfg);
+  copt.recompute_flag = args.recompute;
   return load_ds_config(args.config, copt);
 }
 
@@ -136,6 +137,7 @@ GraphEligibility graph_eligibility(const TrainRun& run, const TrainArgs& args) {
   g.offload_params = run.engine_opt.offload.params;
   g.timing = run.cfg.wall_clock_breakdown || !args.trace_dir.empty();
   g.comm_log = !args.comm_log.empty() || run.cfg.comms_logger.enabled;
+  g.side_stream = run.cfg.activation_cpu_checkpointing && recompute_of(run.cfg, args.recompute) != Recompute::None;
   g.sync_check = kernels::sync_check_enabled();
   g.warmup_steps = static_cast<int>(std::min<int64_t>(args.cuda_graph_warmup, 1 << 30));
   return g;
@@ -176,6 +178,7 @@ void set_up(TrainRun& run, const TrainArgs& args, Rank0Log& log, const MaxOverRa
     mopt.compute_dtype = eopt.compute_dtype;
     mopt.micro_batch = run.cfg.train_micro_batch_size_per_gpu;
     mopt.recompute = recompute_of(run.cfg, args.recompute);
+    mopt.cpu_checkpointing = run.cfg.activation_cpu_checkpointing;
     mopt.device = run.dev.get();
     mopt.stream = run.compute.get();
     run.model = load_model(args.model, mopt);

@@ -47,6 +47,7 @@ MemoryEstimate estimate_memory(const DsConfig& cfg, const ModelConfig& model, in
   mopt.stream = stream.get();
   mopt.plan_only = true;
   mopt.recompute = recompute;
+  mopt.cpu_checkpointing = cfg.activation_cpu_checkpointing;
   // The plan-only model sits on a CPU device; the logits padding is the training device's.
   mopt.vocab_pad = default_vocab_pad(backend == CommBackend::NCCL ? DeviceKind::CUDA : DeviceKind::CPU);
   std::unique_ptr<Model> m = make_model(model, mopt);
@@ -99,8 +100,13 @@ std::string estimate_report(const MemoryEstimate& e, int64_t ranks_per_node) {
     out += line;
   }
   out += "  parts:\n";
+  int64_t kept_inputs = 0;
   for (const BufferSpec& s : p.items) {
     if (s.category == MemCategory::Activations) continue;  // summarised below
+    if (s.category == MemCategory::HostActivations) {
+      ++kept_inputs;
+      continue;
+    }
     std::snprintf(line, sizeof(line), "    %-12s %-24s %16lld B %14s\n", mem_category_name(s.category), s.name.c_str(),
                   static_cast<long long>(s.bytes), mib(s.bytes).c_str());
     out += line;
@@ -112,6 +118,13 @@ std::string estimate_report(const MemoryEstimate& e, int64_t ranks_per_node) {
                   "%lld + %lld) B (docs/design.md)\n",
                   static_cast<long long>(n.channels), static_cast<long long>(n.simple), static_cast<long long>(n.ll),
                   static_cast<long long>(n.ll128));
+    out += line;
+  }
+  if (kept_inputs > 0) {
+    const int64_t h = p.at(MemCategory::HostActivations);
+    std::snprintf(line, sizeof(line),
+                  "  host_activations (cpu_checkpointing): %lld kept block inputs x %lld B, pinned host memory\n",
+                  static_cast<long long>(kept_inputs), static_cast<long long>(h / kept_inputs));
     out += line;
   }
   for (Recompute rc : {Recompute::None, Recompute::Block, Recompute::Selective}) {

@@ -130,7 +130,15 @@ void read_activation_checkpointing(Ctx& c, Section& top) {
   s.get_bool("synchronize_checkpoint_boundary", false);
   s.get_bool("profile", false);
   s.finish();
-  if (cpu) c.error("activation_checkpointing.cpu_checkpointing", "true is not supported by zerotrain");
+  c.cfg.activation_cpu_checkpointing = cpu;
+  // As in DeepSpeed, where it moves only the inputs of checkpointed blocks: nothing to move
+  // without recompute.
+  const std::string& effective = c.opt.recompute_flag.empty() ? recompute : c.opt.recompute_flag;
+  if (cpu && effective == "none")
+    c.warn("activation_checkpointing.cpu_checkpointing",
+           "true has no effect without activation recompute: it keeps recomputed blocks' inputs in host memory "
+           "(as DeepSpeed does for checkpointed blocks only); turn recompute on with zerotrain_recompute \"block\" "
+           "or \"selective\", number_checkpoints >= 1, or train --recompute block|selective");
   c.cfg.resolved["activation_checkpointing"] = s.out();
 }
 

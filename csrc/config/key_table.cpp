@@ -270,7 +270,8 @@ std::vector<KeyEntry> build_sections() {
              "it partitions checkpoints over model-parallel ranks; data parallelism only (model-parallel size 1): "
              "nothing to partition, as in DeepSpeed", "true"),
       unused(a + "contiguous_memory_optimization", "kept block inputs are already one allocation", "true"),
-      rejected(a + "cpu_checkpointing", "checkpointed activations stay on the device", "true"),
+      impl(a + "cpu_checkpointing", "with recompute on, the kept block inputs live in pinned host memory (host_activations)",
+           "true", "M", R"({"activation_checkpointing":{"zerotrain_recompute":"block"}})"),
       impl(a + "number_checkpoints", ">= 1 recomputes every block in backward", "2", "M"),
       impl(a + "zerotrain_recompute", "zerotrain's granularity: none, block or selective", "\"selective\"", "M"),
       unused(a + "synchronize_checkpoint_boundary", "recompute needs no extra synchronisation here", "true"),

@@ -10,6 +10,9 @@
 //   recompute:   Block keeps only residual[l] per block and one shared set of the block buffers
 //                above, refilled by recomputing block l's forward before its backward; Selective
 //                shares att, atty and fc_gelu (recomputed from qkv and fc) and keeps the rest.
+//   cpu_checkpointing (with recompute): residual[l] aliases one of two device slots, l % 2, and
+//                residual[0..L-2] live in host memory (host.residual.l) between forward and
+//                backward (host_checkpoints.h: the copy stream, the slots and their events).
 //   head:        lnf [N,C] + mean/rstd; logits [N,Vp] (rows padded to Vp >= V, vocab_pad.h: only the
 //                V real columns are computed or read), which the forward overwrites in place with
 //                softmax − onehot (the unit-dloss logit gradient) after computing losses [N].
@@ -23,8 +26,10 @@
 
 #include <cmath>
 #include <map>
+#include <memory>
 #include <sstream>
 
+#include "host_checkpoints.h"
 #include "model_base.h"
 #include "zerotrain/kernels/ops.h"
 
@@ -61,6 +66,15 @@ std::vector<BlockBuf> block_bufs(const GptConfig& c, int64_t Bm, Recompute r) {
 
 std::string block_buf_name(const BlockBuf& b, int64_t l) {
   return b.shared ? std::string("block.") + b.name : "h." + std::to_string(l) + "." + b.name;
+}
+
+// cpu_checkpointing applies: recompute keeps block inputs and there is a block input to move.
+bool host_checkpoints(const GptConfig& c, const ModelOptions& opt) {
+  return opt.cpu_checkpointing && opt.recompute != Recompute::None && c.n_layer >= 2;
+}
+// The device buffer holding residual[l].
+std::string residual_name(const GptConfig& c, const ModelOptions& opt, int64_t l) {
+  return host_checkpoints(c, opt) ? "residual.slot" + std::to_string(l % 2) : "residual." + std::to_string(l);
 }
 
 class Gpt final : public ModelBase {
@@ -100,11 +114,13 @@ class Gpt final : public ModelBase {
     s << "gpt: vocab_size=" << cfg_.vocab_size << " n_ctx=" << cfg_.n_ctx << " n_layer=" << cfg_.n_layer
       << " n_head=" << cfg_.n_head << " n_embd=" << cfg_.n_embd << " params=" << num_params()
       << " attention=" << (cfg_.attention == AttentionKind::Tiled ? "tiled" : "materialised")
-      << " recompute=" << recompute_name(opt_.recompute);
+      << " recompute=" << recompute_name(opt_.recompute)
+      << (host_checkpoints(cfg_, opt_) ? " cpu_checkpointing=on (kept block inputs in host memory)" : "");
     return s.str();
   }
   int num_units() const override { return static_cast<int>(cfg_.n_layer) + 2; }
   std::vector<BufferSpec> buffer_plan() const override { return gpt_buffer_plan(cfg_, opt_); }
+  bool uses_side_stream() const override { return host_ckpt_ != nullptr; }
   int64_t hidden_size() const override { return cfg_.n_embd; }
   double flops_per_sample() const override { return gpt_flops_per_sequence(cfg_, cfg_.n_ctx); }
 
@@ -161,11 +177,20 @@ class Gpt final : public ModelBase {
   void allocate() {
     const std::vector<BufferSpec> plan = gpt_buffer_plan(cfg_, opt_);
     const size_t from_base = ModelBase::base_buffers(0).size();  // listed first, allocated by ModelBase
-    for (size_t i = from_base; i < plan.size(); ++i)
-      bufs_[plan[i].name] = dev_.alloc(static_cast<size_t>(plan[i].bytes), plan[i].category);
+    for (size_t i = from_base; i < plan.size(); ++i) {
+      const size_t bytes = static_cast<size_t>(plan[i].bytes);
+      bufs_[plan[i].name] = plan[i].category == MemCategory::HostActivations
+                                ? dev_.alloc_host(bytes, plan[i].category, /*pinned=*/true, /*zero=*/false)
+                                : dev_.alloc(bytes, plan[i].category);
+    }
     tokens_ = &buf("tokens");
     targets_ = &buf("targets");
-    for (int64_t l = 0; l <= cfg_.n_layer; ++l) residual_.push_back(&buf("residual." + std::to_string(l)));
+    for (int64_t l = 0; l <= cfg_.n_layer; ++l) residual_.push_back(&buf(residual_name(cfg_, opt_, l)));
+    if (host_checkpoints(cfg_, opt_)) {
+      std::vector<const DeviceBuffer*> host;
+      for (int64_t l = 0; l + 1 < cfg_.n_layer; ++l) host.push_back(&buf("host.residual." + std::to_string(l)));
+      host_ckpt_ = std::make_unique<model_detail::HostCheckpoints>(dev_, stream_, residual_, std::move(host));
+    }
     for (int64_t l = 0; l < cfg_.n_layer; ++l) {
       std::map<std::string, const DeviceBuffer*> m;
       for (const BlockBuf& b : block_bufs(cfg_, opt_.micro_batch, opt_.recompute)) m[b.name] = &buf(block_buf_name(b, l));
@@ -192,6 +217,7 @@ class Gpt final : public ModelBase {
 
   int p(int layer, BlockParam k) const { return 2 + kPerBlock * layer + k; }
   int64_t N() const { return B_ * T_; }
+  size_t residual_bytes() const { return static_cast<size_t>(N() * cfg_.n_embd) * dtype_size(dt_); }
 
   // y[N,out] = x[N,in]·W[in,out] + b (Conv1D layout), one fused op. With gelu_out: y is the
   // pre-activation (saved for backward) and gelu_out[N,out] = gelu(y).
@@ -211,6 +237,7 @@ class Gpt final : public ModelBase {
   void embed_forward() {
     const int64_t C = cfg_.n_embd;
     ops::embedding_forward(stream_, act(*residual_[0], {N(), C}), tokens_->as<int32_t>(), param(0), param(1), B_, T_, C);
+    if (host_ckpt_) host_ckpt_->after_write(0, residual_bytes());
   }
   void embed_backward() {
     const int64_t C = cfg_.n_embd;
@@ -247,7 +274,9 @@ class Gpt final : public ModelBase {
                    act(*a.fc_gelu, {n, 4 * C}));
     if (recompute) return;
     linear_forward(proj, act(*a.fc_gelu, {n, 4 * C}), p(l, FPROJ_W), p(l, FPROJ_B), 4 * C, C);
+    if (host_ckpt_) host_ckpt_->before_write(l + 1);
     ops::residual_add(stream_, act(*residual_[l + 1], {n, C}), mid, proj);
+    if (host_ckpt_) host_ckpt_->after_write(l + 1, residual_bytes());
   }
 
   // Before block l's backward: what recompute dropped is recomputed from what was kept.
@@ -264,6 +293,10 @@ class Gpt final : public ModelBase {
 
   // On entry dres = d residual[l+1]; on exit dres = d residual[l].
   void block_backward(int l) {
+    if (host_ckpt_) {
+      host_ckpt_->prefetch(l, residual_bytes());  // residual[l-1], one block ahead
+      host_ckpt_->before_read(l);
+    }
     recompute_block(l);
     const int64_t C = cfg_.n_embd, n = N();
     const BlockActs& a = blocks_[l];
@@ -340,6 +373,8 @@ class Gpt final : public ModelBase {
   const DeviceBuffer *lnf_ = nullptr, *lnf_mean_ = nullptr, *lnf_rstd_ = nullptr, *logits_ = nullptr, *losses_ = nullptr;
   const DeviceBuffer *proj_ = nullptr, *dres_ = nullptr, *dC_ = nullptr, *dqkv_ = nullptr,
                      *d4b_ = nullptr, *datt_ = nullptr;
+  // cpu_checkpointing; declared after bufs_, so it drains its copy stream before they are freed.
+  std::unique_ptr<model_detail::HostCheckpoints> host_ckpt_;
 };
 
 }  // namespace
@@ -355,7 +390,13 @@ std::vector<BufferSpec> gpt_buffer_plan(const GptConfig& c, const ModelOptions& 
   std::vector<BufferSpec> out = model_detail::ModelBase::base_buffers(N);
   out.push_back({"tokens", N * 4, A});
   out.push_back({"targets", N * 4, A});
-  for (int64_t l = 0; l <= c.n_layer; ++l) out.push_back({"residual." + std::to_string(l), N * C * e, A});
+  if (host_checkpoints(c, opt)) {  // two device slots; the inputs of blocks 0..L-2 in host memory
+    for (int64_t l = 0; l < 2; ++l) out.push_back({residual_name(c, opt, l), N * C * e, A});
+    for (int64_t l = 0; l + 1 < c.n_layer; ++l)
+      out.push_back({"host.residual." + std::to_string(l), N * C * e, MemCategory::HostActivations});
+  } else {
+    for (int64_t l = 0; l <= c.n_layer; ++l) out.push_back({residual_name(c, opt, l), N * C * e, A});
+  }
   const std::vector<BlockBuf> bb = block_bufs(c, Bm, opt.recompute);
   for (const BlockBuf& b : bb)
     if (b.shared) out.push_back({block_buf_name(b, 0), b.numel * (b.f32 ? 4 : e), A});

@@ -109,6 +109,7 @@ void ZeroEngine::enable_cuda_graphs(int warmup_steps, std::function<void(const s
   g.stage = opt_.stage;
   g.offload_optimizer = opt_.offload.optimizer;
   g.offload_params = opt_.offload.params;
+  g.side_stream = impl_->cx.model.uses_side_stream();
   g.warmup_steps = warmup_steps;
   const std::string refusal = graph_refusal(g);
   if (!refusal.empty()) throw InputError("train --cuda-graph: " + refusal);

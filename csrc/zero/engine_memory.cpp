@@ -45,7 +45,7 @@ ZeroPlan plan_for_model(const Model& model, const EngineOptions& o, int world) {
 
 bool is_host_category(MemCategory c) {
   return c == MemCategory::PinnedHost || c == MemCategory::HostMaster || c == MemCategory::HostMoments ||
-         c == MemCategory::HostParams || c == MemCategory::HostStaging;
+         c == MemCategory::HostParams || c == MemCategory::HostStaging || c == MemCategory::HostActivations;
 }
 
 int64_t MemoryPrediction::device_total() const {
@@ -100,6 +100,7 @@ MemoryPrediction predict_memory(const ZeroPlan& plan, const EngineOptions& o, in
        MemCategory::Gather);
   at(MemCategory::Activations) = 0;
   at(MemCategory::Workspace) = 0;
+  at(MemCategory::HostActivations) = 0;
   for (const BufferSpec& b : model_buffers) {
     at(b.category) += b.bytes;
     p.items.push_back(b);
@@ -182,8 +183,12 @@ std::string ZeroEngine::memory_report() const {
                   static_cast<long long>(nccl), static_cast<double>(nccl) / (1 << 20));
     out += line;
   }
+  const MemoryPrediction pred = predict_memory(plan_, opt_, impl_->cx.rank, impl_->cx.model.buffer_plan(),
+                                              impl_->cx.comm.buffers());
+  if (pred.at(MemCategory::HostActivations) > 0)
+    out += "  host_activations: the kept block inputs (activation_checkpointing.cpu_checkpointing), pinned host memory\n";
   if (opt_.offload.optimizer) {
-    out += std::string("  host_* categories: ") + (opt_.offload.pin_memory ? "pinned (page-locked)" : "pageable") +
+    out += std::string("  host_master, host_moments, host_params, host_staging: ") + (opt_.offload.pin_memory ? "pinned (page-locked)" : "pageable") +
            " host memory (offload_optimizer.pin_memory)";
     if (opt_.offload.params)
       out += std::string("; host_params ") + (opt_.offload.param_pin_memory ? "pinned" : "pageable");

@@ -22,6 +22,9 @@ std::string graph_refusal(const GraphEligibility& g) {
   if (g.comm_log)
     return "--comm-log / comms_logger record every collective on the host, and a graph replay issues them with no "
            "host call";
+  if (g.side_stream)
+    return "activation_checkpointing.cpu_checkpointing is not captured: its block-input copies run on the model's "
+           "own copy stream, outside the captured compute stream";
   if (g.sync_check)
     return "ZT_CUDA_SYNC_CHECK=1 synchronises the stream after every op, which a stream capture forbids";
   if (g.warmup_steps < 1)

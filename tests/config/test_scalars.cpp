@@ -162,7 +162,6 @@ TEST(OtherSections, KnownButUnsupportedFeatures) {  // docs/config.md rule 5
   EXPECT_REJECTED(tb(R"("sparse_attention": {"mode": "fixed"})"), "sparse_attention");
   EXPECT_REJECTED(tb(R"("torch_autocast": {"enabled": true, "dtype": "bfloat16"})"), "torch_autocast.enabled");
   EXPECT_REJECTED(tb(R"("torch_autocast": {"enabled": false, "dtype": "fp8"})"), "torch_autocast.dtype");
-  EXPECT_REJECTED(tb(R"("activation_checkpointing": {"cpu_checkpointing": true})"), "cpu_checkpointing");
   EXPECT_REJECTED(tb(R"("checkpoint": {"load_universal": true})"), "load_universal", "not supported");
 }
 
@@ -179,6 +178,30 @@ TEST(OtherSections, ActivationCheckpointingDefaultsAndUnknownKeys) {
   EXPECT_TRUE(c.resolved["activation_checkpointing"]["number_checkpoints"].is_null());
   EXPECT_TRUE(has_warning(c, "activation_checkpointing.partitioned_activations"));
   EXPECT_TRUE(has_warning(c, "did you mean `partition_activations`?"));
+}
+
+TEST(OtherSections, CpuCheckpointingTakesEffectOnlyWithRecompute) {
+  // Without recompute there are no kept block inputs to move: accepted, with one warning naming it.
+  zt::DsConfig off = resolve(tb(R"("activation_checkpointing": {"cpu_checkpointing": true})"));
+  EXPECT_TRUE(off.activation_cpu_checkpointing);
+  EXPECT_EQ(off.activation_recompute, "none");
+  EXPECT_EQ(off.resolved["activation_checkpointing"]["cpu_checkpointing"], true);
+  EXPECT_TRUE(has_warning(off, "activation_checkpointing.cpu_checkpointing: true has no effect without activation recompute"));
+  for (const char* on : {R"("activation_checkpointing": {"cpu_checkpointing": true, "number_checkpoints": 1})",
+                         R"("activation_checkpointing": {"cpu_checkpointing": true, "zerotrain_recompute": "selective"})"}) {
+    zt::DsConfig c = resolve(tb(on));
+    EXPECT_TRUE(c.activation_cpu_checkpointing) << on;
+    EXPECT_FALSE(has_warning(c, "cpu_checkpointing")) << on;
+  }
+  // train / estimate --recompute decides too: the flag turns recompute on (no warning) or off (warning).
+  zt::ConfigOptions flag = zt_test::world(1);
+  flag.recompute_flag = "block";
+  EXPECT_FALSE(has_warning(resolve(tb(R"("activation_checkpointing": {"cpu_checkpointing": true})"), flag), "cpu_checkpointing"));
+  flag.recompute_flag = "none";
+  EXPECT_TRUE(has_warning(resolve(tb(R"("activation_checkpointing": {"cpu_checkpointing": true, "number_checkpoints": 1})"),
+                                  flag), "no effect without activation recompute"));
+  EXPECT_FALSE(resolve(tb(R"("activation_checkpointing": {})")).activation_cpu_checkpointing);
+  EXPECT_REJECTED(tb(R"("activation_checkpointing": {"cpu_checkpointing": "yes"})"), "cpu_checkpointing");
 }
 
 TEST(OtherSections, DataTypes) {

@@ -24,7 +24,8 @@
 #               executable of a ctest test labelled gpu (found after configure, so a new gpu test
 #               target is built and run without editing this script)
 #   gpu-tests   ctest -L gpu: CUDA kernels vs the CPU reference, zeroed-alloc ordering, memory pool,
-#               NCCL np1, --cuda-graph eager vs replay, and any other gpu-labelled test
+#               NCCL np1, --cuda-graph eager vs replay, cpu_checkpointing vs recompute alone
+#               (bitwise), and any other gpu-labelled test
 #   memcheck    compute-sanitizer --tool memcheck on a short kernel subset
 #   racecheck   compute-sanitizer --tool racecheck on the same subset
 #   train-fp32  world size 1, gpt-tiny fp32 at stages 0-3: loss curves identical across stages;
@@ -39,6 +40,8 @@
 #               outside the tracker) within 5% of cudaMemGetInfo's in-use bytes; nvidia-smi beside it
 #   offload     ZeRO-Offload at stage 2 (pinned, pageable) and stage 3 + offload_param vs the device
 #               optimizer (losses within 1e-3 relative; step times)
+#   cpu-ckpt    GPT-2 124M bf16 block recompute without / with cpu_checkpointing: bitwise equal
+#               losses, host_activations predicted == measured, tokens/s (device-extra.sh cpu-ckpt)
 #   long-t      long-context GPT-2 (device-extra.sh long-t)
 #
 # Each finished step appends a row (step, status, seconds, note) to $OUT/summary.tsv at once; the
@@ -94,6 +97,7 @@ PLAN=(
   "kernel-bench 30 perf.log"
   "memory-total 45 train.log"
   "offload 40 train.log"
+  "cpu-ckpt 45 train.log"
   "long-t 60 train.log"
 )
 [ $REHEARSE = 1 ] && PLAN=("toolkit 20 setup.log" "deps 60 setup.log" "mpi-hello 60 setup.log")
@@ -365,7 +369,8 @@ fi
 if have zerotrain; then
   step memory-total "bash tests/gpu/device-extra.sh memory-total"
   step offload "bash tests/gpu/device-extra.sh offload"
+  step cpu-ckpt "bash tests/gpu/device-extra.sh cpu-ckpt"
   step long-t "bash tests/gpu/device-extra.sh long-t"
 else
-  skip memory-total "zerotrain not built"; skip offload "zerotrain not built"; skip long-t "zerotrain not built"
+  skip memory-total "zerotrain not built"; skip offload "zerotrain not built"; skip cpu-ckpt "zerotrain not built"; skip long-t "zerotrain not built"
 fi

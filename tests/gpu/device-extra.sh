@@ -14,6 +14,9 @@
 #                device total (reserved bytes of the device categories + the memory outside the
 #                tracker) within 5% of cudaMemGetInfo's in-use bytes at report time; nvidia-smi's
 #                peak memory.used during the run printed beside it
+#   cpu-ckpt     GPT-2 124M, bf16, stage 2, B=8 x T=1024, block recompute, 8 steps without and with
+#                activation_checkpointing.cpu_checkpointing: bitwise equal losses, host_activations
+#                measured == predicted, device activations lower, tokens/s side by side
 #   comm-bench   the collective benchmark, NCCL at one rank (checks results, exercises the backend)
 #
 # ZT_TRAIN_DEVICE=cpu runs stages-fp32 and memory-total on the CPU backend (a rehearsal that needs
@@ -214,7 +217,7 @@ memory_total() {
   [ -n "$poll" ] && { kill "$poll" 2>/dev/null; wait "$poll" 2>/dev/null; smi=$(sort -n "$TMP/smi.txt" | tail -n 1); }
   python3 - "$TMP/mem_report.json" "${smi:-}" <<'PY'
 import json, sys
-HOST = {"pinned_host", "host_master", "host_moments", "host_params", "host_staging"}
+HOST = {"pinned_host", "host_master", "host_moments", "host_params", "host_staging", "host_activations"}
 rank = json.load(open(sys.argv[1]))["ranks"][0]
 dev, cats = rank["device"], rank["categories"]
 pool = dev["pool"]
@@ -243,6 +246,36 @@ sys.exit(0 if ok else 1)
 PY
 }
 
+cpu_ckpt() {
+  local v fail=0
+  for v in false true; do
+    echo "{\"train_batch_size\": 8, \"bf16\": {\"enabled\": true}, \"zero_optimization\": {\"stage\": 2},
+           \"activation_checkpointing\": {\"zerotrain_recompute\": \"block\", \"cpu_checkpointing\": $v},
+           \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 6e-4}}}" >"$TMP/ck_$v.json"
+    train "$DEVICE" "$TMP/ck_$v.json" configs/models/gpt2-124m.json markov:vocab=256,order=1,seed=1 8 \
+      "$TMP/ck_$v.jsonl" "$TMP/ck_$v.log" --memory-report "$TMP/ck_$v.mem.json" ||
+      { echo "cpu_checkpointing $v: FAILED"; tail -n 20 "$TMP/ck_$v.log"; fail=1; }
+  done
+  [ $fail = 0 ] || { echo "NOTE: cpu-ckpt training run failed"; return 1; }
+  python3 - "$TMP" <<'PY'
+import json, sys
+d = sys.argv[1]
+rows = {v: [json.loads(l) for l in open(f"{d}/ck_{v}.jsonl")] for v in ("false", "true")}
+cats = {v: json.load(open(f"{d}/ck_{v}.mem.json"))["ranks"][0]["categories"] for v in ("false", "true")}
+same = [r["loss"] for r in rows["false"]] == [r["loss"] for r in rows["true"]] and len(rows["true"]) == 8
+host = cats["true"]["host_activations"]
+act = {v: cats[v]["activations"]["measured_bytes"] for v in ("false", "true")}
+tps = {v: sorted(r["tokens_per_s"] for r in rows[v][2:])[len(rows[v][2:]) // 2] for v in ("false", "true")}
+print(f"host_activations measured {host['measured_bytes']} B, predicted {host['predicted_bytes']} B; device activations "
+      f"{act['false'] / 2**20:.1f} -> {act['true'] / 2**20:.1f} MiB; tokens/s {tps['false']:.0f} -> {tps['true']:.0f}")
+ok = same and host["measured_bytes"] == host["predicted_bytes"] > 0 and act["true"] < act["false"]
+print(f"NOTE: cpu_checkpointing {'bitwise equal' if same else 'NOT equal'} to recompute alone, host "
+      f"{host['measured_bytes'] / 2**20:.1f} MiB, device activations -{(act['false'] - act['true']) / 2**20:.1f} MiB, "
+      f"{tps['true']:.0f} vs {tps['false']:.0f} tok/s")
+sys.exit(0 if ok else 1)
+PY
+}
+
 comm_bench() {
   if "${MPI[@]}" "$BUILD/benchmarks/zt_comm_bench" --device cuda --min-bytes 1M --max-bytes 64M --step-factor 8 \
        >"$TMP/comm.log" 2>&1; then
@@ -259,6 +292,7 @@ case ${1:-} in
   long-t) long_t ;;
   comm-bench) comm_bench ;;
   offload) offload ;;
+  cpu-ckpt) cpu_ckpt ;;
   memory-total) memory_total ;;
-  *) echo "usage: device-extra.sh stages-fp32|gpt2-bf16|gpt2-graph|offload|long-t|memory-total|comm-bench" >&2; exit 2 ;;
+  *) echo "usage: device-extra.sh stages-fp32|gpt2-bf16|gpt2-graph|offload|cpu-ckpt|long-t|memory-total|comm-bench" >&2; exit 2 ;;
 esac

@@ -104,6 +104,7 @@ RunResult run_engine(const RunSpec& spec, MPI_Comm mpi) {
   mopt.compute_dtype = spec.opt.compute_dtype;
   mopt.micro_batch = spec.micro_batch;
   mopt.recompute = spec.recompute;
+  mopt.cpu_checkpointing = spec.cpu_checkpointing;
   mopt.device = dev.get();
   mopt.stream = compute.get();
   RunResult res;

@@ -18,6 +18,7 @@ struct RunSpec {
   int steps = 5;
   int64_t micro_batch = 2;
   Recompute recompute = Recompute::None;  // GPT activation recompute
+  bool cpu_checkpointing = false;         // with recompute: kept block inputs in host memory
   std::string model_json;        // model file contents
   std::string data = "markov:vocab=16,order=1,seed=5";
   uint64_t seed = 7;

@@ -74,6 +74,7 @@ TEST(StepGraph, RefusalsNameTheReason) {
       {"timing", [](GraphEligibility& g) { g.timing = true; }, "wall_clock_breakdown"},
       {"comm log", [](GraphEligibility& g) { g.comm_log = true; }, "--comm-log"},
       {"sync check", [](GraphEligibility& g) { g.sync_check = true; }, "ZT_CUDA_SYNC_CHECK"},
+      {"side stream", [](GraphEligibility& g) { g.side_stream = true; }, "cpu_checkpointing"},
       {"no warm-up", [](GraphEligibility& g) { g.warmup_steps = 0; }, "warm-up"},
   };
   for (const Case& c : cases) {

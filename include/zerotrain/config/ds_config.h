@@ -55,6 +55,9 @@ struct ConfigOptions {
   // "train_micro_batch_size_per_gpu", "scheduler.params.total_num_steps", ...). They are
   // validated like file values. A path whose file value is not "auto" is left alone.
   std::map<std::string, Json> command_line;
+  // The command line's --recompute (train, estimate), which overrides activation_checkpointing's
+  // granularity; "" when not given. Only decides whether cpu_checkpointing takes effect (its warning).
+  std::string recompute_flag;
 };
 
 struct Fp16Config {
@@ -224,6 +227,9 @@ struct DsConfig {
   // activation_checkpointing: "none" | "block" | "selective" (zerotrain_recompute, or "block"
   // when number_checkpoints >= 1); `train --recompute` overrides it.
   std::string activation_recompute = "none";
+  // activation_checkpointing.cpu_checkpointing: with recompute on, the kept block inputs live in
+  // host memory (ModelOptions::cpu_checkpointing); with recompute off it has no effect (a warning).
+  bool activation_cpu_checkpointing = false;
 
   // The resolved config: DeepSpeed's key names and nesting, every default filled in.
   Json resolved;

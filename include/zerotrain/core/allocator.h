@@ -28,6 +28,7 @@ enum class MemCategory : uint8_t {
   HostMoments,    // offloaded optimizer moments (host)
   HostParams,     // offloaded stage-3 parameter shard (host)
   HostStaging,    // host staging for offload copies
+  HostActivations,  // kept block inputs in host memory (activation_checkpointing.cpu_checkpointing)
   kCount
 };
 constexpr int kNumMemCategories = static_cast<int>(MemCategory::kCount);

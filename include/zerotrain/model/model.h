@@ -90,6 +90,9 @@ class Model {
   // Every buffer the model allocates (activations, workspace), from the same pure function
   // that the offline estimate calls (model_buffer_plan): prediction and allocation agree.
   virtual std::vector<BufferSpec> buffer_plan() const = 0;
+  // Whether forward/backward also issue work on a stream of the model's own (GPT cpu_checkpointing's
+  // copy stream), ordered with `stream` by events: a capture of `stream` alone would not hold it.
+  virtual bool uses_side_stream() const { return false; }
 
   // ---- added by the model layer ----
   // Every parameter index unit `unit` reads in forward and backward, ascending. Usually the
@@ -107,6 +110,11 @@ struct ModelOptions {
   DType compute_dtype = DType::F32;
   int64_t micro_batch = 1;       // B the activations are sized for
   Recompute recompute = Recompute::None;
+  // With recompute Block or Selective: the kept block inputs live in host memory (pinned where
+  // the backend has it; category HostActivations) between a block's forward and its backward,
+  // and the device holds two of them (the running block's and the one prefetched). No effect
+  // with recompute None. GPT only.
+  bool cpu_checkpointing = false;
   // Parameters and buffer_plan() only, nothing allocated (the offline estimate): forward /
   // backward must not be called.
   bool plan_only = false;

@@ -39,6 +39,7 @@ struct GraphEligibility {
   bool timing = false;      // wall_clock_breakdown or --trace: per-unit timing events on the host
   bool comm_log = false;    // --comm-log or comms_logger: one host record per collective
   bool sync_check = false;  // ZT_CUDA_SYNC_CHECK=1: a stream sync after every op (illegal in a capture)
+  bool side_stream = false; // the model also works on a stream of its own (Model::uses_side_stream)
   int warmup_steps = 0;
 };
 // Empty when eligible; otherwise one sentence naming the setting that makes capture wrong.
