@@ -14,6 +14,7 @@
 #include "zerotrain/app/commands.h"
 #include "zerotrain/app/metrics_writer.h"
 #include "zerotrain/app/mfu.h"
+#include "zerotrain/app/monitors.h"
 #include "zerotrain/app/non_finite.h"
 #include "zerotrain/app/observe.h"
 #include "zerotrain/app/rank_agreement.h"
@@ -57,6 +58,7 @@ struct TrainRun {
   std::unique_ptr<Dataset> data;
   std::unique_ptr<LrSchedule> sched;  // built in phase A, handed to the engine
   std::unique_ptr<ZeroEngine> engine;
+  std::optional<Monitors> monitors;  // rank 0, with tensorboard or csv_monitor enabled
 };
 
 bool wants_cuda(const std::string& want) { return want == "cuda" || (want == "auto" && cuda_device_count() > 0); }
@@ -163,6 +165,8 @@ void check_inputs(TrainRun& run, const TrainArgs& args, int rank, int world) {
   if (rank == 0) check_output_paths(args, world);
   check_data_cursor(args.steps, run.cfg.train_batch_size);
   run.data = make_dataset(args.data, dataset_shape(run.model_cfg, run.cfg, args.seed, rank, world));
+  if (rank == 0 && (run.cfg.tensorboard.enabled || run.cfg.csv_monitor.enabled))
+    run.monitors.emplace(run.cfg.tensorboard, run.cfg.csv_monitor, run.cfg.fp16.enabled, run.cfg.wall_clock_breakdown);
 }
 
 // Phase B: device, model, communicator and engine; prints the set-up lines. Inputs are valid.
@@ -366,6 +370,7 @@ void train_loop(TrainRun& run, const TrainArgs& args, Rank0Log& log, int64_t sta
     log("MFU: model FLOPs per sample %.4g (PaLM: 6N + 12*L*C*T per token) / peak %.4g FLOP/s (%d x %s dense %s)\n",
         run.model->flops_per_sample(), peak, run.comm->world_size(), run.dev->description().c_str(),
         dtype_name(compute));
+  if (run.monitors) log("%s", run.monitors->describe().c_str());
   int64_t samples_done = start * tbs;
   if (start > 0 && start >= args.steps)
     log("the checkpoint is at step %lld and --steps is %lld: nothing to train\n", static_cast<long long>(start),
@@ -381,6 +386,7 @@ void train_loop(TrainRun& run, const TrainArgs& args, Rank0Log& log, int64_t sta
     // This step's per-rank outputs and the stop request (stop_signals.h): one reduction per step.
     const int64_t stop_signal = run_agreed_with(max, rank, world, "zerotrain train", [&] {
       if (metrics) metrics->write_step(st, tp, samples_done, tokens_per_sample, run.dev->tracker());
+      if (run.monitors) run.monitors->write_step(st, samples_done);  // rank 0; a write error warns and stops it
       obs.after_step(run, st);
     }, StopSignals::pending());
     const bool printed = (k + 1) % every == 0 || k == start || k + 1 == args.steps;

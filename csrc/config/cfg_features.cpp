@@ -44,10 +44,6 @@ const Feature kFeatures[] = {
     {"hybrid_engine", "the hybrid engine", {"enabled", "max_out_tokens", "inference_tp_size", "release_inference_cache",
                                            "pin_parameters", "tp_gather_partition_size", "enable_cuda_graph"}},
     {"compile", "torch.compile / DeepCompile"},
-    {"tensorboard", "the TensorBoard monitor", {"enabled", "output_path", "job_name"}},
-    {"wandb", "the Weights & Biases monitor", {"enabled", "group", "team", "project"}},
-    {"csv_monitor", "the CSV monitor (zerotrain writes its own metrics log)", {"enabled", "output_path", "job_name"}},
-    {"comet", "the Comet monitor"},
     {"autotuning", "autotuning"},
     {"nebula", "Nebula checkpointing"},
     {"datastates", "DataStates checkpointing"},
@@ -232,6 +228,7 @@ void read_other_sections(Ctx& c, Section& top) {
   read_activation_checkpointing(c, top);
   read_comms_logger(c, top);
   read_checkpoint(c, top);
+  read_monitors(c, top);
   for (const Feature& f : kFeatures) read_feature(c, top, f);
   for (const char* k : kIgnoredSections) {
     Section::Lookup l = top.take(k);

@@ -108,6 +108,7 @@ void read_precision(Ctx& c, Section& top);
 void read_optimizer(Ctx& c, Section& top);
 void read_scheduler(Ctx& c, Section& top);
 void read_other_sections(Ctx& c, Section& top);
+void read_monitors(Ctx& c, Section& top);  // tensorboard, csv_monitor, wandb, comet
 void resolve_batch(Ctx& c, Section& top);
 void check_combinations(Ctx& c);
 

@@ -295,12 +295,29 @@ std::vector<KeyEntry> build_sections() {
   }
   t.back().probe = "\"profile.txt\"";   // output_file
   t[t.size() - 2].probe = "false";      // detailed
+  const std::pair<std::string, const char*> kFileMonitors[] = {
+      {"tensorboard", "rank 0 writes each step's loss, lr, loss scale (and breakdown) as TensorBoard events"},
+      {"csv_monitor", "rank 0 writes each step's loss, lr, loss scale (and breakdown), one CSV file per event"}};
+  for (const auto& [m, what] : kFileMonitors) {
+    const std::string on = "{\"" + m + "\":{\"enabled\":true}}";
+    t.push_back(impl(m + ".enabled", what, "true", "O"));
+    t.push_back(impl(m + ".output_path", "directory above job_name (\"\": the working directory)", "\"mon\"", "O", on));
+    t.push_back(impl(m + ".job_name", "directory the files go in", "\"job2\"", "O", on));
+  }
+  const char* const no_net = "no network service is contacted; the same numbers are in the --metrics JSONL, "
+                             "csv_monitor and tensorboard";
+  const std::pair<const char*, const char*> kNetworkMonitorKeys[] = {
+      {"wandb.enabled", "true"}, {"wandb.group", "\"g\""}, {"wandb.team", "\"t\""}, {"wandb.project", "\"p\""},
+      {"comet.enabled", "true"}, {"comet.samples_log_interval", "10"}, {"comet.project", "\"p\""},
+      {"comet.workspace", "\"w\""}, {"comet.api_key", "\"k\""}, {"comet.experiment_name", "\"e\""},
+      {"comet.experiment_key", "\"k\""}, {"comet.online", "false"}, {"comet.mode", "\"get\""}};
+  for (const auto& [key, probe] : kNetworkMonitorKeys) t.push_back(unused(key, no_net, probe));
   for (const char* k : {"aio", "timers", "pipeline"}) {
     t.push_back(unused(k, std::string("DeepSpeed's ") + k + " settings have no counterpart in zerotrain", R"({"x":1})"));
   }
   const char* const kFeatures[] = {"elasticity", "amp", "progressive_layer_drop", "compression_training",
                                    "quantize_training", "data_efficiency", "curriculum_learning", "hybrid_engine",
-                                   "compile", "tensorboard", "wandb", "csv_monitor", "comet", "autotuning", "nebula",
+                                   "compile", "autotuning", "nebula",
                                    "datastates", "eigenvalue", "weight_quantization", "expert_parallel",
                                    "tensor_parallel", "sparse_attention"};
   for (const char* k : kFeatures) {

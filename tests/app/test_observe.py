@@ -15,14 +15,14 @@ import json
 import os
 import re
 import subprocess
-import tempfile
 import unittest
+
+from e2e_case import TempDirCase
 
 BIN = os.environ.get("ZT_BIN", "build/zerotrain")
 MPIEXEC = os.environ.get("ZT_MPIEXEC", "mpirun")
 MPI_FLAGS = ["--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-x", "OMP_NUM_THREADS=1",
              "-x", "OPENBLAS_NUM_THREADS=1", "-x", "OMPI_MCA_mpi_yield_when_idle=1"]
-MODEL = {"type": "gpt", "vocab_size": 64, "n_ctx": 16, "n_layer": 2, "n_head": 2, "n_embd": 32}
 
 
 def ds(stage, **extra):
@@ -46,18 +46,7 @@ def explain_collectives(stdout):
     return out
 
 
-class Observe(unittest.TestCase):
-    def setUp(self):
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        self.d = tmp.name
-        self.model = self.write("gpt.json", MODEL)
-
-    def write(self, name, obj):
-        """obj as JSON in the test's directory; returns the path."""
-        path = os.path.join(self.d, name)
-        open(path, "w").write(json.dumps(obj))
-        return path
+class Observe(TempDirCase):
 
     def run_cmd(self, cmd, check=True):
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)

@@ -20,9 +20,9 @@ import sys
 import tempfile
 import unittest
 
-BIN = os.environ.get("ZT_BIN", "build/zerotrain")
+BIN = os.path.abspath(os.environ.get("ZT_BIN", "build/zerotrain"))
 MPIEXEC = os.environ.get("ZT_MPIEXEC", "mpirun")
-REPO = os.environ.get("ZT_REPO", ".")
+REPO = os.path.abspath(os.environ.get("ZT_REPO", "."))
 MODEL = os.path.join(REPO, "configs", "models", "gpt-tiny.json")
 # No thread variables: zerotrain sizes its pools from the affinity mask and the local ranks.
 MPI = [MPIEXEC, "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np", "2",
@@ -55,8 +55,9 @@ def read_jsonl(path):
         return [json.loads(line) for line in f if line.strip()]
 
 
-def run(cmd):
-    p = subprocess.run(cmd, capture_output=True, timeout=120)
+def run(cmd, cwd=None):
+    """cwd: the probe's directory, where relative output paths (the monitors' default) land."""
+    p = subprocess.run(cmd, capture_output=True, timeout=120, cwd=cwd)
     return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
 
 
@@ -67,7 +68,7 @@ class Observation:
         files = {k: os.path.join(d, k) for k in ("m.jsonl", "mr.json", "cl.jsonl")}
         self.rc, out, err = run(MPI + [BIN, "train", "--config", cfg, "--model", MODEL, "--data", "markov",
                                        "--steps", "3", "--seed", "7", "--metrics", files["m.jsonl"],
-                                       "--memory-report", files["mr.json"], "--comm-log", files["cl.jsonl"]])
+                                       "--memory-report", files["mr.json"], "--comm-log", files["cl.jsonl"]], cwd=d)
         self.err = err
         rows = read_jsonl(files["m.jsonl"])
         self.L = [(r.get("loss"), r.get("grad_norm"), r.get("lr"), r.get("loss_scale"), r.get("skipped"))
@@ -124,7 +125,7 @@ class KeyTable(unittest.TestCase):
         doc = merge(BASE, json.loads(e["context"]) if e["context"] else {})
         set_path(doc, e["path"], json.loads(e["probe"]))
         cfg, d = self.write(doc)
-        crc, cout, cerr = run([BIN, "check-config", cfg, "--world-size", "2", "--model", MODEL, "--explain"])
+        crc, cout, cerr = run([BIN, "check-config", cfg, "--world-size", "2", "--model", MODEL, "--explain"], cwd=d)
         obs = Observation(cfg, d)
         key = e["path"].split(".")[-1]
         self.assertEqual(crc, obs.rc, f"check-config exit {crc} but train exit {obs.rc}\n"

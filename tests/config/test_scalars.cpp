@@ -153,8 +153,6 @@ TEST(OtherSections, KnownButUnsupportedFeatures) {  // docs/config.md rule 5
   EXPECT_REJECTED(tb(R"("compression_training": {"weight_quantization": {"shared_parameters": {"enabled": true}}})"),
                   "compression_training", "not supported");
   EXPECT_ACCEPTED(tb(R"("compression_training": {"weight_quantization": {"shared_parameters": {"enabled": false}}})"));
-  EXPECT_REJECTED(tb(R"("tensorboard": {"enabled": true})"), "tensorboard", "not supported");
-  EXPECT_REJECTED(tb(R"("wandb": {"enabled": true})"), "wandb");
   EXPECT_REJECTED(tb(R"("tensor_parallel": {"autotp_size": 2})"), "tensor parallelism");
   EXPECT_ACCEPTED(tb(R"("tensor_parallel": {"autotp_size": 0})"));
   EXPECT_REJECTED(tb(R"("hybrid_engine": {"enabled": true})"), "hybrid engine");

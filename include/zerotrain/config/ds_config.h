@@ -194,6 +194,14 @@ struct CommsLoggerConfig {
   std::vector<std::string> prof_ops;   // op names ("all_reduce", "reduce_scatter", "all_gather", ...)
 };
 
+// tensorboard / csv_monitor (DeepSpeed's monitor sections): rank 0 writes
+// output_path/job_name/ (output_path "" -> job_name relative to the working directory).
+struct MonitorConfig {
+  bool enabled = false;
+  std::string output_path;                    // DeepSpeed's default ""
+  std::string job_name = "DeepSpeedJobName";  // DeepSpeed's default
+};
+
 struct DsConfig {
   std::string source;  // the file
   int world_size = 1;
@@ -210,6 +218,8 @@ struct DsConfig {
   std::optional<DType> communication_data_type;     // nullopt: the compute dtype
   bool wall_clock_breakdown = false;  // per-step stream-timed breakdown (docs/observability.md)
   CommsLoggerConfig comms_logger;
+  MonitorConfig tensorboard;  // events.out.tfevents.* (docs/observability.md)
+  MonitorConfig csv_monitor;  // one <tag>.csv per metric
   bool memory_breakdown = false;
   bool dump_state = false;
   bool disable_allgather = false;
