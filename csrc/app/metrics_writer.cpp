@@ -73,7 +73,7 @@ void MetricsWriter::write_step(const StepStats& st, const StepThroughput& tp, in
 }
 
 void write_memory_report(const std::string& path, const ZeroEngine& engine, Communicator& comm, int stage) {
-  std::vector<std::string> per_rank = comm.gather_strings(memory_json(engine, comm.rank()).dump(), 0);
+  std::vector<std::string> per_rank = comm.gather_strings(memory_json(engine, comm.rank()).dump(), 0, "memory report");
   if (comm.rank() != 0) return;
   nlohmann::json ranks = nlohmann::json::array();
   for (const std::string& r : per_rank) ranks.push_back(nlohmann::json::parse(r));

@@ -66,6 +66,7 @@ NamedValues rank_invariants(const TrainArgs& a) {
   NamedValues out;
   for (const auto& [flag, value] : a.given) {
     if (flag == "--config" || flag == "--model") continue;  // compared by content: the same file may sit elsewhere
+    if (flag == "--tag") continue;  // checkpoint.tag_validation decides (Fail: exit 2; Warn/Ignore: rank 0's tag)
     if (!last.count(flag)) out.emplace_back(flag, "");
     last[flag] = value.empty() ? "given" : value;
   }

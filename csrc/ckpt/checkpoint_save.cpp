@@ -234,7 +234,7 @@ SavedCheckpoint save_checkpoint(ZeroEngine& engine, Communicator& comm, Device& 
     err = e.what();
   }
   const json report = {{"rank", rank}, {"file", mine.file}, {"bytes", mine.bytes}, {"xxh64", mine.xxh64}};
-  const std::vector<std::string> reports = comm.gather_strings(report.dump(), 0);
+  const std::vector<std::string> reports = comm.gather_strings(report.dump(), 0, "checkpoint shard reports");
   agree_or_throw(comm, dev, err);
 
   // 3. rank 0: meta.json, install the directory, then `latest`, then prune.

@@ -5,6 +5,8 @@
 
 #include <cmath>
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "comm_test_util.h"
@@ -124,6 +126,36 @@ TEST_F(NcclComm, AllCollectives) {
   comm_->synchronize();
   EXPECT_EQ(comm_->log().last_completed(), comm_->log().last_issued());
   comm_->verify_same_across_ranks(42, "nccl schedule");
+}
+
+// The host-side control exchanges run after the comm stream drained, in the log (so the watchdog
+// sees them) between the collectives around them, and complete in order.
+TEST_F(NcclComm, ControlExchangesAreLoggedInOrder) {
+  const int n = comm_->world_size(), r = comm_->rank();
+  DeviceBuffer x = upload({}, 4096 * sizeof(float));
+  const uint64_t before = comm_->all_reduce(x.data(), x.data(), 4096, DType::F32, ReduceOp::Sum, "before");
+  const std::vector<int64_t> mx = comm_->max_over_ranks({r, 7}, "verdict");
+  ASSERT_EQ(mx.size(), 2u);
+  EXPECT_EQ(mx[0], n - 1);
+  EXPECT_EQ(mx[1], 7);
+  const std::vector<std::string> all = comm_->gather_strings("rank " + std::to_string(r), 0, "report");
+  if (r == 0) {
+    ASSERT_EQ(all.size(), static_cast<size_t>(n));
+    for (int k = 0; k < n; ++k) EXPECT_EQ(all[k], "rank " + std::to_string(k));
+  }
+  const uint64_t after = comm_->barrier("after");
+  comm_->synchronize();
+  const CommLog& log = comm_->log();
+  EXPECT_EQ(after, before + 3);
+  const std::optional<CommRecord> m = log.find(before + 1), g = log.find(before + 2);
+  ASSERT_TRUE(m && g);
+  EXPECT_EQ(m->op, CommOp::MaxOverRanks);
+  EXPECT_EQ(m->label, "verdict");
+  EXPECT_EQ(g->op, CommOp::GatherStrings);
+  EXPECT_EQ(g->label, "report");
+  EXPECT_TRUE(m->completed() && g->completed());
+  EXPECT_LE(log.find(before)->completed_s, m->started_s);  // after the collective before it
+  EXPECT_EQ(log.last_completed(), log.last_issued());
 }
 
 }  // namespace

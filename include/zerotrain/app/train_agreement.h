@@ -14,9 +14,11 @@ namespace zt {
 using NamedValues = std::vector<std::pair<std::string, std::string>>;
 
 // What must be equal on every rank: every flag as given (a repeated flag: its last value; a
-// switch: "given") except the --config and --model paths, then "--config content" and "--model
-// content" as "xxh64 0x<16 hex>" of the file's bytes (the same file may sit at another path on
-// another node; "" when it cannot be read here: the input check reports that, naming the file).
+// switch: "given") except --tag (checkpoint.tag_validation governs it, as in DeepSpeed: Fail is
+// exit 2 naming the ranks, Warn/Ignore use rank 0's tag) and the --config and --model paths;
+// then "--config content" and "--model content" as "xxh64 0x<16 hex>" of the file's bytes (the
+// same file may sit at another path on another node; "" when it cannot be read here: the input
+// check reports that, naming the file).
 NamedValues rank_invariants(const TrainArgs& a);
 
 // The verdict over every rank's invariants (all[r] from rank r): "" when they agree; else one
