@@ -53,4 +53,5 @@ TEST(Allocator, ZeroBytesIsEmptyAndViewChecksSize) {
 TEST(Allocator, CategoryNames) {
   EXPECT_STREQ(mem_category_name(MemCategory::OptimMoments), "optimizer_moments");
   EXPECT_STREQ(mem_category_name(MemCategory::Communicator), "communicator");
+  EXPECT_STREQ(mem_category_name(MemCategory::HostActivations), "host_activations");
 }
