@@ -35,7 +35,7 @@ class InputError : public std::runtime_error {
 // kExitCommFailure (comm/communicator.h).
 constexpr int kExitInternal = 1;    // internal error: a clean one-line message
 constexpr int kExitBadInput = 2;    // bad input: the message names the input and what was expected
-constexpr int kExitStalled = 4;     // train: every step skipped for --max-skipped-steps steps in a row
+constexpr int kExitStalled = 4;     // train: training went non-finite (--max-skipped-steps in a row, or final loss NaN/Inf)
 
 }  // namespace zt
 
