@@ -29,7 +29,8 @@ DATA = "markov:vocab=64,order=1,seed=3"
 MPI = [MPIEXEC, "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np", "2",
        "-x", "OMP_NUM_THREADS=1", "-x", "OPENBLAS_NUM_THREADS=1", "-x", "OMPI_MCA_mpi_yield_when_idle=1",
        "-x", "ZT_COMM_TIMEOUT_S=120"]
-CONFIGS = ["zero2_overlap.json", "zero1.json", "zero2_small_buckets.json", "zero3_offload.json"]
+CONFIGS = ["zero2_overlap.json", "zero1.json", "zero2_small_buckets.json", "zero3_offload.json",
+           "micro1_gas8_offload_cpuckpt.json"]
 ADAMW_DEFAULT_LINE = ("optimizer: AdamW lr 0.0003 betas (0.9, 0.95) eps 1e-08 weight_decay 0.1 (client optimizer: "
                       "the defaults; a config \"optimizer\" section takes precedence); scheduler: none (constant lr)")
 
