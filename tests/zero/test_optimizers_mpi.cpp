@@ -1,4 +1,5 @@
 // Lion, Adagrad and LAMB on the ZeRO engine (CPU backend, under mpirun at 1-4 ranks):
+//  * the memory predictor counts their moments (device, and host with offload);
 //  * one rank, stage 0: the weights after a few steps equal a reference written here from the
 //    published formulas (torch.optim.Adagrad; Lion as lion-pytorch / the paper with torch.sign;
 //    LAMB as DeepSpeed's FusedLamb, per parameter tensor), fed with the gradients the engine saw;
@@ -184,5 +185,27 @@ TEST(Optimizers, LambNormsAllReduceIsPlannedAndLogged) {
       for (const CommRecord& c : r.records)
         if (c.label == "lamb norms" && c.seq >= r.first_step_seq && c.seq <= r.last_step_seq) ++logged;
       EXPECT_EQ(logged, expected ? kSteps : 0) << name_of(kind) << " stage " << stage;
+    }
+}
+
+// The memory predictor counts each optimizer's moments (Lion, Adagrad 1; LAMB 2), on the device
+// and, with offload, in host memory: predicted == measured.
+TEST(Optimizers, MomentMemoryMatchesPrediction) {
+  for (OptimizerKind kind : {OptimizerKind::Lion, OptimizerKind::Adagrad, OptimizerKind::Lamb})
+    for (bool offload : {false, true}) {
+      RunSpec s = spec_for(kind, 2);
+      s.opt.offload.optimizer = offload;
+      s.steps = 1;
+      const RunResult r = run_engine(s, MPI_COMM_WORLD);
+      const MemCategory cat = offload ? MemCategory::HostMoments : MemCategory::OptimMoments;
+      const int64_t moments = kind == OptimizerKind::Lamb ? 2 : 1;
+      bool seen = false;
+      for (const MemoryLine& l : r.memory) {
+        if (l.category != cat) continue;
+        seen = true;
+        EXPECT_EQ(l.predicted, l.measured) << name_of(kind) << (offload ? " offload" : "");
+        EXPECT_EQ(l.measured, moments * r.plan.shard_numel * 4) << name_of(kind) << (offload ? " offload" : "");
+      }
+      EXPECT_TRUE(seen) << name_of(kind);
     }
 }
