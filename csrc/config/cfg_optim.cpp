@@ -1,4 +1,5 @@
-// cfg_optim.cpp — the "optimizer" section (docs/config.md §4): type normalisation,
+// cfg_optim.cpp — the "optimizer" section (docs/config.md §4): type normalisation (Adam,
+// AdamW, SGD, Lion, Adagrad, LAMB),
 // params with DeepSpeed's defaults, the max_grad_norm rule (§4, §17.4), "auto" params.
 #include <algorithm>
 #include <cmath>
@@ -38,23 +39,25 @@ bool read_flag(Ctx& c, Section& s, const std::string& key, bool def) {
   return v;
 }
 
+void read_betas(Ctx& c, Section& s, OptimizerConfig& o) {
+  Section::Lookup l = s.take("betas");
+  if (l.present()) {
+    std::string p = s.key_path(l.key);
+    const Json& v = *l.value;
+    bool ok = v.is_array() && v.size() == 2 && v[0].is_number() && v[1].is_number();
+    if (ok) {
+      o.beta1 = v[0].get<double>();
+      o.beta2 = v[1].get<double>();
+      ok = o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1;
+    }
+    if (!ok) c.fail(p, v, "a list of two numbers in [0, 1), e.g. [0.9, 0.999]");
+  }
+  s.put_lookup("betas", Json::array({o.beta1, o.beta2}), l);
+}
+
 void read_adam_params(Ctx& c, Section& s, OptimizerConfig& o) {
   o.lr = read_number(c, s, "lr", ds_defaults::kLr, 0.0);
-  {
-    Section::Lookup l = s.take("betas");
-    if (l.present()) {
-      std::string p = s.key_path(l.key);
-      const Json& v = *l.value;
-      bool ok = v.is_array() && v.size() == 2 && v[0].is_number() && v[1].is_number();
-      if (ok) {
-        o.beta1 = v[0].get<double>();
-        o.beta2 = v[1].get<double>();
-        ok = o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1;
-      }
-      if (!ok) c.fail(p, v, "a list of two numbers in [0, 1), e.g. [0.9, 0.999]");
-    }
-    s.put_lookup("betas", Json::array({o.beta1, o.beta2}), l);
-  }
+  read_betas(c, s, o);
   o.eps = read_number(c, s, "eps", ds_defaults::kAdamEps, 0.0);
   o.weight_decay = read_number(c, s, "weight_decay", ds_defaults::kWeightDecay, 0.0);
   o.bias_correction = read_flag(c, s, "bias_correction", ds_defaults::kAdamBiasCorrection);
@@ -70,6 +73,16 @@ void read_adam_params(Ctx& c, Section& s, OptimizerConfig& o) {
   o.kind = o.decoupled_weight_decay ? ConfigOptimizerKind::kAdamW : ConfigOptimizerKind::kAdam;
 }
 
+// torch's implementation switches: null or a bool, no effect here.
+void read_torch_switches(Ctx& c, Section& s) {
+  for (const char* k : {"foreach", "fused"}) {
+    Section::Lookup l = s.take(k);
+    if (l.present() && !l.value->is_null()) to_bool_strict(c, s.key_path(l.key), *l.value);
+    s.put_lookup(k, l.present() ? *l.value : Json(nullptr), l);
+  }
+  read_flag(c, s, "differentiable", false);
+}
+
 void read_sgd_params(Ctx& c, Section& s, OptimizerConfig& o) {
   o.kind = ConfigOptimizerKind::kSGD;
   o.lr = read_number(c, s, "lr", ds_defaults::kLr, 0.0);
@@ -78,15 +91,59 @@ void read_sgd_params(Ctx& c, Section& s, OptimizerConfig& o) {
   o.weight_decay = read_number(c, s, "weight_decay", ds_defaults::kWeightDecay, 0.0);
   o.nesterov = read_flag(c, s, "nesterov", false);
   if (read_flag(c, s, "maximize", false)) c.error(s.key_path("maximize"), "true is not supported by zerotrain");
-  for (const char* k : {"foreach", "fused"}) {
-    Section::Lookup l = s.take(k);
-    if (l.present() && !l.value->is_null()) to_bool_strict(c, s.key_path(l.key), *l.value);
-    s.put_lookup(k, l.present() ? *l.value : Json(nullptr), l);
-  }
-  read_flag(c, s, "differentiable", false);
+  read_torch_switches(c, s);
   if (o.nesterov && (o.momentum <= 0 || o.dampening != 0)) {
     c.error(s.key_path("nesterov"), "true requires momentum > 0 and dampening 0 (Nesterov momentum requires a "
                                     "momentum and zero dampening)");
+  }
+}
+
+// FusedLion (set_grad_none) and DeepSpeedCPULion (fp32_optimizer_states): the union is accepted.
+void read_lion_params(Ctx& c, Section& s, OptimizerConfig& o) {
+  o.kind = ConfigOptimizerKind::kLion;
+  o.lr = read_number(c, s, "lr", ds_defaults::kLr, 0.0);
+  o.beta2 = ds_defaults::kLionBeta2;
+  read_betas(c, s, o);
+  o.weight_decay = read_number(c, s, "weight_decay", ds_defaults::kWeightDecay, 0.0);
+  read_flag(c, s, "set_grad_none", true);
+  read_flag(c, s, "fp32_optimizer_states", true);
+}
+
+// torch.optim.Adagrad (no offload) and DeepSpeedCPUAdagrad (offload): the union is accepted.
+void read_adagrad_params(Ctx& c, Section& s, OptimizerConfig& o) {
+  o.kind = ConfigOptimizerKind::kAdagrad;
+  o.lr = read_number(c, s, "lr", ds_defaults::kAdagradLr, 0.0);
+  o.lr_decay = read_number(c, s, "lr_decay", 0.0, 0.0);
+  o.weight_decay = read_number(c, s, "weight_decay", ds_defaults::kWeightDecay, 0.0);
+  o.initial_accumulator_value = read_number(c, s, "initial_accumulator_value", 0.0, 0.0);
+  o.eps = read_number(c, s, "eps", ds_defaults::kAdagradEps, 0.0);
+  if (read_flag(c, s, "maximize", false)) c.error(s.key_path("maximize"), "true is not supported by zerotrain");
+  if (read_flag(c, s, "amsgrad", false)) c.error(s.key_path("amsgrad"), "true is not supported (Adagrad has no AMSGrad variant)");
+  read_flag(c, s, "fp32_optimizer_states", true);
+  read_torch_switches(c, s);
+}
+
+// FusedLamb. DeepSpeed's engine requires dynamic loss scaling with it.
+void read_lamb_params(Ctx& c, Section& s, OptimizerConfig& o) {
+  o.kind = ConfigOptimizerKind::kLamb;
+  o.lr = read_number(c, s, "lr", ds_defaults::kLr, 0.0);
+  o.bias_correction = read_flag(c, s, "bias_correction", ds_defaults::kAdamBiasCorrection);
+  read_betas(c, s, o);
+  o.eps = read_number(c, s, "eps", ds_defaults::kAdamEps, 0.0);
+  o.eps_inside_sqrt = read_flag(c, s, "eps_inside_sqrt", false);
+  o.weight_decay = read_number(c, s, "weight_decay", ds_defaults::kWeightDecay, 0.0);
+  o.max_coeff = read_number(c, s, "max_coeff", ds_defaults::kLambMaxCoeff, 0.0);
+  o.min_coeff = read_number(c, s, "min_coeff", ds_defaults::kLambMinCoeff, 0.0);
+  if (read_flag(c, s, "amsgrad", false)) {
+    c.error(s.key_path("amsgrad"), "true is not supported (DeepSpeed's FusedLamb rejects it too)");
+  }
+  if (o.min_coeff > o.max_coeff) {
+    c.error(s.key_path("min_coeff"), "must be <= max_coeff (" + describe(Json(o.max_coeff)) + "): the trust ratio is "
+                                     "clamped to [min_coeff, max_coeff]");
+  }
+  if (c.cfg.fp16.enabled && !c.cfg.fp16.dynamic()) {
+    c.error("optimizer.type", "LAMB requires dynamic loss scaling (fp16.loss_scale 0), as in DeepSpeed; found a static "
+                              "fp16.loss_scale of " + describe(Json(c.cfg.fp16.loss_scale)));
   }
 }
 
@@ -119,15 +176,24 @@ void read_optimizer(Ctx& c, Section& top) {
   } else {
     o.type = given;
   }
-  if (o.type != "adam" && o.type != "adamw" && o.type != "SGD") {
+  const bool supported = o.type == "adam" || o.type == "adamw" || o.type == "SGD" || o.type == "lion" ||
+                         o.type == "adagrad" || o.type == "lamb";
+  if (!supported) {
+    const std::string kinds = "\"Adam\", \"AdamW\", \"SGD\", \"Lion\", \"Adagrad\" or \"LAMB\"";
+    if (o.type == "onebitadam" || o.type == "zerooneadam" || o.type == "onebitlamb") {
+      c.fail("optimizer.type", *lt.value, kinds + " (" + given + " is one of DeepSpeed's compressed-communication "
+             "optimizers, which replace the gradient all-reduce with 1-bit error-compensated exchanges; DeepSpeed "
+             "refuses them with ZeRO, and zerotrain, whose every stage is ZeRO, does not implement them)",
+             o.type == "onebitlamb" ? "use \"LAMB\"" : "use \"Adam\" or \"AdamW\"");
+    }
     bool ds_known = std::find(std::begin(kDsLowerNames), std::end(kDsLowerNames), o.type) != std::end(kDsLowerNames) ||
                     std::find(std::begin(kTorchOptimNames), std::end(kTorchOptimNames), o.type) != std::end(kTorchOptimNames);
     if (ds_known) {
-      c.fail("optimizer.type", *lt.value, "\"Adam\", \"AdamW\" or \"SGD\" (" + given + " is a DeepSpeed optimizer "
-             "that is not supported by zerotrain)");
+      c.fail("optimizer.type", *lt.value, kinds + " (" + given + " is a DeepSpeed optimizer that is not supported by "
+             "zerotrain)");
     }
     std::string near = nearest_key(given, {"Adam", "AdamW", "SGD", "Adagrad", "Lamb", "Lion", "OneBitAdam"});
-    c.fail("optimizer.type", *lt.value, "\"Adam\", \"AdamW\" or \"SGD\" (DeepSpeed does not know `" + given + "` either)",
+    c.fail("optimizer.type", *lt.value, kinds + " (DeepSpeed does not know `" + given + "` either)",
            near.empty() ? "" : "did you mean `" + near + "`?");
   }
   Json params_in = Json::object();
@@ -150,6 +216,9 @@ void read_optimizer(Ctx& c, Section& top) {
   }
   Section ps(c, &params_in, "optimizer.params", Section::Kind::kStrict);
   if (o.type == "SGD") read_sgd_params(c, ps, o);
+  else if (o.type == "lion") read_lion_params(c, ps, o);
+  else if (o.type == "adagrad") read_adagrad_params(c, ps, o);
+  else if (o.type == "lamb") read_lamb_params(c, ps, o);
   else read_adam_params(c, ps, o);
   ps.finish();
   if (has_mgn) {

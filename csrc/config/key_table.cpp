@@ -38,6 +38,8 @@ const char* const kOffloadParam =
     R"({"zero_optimization":{"stage":3,"stage3_param_persistence_threshold":0,"offload_optimizer":{"device":"cpu"},"offload_param":{"device":"cpu"}}})";
 const char* const kAdam = R"({"optimizer":{"type":"Adam","params":{"weight_decay":0.1}}})";
 const char* const kSgd = R"({"optimizer":{"type":"SGD","params":{"momentum":0.9}}})";
+const char* const kAdagrad = R"({"optimizer":{"type":"Adagrad","params":{"lr":0.01}}})";
+const char* const kLamb = R"({"optimizer":{"type":"LAMB","params":{"lr":0.01}}})";
 const char* const kWarmupLR = R"({"scheduler":{"type":"WarmupLR","params":{"warmup_num_steps":4}}})";
 const char* const kDecayLR = R"({"scheduler":{"type":"WarmupDecayLR","params":{"warmup_num_steps":1,"total_num_steps":4}}})";
 const char* const kCosineLR = R"({"scheduler":{"type":"WarmupCosineLR","params":{"warmup_num_steps":3,"total_num_steps":4}}})";
@@ -71,7 +73,8 @@ std::vector<KeyEntry> build_top_level() {
       impl("memory_breakdown", "prints the memory report at start-up and at the end", "true", "O"),
       rejected("graph_harvesting", "no CUDA graph capture", "true"),
       unused("dataloader_drop_last", "zerotrain's data sources always yield whole micro-batches", "true"),
-      unused("zero_allow_untested_optimizer", "zerotrain has only Adam, AdamW and SGD, all tested with ZeRO", "true"),
+      unused("zero_allow_untested_optimizer",
+             "every zerotrain optimizer (Adam, AdamW, SGD, Lion, Adagrad, LAMB) is tested with every ZeRO stage", "true"),
       unused("zero_force_ds_cpu_optimizer", "with offload zerotrain always runs its own CPU optimizer", "false"),
       unused("use_data_before_expert_parallelism", kNoMoE, "true"),
       unused("log_level", "zerotrain's log has one level; warnings and errors always print", "\"debug\""),
@@ -209,7 +212,7 @@ std::vector<KeyEntry> build_zero() {
 std::vector<KeyEntry> build_optimizer_scheduler() {
   const std::string p = "optimizer.params.", s = "scheduler.params.";
   return {
-      impl("optimizer.type", "Adam, AdamW or SGD", "\"SGD\"", "LM"),
+      impl("optimizer.type", "Adam, AdamW, SGD, Lion, Adagrad or LAMB", "\"SGD\"", "LM"),
       impl(p + "lr", "learning rate", "0.01", "L"),
       impl(p + "betas", "Adam's beta1, beta2", "[0.5,0.9]", "L"),
       impl(p + "eps", "Adam's epsilon", "0.001", "L"),
@@ -225,6 +228,11 @@ std::vector<KeyEntry> build_optimizer_scheduler() {
       impl(p + "dampening", "SGD dampening", "0.5", "L", kSgd),
       impl(p + "nesterov", "SGD Nesterov momentum", "true", "L", kSgd),
       rejected(p + "maximize", "maximizing SGD", "true", kSgd),
+      impl(p + "lr_decay", "Adagrad: lr / (1 + (step - 1) lr_decay)", "0.5", "L", kAdagrad),
+      impl(p + "initial_accumulator_value", "Adagrad: starting sum of squared gradients", "1.0", "L", kAdagrad),
+      impl(p + "max_coeff", "LAMB: upper bound of the trust ratio", "0.02", "L", kLamb),
+      impl(p + "min_coeff", "LAMB: lower bound of the trust ratio", "0.5", "L", kLamb),
+      impl(p + "eps_inside_sqrt", "LAMB: eps under the square root of the second moment", "true", "L", kLamb),
       unused(p + "foreach", "a torch implementation switch", "true", kSgd),
       unused(p + "differentiable", "a torch implementation switch", "true", kSgd),
       unused(p + "fused", "a torch implementation switch", "true", kSgd),

@@ -1,5 +1,5 @@
 // optim_inputs.cpp — the `optimizer` section's params as OptimizerHparams (type resolution,
-// FusedAdam / torch SGD defaults and checks; docs/config.md §4).
+// FusedAdam / torch SGD / FusedLion / torch Adagrad / FusedLamb defaults and checks; docs/config.md §4).
 #include "zerotrain/config/optim_inputs.h"
 
 #include <algorithm>
@@ -26,8 +26,7 @@ void reject_max_grad_norm(const Json& params) {
         "using the deepspeed parameter 'gradient_clipping'");
 }
 
-void parse_adam(ParamReader& r, OptimizerHparams& h) {
-  h.lr = r.number("lr", ds_defaults::kLr);
+void read_betas(ParamReader& r, OptimizerHparams& h) {
   if (const Json* betas = r.raw("betas")) {
     if (!betas->is_array() || betas->size() != 2 || !(*betas)[0].is_number() || !(*betas)[1].is_number() ||
         (*betas)[0].is_boolean() || (*betas)[1].is_boolean())
@@ -35,6 +34,11 @@ void parse_adam(ParamReader& r, OptimizerHparams& h) {
     h.beta1 = (*betas)[0].get<double>();
     h.beta2 = (*betas)[1].get<double>();
   }
+}
+
+void parse_adam(ParamReader& r, OptimizerHparams& h) {
+  h.lr = r.number("lr", ds_defaults::kLr);
+  read_betas(r, h);
   h.eps = r.number("eps", ds_defaults::kAdamEps);
   h.weight_decay = r.number("weight_decay", ds_defaults::kWeightDecay);
   h.bias_correction = r.boolean("bias_correction", ds_defaults::kAdamBiasCorrection);
@@ -65,33 +69,94 @@ void parse_sgd(ParamReader& r, OptimizerHparams& h) {
     throw InputError(r.where() + ".nesterov: Nesterov momentum requires a momentum > 0 and zero dampening");
 }
 
+void check_non_negative(ParamReader& r, const char* key, double v) {
+  if (v < 0) throw InputError(r.where() + "." + key + ": must be >= 0, found " + std::to_string(v));
+}
+
+void parse_lion(ParamReader& r, OptimizerHparams& h) {
+  h.lr = r.number("lr", ds_defaults::kLr);
+  h.beta2 = ds_defaults::kLionBeta2;
+  read_betas(r, h);
+  h.weight_decay = r.number("weight_decay", ds_defaults::kWeightDecay);
+  r.boolean("set_grad_none", true);          // FusedLion: memory policy only
+  r.boolean("fp32_optimizer_states", true);  // DeepSpeedCPULion: zerotrain's states are fp32
+  check_non_negative(r, "lr", h.lr);
+  check_non_negative(r, "weight_decay", h.weight_decay);
+}
+
+void parse_adagrad(ParamReader& r, OptimizerHparams& h) {
+  h.lr = r.number("lr", ds_defaults::kAdagradLr);
+  h.lr_decay = r.number("lr_decay", 0.0);
+  h.weight_decay = r.number("weight_decay", ds_defaults::kWeightDecay);
+  h.initial_accumulator_value = r.number("initial_accumulator_value", 0.0);
+  h.eps = r.number("eps", ds_defaults::kAdagradEps);
+  if (r.boolean("maximize", false)) throw InputError(r.where() + ".maximize: true is not supported");
+  if (r.boolean("amsgrad", false)) throw InputError(r.where() + ".amsgrad: true is not supported");
+  r.boolean("fp32_optimizer_states", true);
+  for (const char* k : {"foreach", "differentiable", "fused"}) r.accept(k);
+  for (auto [k, v] : {std::pair<const char*, double>{"lr", h.lr}, {"lr_decay", h.lr_decay},
+                      {"weight_decay", h.weight_decay}, {"initial_accumulator_value", h.initial_accumulator_value},
+                      {"eps", h.eps}})
+    check_non_negative(r, k, v);
+}
+
+void parse_lamb(ParamReader& r, OptimizerHparams& h) {
+  h.lr = r.number("lr", ds_defaults::kLr);
+  h.bias_correction = r.boolean("bias_correction", ds_defaults::kAdamBiasCorrection);
+  read_betas(r, h);
+  h.eps = r.number("eps", ds_defaults::kAdamEps);
+  h.eps_inside_sqrt = r.boolean("eps_inside_sqrt", false);
+  h.weight_decay = r.number("weight_decay", ds_defaults::kWeightDecay);
+  h.max_coeff = r.number("max_coeff", ds_defaults::kLambMaxCoeff);
+  h.min_coeff = r.number("min_coeff", ds_defaults::kLambMinCoeff);
+  if (r.boolean("amsgrad", false))
+    throw InputError(r.where() + ".amsgrad: true is not supported (DeepSpeed's FusedLamb rejects it too)");
+  if (h.bias_correction && (h.beta1 >= 1.0 || h.beta2 >= 1.0))
+    throw InputError(r.where() + ".betas: must be < 1 with bias_correction (1 - beta^t would be 0)");
+  if (h.min_coeff > h.max_coeff)
+    throw InputError(r.where() + ".min_coeff: must be <= max_coeff (the trust ratio is clamped to [min_coeff, max_coeff])");
+}
+
 }  // namespace
 
 OptimizerHparams parse_optimizer(const std::string& type, const Json& params) {
   if (type.empty())
-    throw InputError("optimizer.type: missing; zerotrain needs an optimizer (Adam, AdamW or SGD)");
+    throw InputError("optimizer.type: missing; zerotrain needs an optimizer (Adam, AdamW, SGD, Lion, Adagrad or LAMB)");
   OptimizerHparams h;
   std::string low = lower(type);
-  static const char* kDeepSpeedOthers[] = {"adagrad", "lamb", "onebitadam", "zerooneadam", "onebitlamb",
-                                           "muadam",  "muadamw", "musgd",   "lion",       "muon"};
+  static const char* kDeepSpeedOthers[] = {"onebitadam", "zerooneadam", "onebitlamb", "muadam", "muadamw", "musgd", "muon"};
+  static const char* kSupported = "(supported: Adam, AdamW, SGD, Lion, Adagrad, LAMB)";
   if (low == "adam" || low == "adamw") {
     h.kind = OptimizerKind::Adam;
     h.type = low;
   } else if (type == "SGD") {
     h.kind = OptimizerKind::SGD;
     h.type = "SGD";
+  } else if (low == "lion" || low == "adagrad" || low == "lamb") {
+    h.kind = low == "lion" ? OptimizerKind::Lion : low == "adagrad" ? OptimizerKind::Adagrad : OptimizerKind::Lamb;
+    h.type = low;
   } else {
+    if (low == "onebitadam" || low == "zerooneadam" || low == "onebitlamb")
+      throw InputError("optimizer.type: '" + type + "' is a DeepSpeed compressed-communication optimizer (1-bit / 0-1 "
+                       "error-compensated gradient exchange), which DeepSpeed refuses with ZeRO and zerotrain does not "
+                       "implement " + kSupported);
     for (const char* other : kDeepSpeedOthers) {
       if (low == other)
-        throw InputError("optimizer.type: '" + type + "' is a DeepSpeed optimizer that zerotrain does not support "
-                         "(supported: Adam, AdamW, SGD)");
+        throw InputError("optimizer.type: '" + type + "' is a DeepSpeed optimizer that zerotrain does not support " +
+                         kSupported);
     }
     std::string hint = low == "sgd" ? " (did you mean 'SGD'? torch optimizer names are case-sensitive)" : "";
-    throw InputError("optimizer.type: '" + type + "' is not supported (supported: Adam, AdamW, SGD)" + hint);
+    throw InputError("optimizer.type: '" + type + "' is not supported " + kSupported + hint);
   }
   reject_max_grad_norm(params);
   ParamReader r(params, "optimizer.params", "optimizer " + type);
-  if (h.kind == OptimizerKind::Adam) parse_adam(r, h); else parse_sgd(r, h);
+  switch (h.kind) {
+    case OptimizerKind::Adam: parse_adam(r, h); break;
+    case OptimizerKind::SGD: parse_sgd(r, h); break;
+    case OptimizerKind::Lion: parse_lion(r, h); break;
+    case OptimizerKind::Adagrad: parse_adagrad(r, h); break;
+    case OptimizerKind::Lamb: parse_lamb(r, h); break;
+  }
   r.reject_unknown();
   return h;
 }

@@ -1,4 +1,4 @@
-// host_adam.cpp — host_optim::adam_step / sgd_step: validation, the thread split, the ISA
+// host_adam.cpp — host_optim::adam_step / sgd_step / lion_step / adagrad_step: validation, the thread split, the ISA
 // dispatch and the scalar kernels (which also run every SIMD tail). Baseline x86-64 code.
 #include <omp.h>
 
@@ -187,6 +187,82 @@ void sgd_step(HostThreadPool& pool, const TensorView& p, const TensorView& momen
       if (has_buf) store_at(momentum, i, buf);
       if (has_out) store_at(param_out, i, pv);
     }
+  });
+}
+
+// ---- Lion and Adagrad ----------------------------------------------------------------------
+
+namespace {
+
+// zero_ops' CPU kernels over [begin, end): one state, out = the unrounded updated p.
+template <typename Update>
+void state_scalar(const TensorView& p, const TensorView& s, const TensorView& g, float grad_scale,
+                  const TensorView& out, int64_t begin, int64_t end, const Update& update) {
+  for (int64_t i = begin; i < end; ++i) {
+    float pv = load_at(p, i), sv = load_at(s, i);
+    update(pv, sv, grad_scale * load_at(g, i));
+    store_at(p, i, pv);
+    store_at(s, i, sv);
+    if (out.data) store_at(out, i, pv);
+  }
+}
+
+detail::StateArgs state_args(Isa isa, const char* op, const TensorView& p, const TensorView& s, const TensorView& g,
+                             float grad_scale, const TensorView& out) {
+  const int64_t n = p.numel();
+  check_host(p, "p", n), check_host(s, "state", n), check_host(g, "g", n);
+  if (out.data) check_host(out, "param_out", n);
+  ZT_CHECK(is_master_dtype(p.dtype) && is_master_dtype(s.dtype),
+           std::string("host_optim::") + op + ": p and its state must be fp32 or bf16, got " + dtype_name(p.dtype) +
+               " and " + dtype_name(s.dtype));
+  ZT_CHECK(isa_supported(isa), std::string("host_optim::") + op + ": ISA " + isa_name(isa) + " not supported by this CPU");
+  detail::StateArgs a{};
+  a.p = p.data, a.s = s.data, a.g = g.data, a.out = out.data;
+  a.pt = static_cast<uint8_t>(p.dtype), a.st = static_cast<uint8_t>(s.dtype), a.gt = static_cast<uint8_t>(g.dtype);
+  a.ot = out.data ? static_cast<uint8_t>(out.dtype) : uint8_t{detail::kNone};
+  a.grad_scale = grad_scale;
+  return a;
+}
+
+// Whole vectors of [begin, end) on the isa's kernel, the rest (and everything at Scalar) on `scalar`.
+template <typename Scalar>
+void state_range(Isa isa, const detail::StateArgs& a, int64_t begin, int64_t end,
+                 void (*avx2)(const detail::StateArgs&, int64_t, int64_t),
+                 void (*avx512)(const detail::StateArgs&, int64_t, int64_t), const Scalar& scalar) {
+  void (*vec)(const detail::StateArgs&, int64_t, int64_t) = nullptr;
+  int64_t width = 1;
+  if (isa == Isa::Avx512) vec = avx512, width = detail::kAvx512Width;
+  if (isa == Isa::Avx2) vec = avx2, width = detail::kAvx2Width;
+  const int64_t vec_end = begin + (end - begin) / width * width;
+  if (vec != nullptr && vec_end > begin) vec(a, begin, vec_end);
+  scalar(vec != nullptr ? vec_end : begin, end);
+}
+
+}  // namespace
+
+void lion_step(HostThreadPool& pool, Isa isa, const TensorView& p, const TensorView& m, const TensorView& g,
+               float grad_scale, const optim::LionParams& a, const TensorView& param_out) {
+  detail::StateArgs args = state_args(isa, "lion_step", p, m, g, grad_scale, param_out);
+  args.lr = a.lr, args.beta1 = a.beta1, args.beta2 = a.beta2, args.after_decay = a.after_decay;
+  if (p.numel() == 0) return;
+  for_blocks(pool, p.numel(), [&](int64_t begin, int64_t end) {
+    state_range(isa, args, begin, end, detail::lion_avx2, detail::lion_avx512, [&](int64_t b, int64_t e) {
+      state_scalar(p, m, g, grad_scale, param_out, b, e,
+                   [&](float& pv, float& mv, float gv) { optim::lion_update(pv, mv, gv, a); });
+    });
+  });
+}
+
+void adagrad_step(HostThreadPool& pool, Isa isa, const TensorView& p, const TensorView& sum, const TensorView& g,
+                  float grad_scale, const optim::AdagradParams& a, const TensorView& param_out) {
+  detail::StateArgs args = state_args(isa, "adagrad_step", p, sum, g, grad_scale, param_out);
+  args.clr = a.clr, args.eps = a.eps, args.weight_decay = a.weight_decay;
+  if (p.numel() == 0) return;
+  for_blocks(pool, p.numel(), [&](int64_t begin, int64_t end) {
+    state_range(isa, args, begin, end, detail::adagrad_avx2, detail::adagrad_avx512, [&](int64_t b, int64_t e) {
+      state_scalar(p, sum, g, grad_scale, param_out, b, e,
+                   [&](float& pv, float& sv, float gv) { optim::adagrad_update(pv, sv, gv, a); });
+    });
   });
 }
 

@@ -1,10 +1,10 @@
-// host_adam_simd.h — the Adam loop written once over a vector-traits type V, included by each
+// host_adam_simd.h — the Adam, Lion and Adagrad loops written once over a vector-traits type V, included by each
 // SIMD translation unit after it defines its V (host_adam_avx2.cpp, host_adam_avx512.cpp).
 // Everything here is in an anonymous namespace: each including file gets its own copy,
 // compiled with its own flags (see host_adam_kernels.h for why that matters).
 //
 // V provides: type F (W float lanes), constant W, set1/add/sub/mul/div/sqrt (one IEEE
-// operation each, no FMA), and load/store for the storage tags below plus bf16_round (value
+// operation each, no FMA), sign (torch.sign by compares and blends), and load/store for the storage tags below plus bf16_round (value
 // of from_f32<bf16>(x) read back as fp32).
 //
 // The arithmetic is math::adam_update, operation by operation, in its evaluation order:
@@ -119,21 +119,81 @@ void with_master_tag(uint8_t code, Fn&& f) {
   else f(F32Tag{});
 }
 
-template <class V>
-void adam_dispatch(const AdamArgs& a, int64_t begin, int64_t end) {
-  // Each tag type is named in the lambda that receives it (decltype of a captured parameter in
-  // a nested generic lambda can come out as a reference with GCC).
-  with_master_tag(a.pt, [&](auto pt) {
-    using P = decltype(pt);
-    with_master_tag(a.st, [&](auto st) {
-      using M = decltype(st);
-      with_tag(a.gt, [&](auto gt) {
-        using G = decltype(gt);
-        with_tag(a.ot, [&](auto ot) {
-          if constexpr (!__is_same(G, NoneTag)) adam_loop<V, P, M, G, decltype(ot)>(a, begin, end);
+// optim::lion_update, operation by operation:
+//   g = to_f32(g) * grad_scale;  c = b1 * m + (1 - b1) * g;  p = p * after_decay - lr * sign(c)
+//   m = b2 * m + (1 - b2) * g
+// sign is V::sign: +1 / -1, c itself for ±0 and NaN.
+template <class V, class P, class S, class G, class O>
+void lion_loop(const StateArgs& a, int64_t begin, int64_t end) {
+  using F = typename V::F;
+  const F gs = V::set1(a.grad_scale), lr = V::set1(a.lr), ad = V::set1(a.after_decay);
+  const F b1 = V::set1(a.beta1), b2 = V::set1(a.beta2);
+  const F omb1 = V::set1(1.0f - a.beta1), omb2 = V::set1(1.0f - a.beta2);
+  for (int64_t i = begin; i < end; i += V::W) {
+    F p = V::load(P{}, a.p, i), m = V::load(S{}, a.s, i);
+    const F g = V::mul(V::load(G{}, a.g, i), gs);
+    const F c = V::add(V::mul(b1, m), V::mul(omb1, g));
+    p = V::sub(V::mul(p, ad), V::mul(lr, V::sign(c)));
+    m = V::add(V::mul(b2, m), V::mul(omb2, g));
+    V::store(P{}, a.p, i, p);
+    V::store(S{}, a.s, i, m);
+    if constexpr (!__is_same(O, NoneTag)) V::store(O{}, a.out, i, p);
+  }
+}
+
+// optim::adagrad_update, operation by operation:
+//   g = to_f32(g) * grad_scale;  wd != 0: g = g + wd * p;  s = s + g * g
+//   p = p - clr * (g / (sqrt(s) + eps))
+template <class V, class P, class S, class G, class O>
+void adagrad_loop(const StateArgs& a, int64_t begin, int64_t end) {
+  using F = typename V::F;
+  const F gs = V::set1(a.grad_scale), clr = V::set1(a.clr), eps = V::set1(a.eps), wd = V::set1(a.weight_decay);
+  const bool decay = a.weight_decay != 0.0f;
+  for (int64_t i = begin; i < end; i += V::W) {
+    F p = V::load(P{}, a.p, i), s = V::load(S{}, a.s, i);
+    F g = V::mul(V::load(G{}, a.g, i), gs);
+    if (decay) g = V::add(g, V::mul(wd, p));
+    s = V::add(s, V::mul(g, g));
+    p = V::sub(p, V::mul(clr, V::div(g, V::add(V::sqrt(s), eps))));
+    V::store(P{}, a.p, i, p);
+    V::store(S{}, a.s, i, s);
+    if constexpr (!__is_same(O, NoneTag)) V::store(O{}, a.out, i, p);
+  }
+}
+
+// Calls f(P{}, S{}, G{}, O{}) with the storage tags of the operands' dtype codes (p and the
+// states: F32 or BF16, checked by the dispatcher, so only those are instantiated; g never none).
+// Each tag type is named in the lambda that receives it (decltype of a captured parameter in a
+// nested generic lambda can come out as a reference with GCC).
+template <class Fn>
+void with_operand_tags(uint8_t pt, uint8_t st, uint8_t gt, uint8_t ot, Fn&& f) {
+  with_master_tag(pt, [&](auto p) {
+    using P = decltype(p);
+    with_master_tag(st, [&](auto s) {
+      using S = decltype(s);
+      with_tag(gt, [&](auto g) {
+        using G = decltype(g);
+        with_tag(ot, [&](auto o) {
+          if constexpr (!__is_same(G, NoneTag)) f(P{}, S{}, G{}, decltype(o){});
         });
       });
     });
+  });
+}
+
+template <class V>
+void adam_dispatch(const AdamArgs& a, int64_t begin, int64_t end) {
+  with_operand_tags(a.pt, a.st, a.gt, a.ot, [&](auto p, auto s, auto g, auto o) {
+    adam_loop<V, decltype(p), decltype(s), decltype(g), decltype(o)>(a, begin, end);
+  });
+}
+
+// lion_loop or adagrad_loop for the operands' dtypes.
+template <class V>
+void state_dispatch(const StateArgs& a, int64_t begin, int64_t end, bool lion) {
+  with_operand_tags(a.pt, a.st, a.gt, a.ot, [&](auto p, auto s, auto g, auto o) {
+    if (lion) lion_loop<V, decltype(p), decltype(s), decltype(g), decltype(o)>(a, begin, end);
+    else adagrad_loop<V, decltype(p), decltype(s), decltype(g), decltype(o)>(a, begin, end);
   });
 }
 

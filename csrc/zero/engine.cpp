@@ -1,6 +1,7 @@
 // engine.cpp — ZeroEngine set-up: the plan from the options, the start-up schedule check, the
 // model states each stage keeps, and the parts that execute the schedule.
 #include <algorithm>
+#include <cstring>
 
 #include "engine_impl.h"
 #include "zerotrain/zero/memory_predict.h"
@@ -23,10 +24,28 @@ ModelStates::ModelStates(const EngineContext& cx) {
     return host ? FlatBuffer::host(cx.dev, t, n, host_cat, o.offload.pin_memory) : FlatBuffer(cx.dev, t, n, device_cat);
   };
   master = optimizer_state(o.master_dtype, MemCategory::Master, MemCategory::HostMaster);
-  const bool adam = o.optimizer.kind == OptimizerKind::Adam;
-  const bool momentum = o.optimizer.kind == OptimizerKind::SGD && o.optimizer.momentum != 0.0;
-  if (adam || momentum) exp_avg = optimizer_state(o.moments_dtype, MemCategory::OptimMoments, MemCategory::HostMoments);
-  if (adam) exp_avg_sq = optimizer_state(o.moments_dtype, MemCategory::OptimMoments, MemCategory::HostMoments);
+  const int moments = o.optimizer.moment_count();
+  if (moments >= 1) exp_avg = optimizer_state(o.moments_dtype, MemCategory::OptimMoments, MemCategory::HostMoments);
+  if (moments >= 2) exp_avg_sq = optimizer_state(o.moments_dtype, MemCategory::OptimMoments, MemCategory::HostMoments);
+  if (o.optimizer.kind == OptimizerKind::Adagrad && o.optimizer.initial_accumulator_value != 0.0)
+    fill_state(cx, exp_avg, static_cast<float>(o.optimizer.initial_accumulator_value));
+}
+
+// Every element of `buf` (padding included) = value, through a pageable host block of at most
+// 1M elements (no tracked allocation).
+void fill_state(const EngineContext& cx, FlatBuffer& buf, float value) {
+  const int64_t n = buf.numel(), block = std::min<int64_t>(n, int64_t{1} << 20);
+  if (n == 0) return;
+  std::vector<float> f32(static_cast<size_t>(block), value);
+  std::vector<uint8_t> host(static_cast<size_t>(block) * dtype_size(buf.dtype()));
+  convert(f32.data(), DType::F32, host.data(), buf.dtype(), static_cast<size_t>(block));
+  for (int64_t at = 0; at < n; at += block) {
+    const int64_t k = std::min(block, n - at);
+    const TensorView dst = buf.view({at, k});
+    if (dst.device == DeviceKind::CPU) std::memcpy(dst.data, host.data(), dst.nbytes());
+    else copy_view(cx.dev, dst, TensorView(host.data(), buf.dtype(), {k}), cx.compute, CopyKind::HostToDevice);
+  }
+  cx.compute.synchronize();  // the host block dies with this scope
 }
 
 ZeroEngine::Impl::Impl(ZeroEngine& o, Model& m, Device& d, Stream& c, Communicator& k, std::unique_ptr<LrSchedule> s)
@@ -36,6 +55,7 @@ ZeroEngine::Impl::Impl(ZeroEngine& o, Model& m, Device& d, Stream& c, Communicat
       grad_sync(cx, states),
       param_sync(make_param_sync(cx, states)),
       host_optimizer(o.opt_.offload.optimizer ? std::make_unique<HostOptimizer>(cx, states) : nullptr),
+      lamb(o.opt_.optimizer.needs_param_norms() ? std::make_unique<LambNorms>(cx, states) : nullptr),
       exchange(cx),
       sched(std::move(s)),
       scaler(o.opt_.loss_scaler) {

@@ -33,10 +33,8 @@ void drain(EngineContext& cx) {
 }  // namespace
 
 std::vector<ZeroEngine::CheckpointState> ZeroEngine::checkpoint_states() const {
-  const bool adam = opt_.optimizer.kind == OptimizerKind::Adam;
   std::vector<CheckpointState> out{{"master", opt_.master_dtype}};
-  if (impl_->states.exp_avg) out.push_back({adam ? "exp_avg" : "momentum", opt_.moments_dtype});
-  if (impl_->states.exp_avg_sq) out.push_back({"exp_avg_sq", opt_.moments_dtype});
+  for (const std::string& name : opt_.optimizer.moment_names()) out.push_back({name, opt_.moments_dtype});
   return out;
 }
 

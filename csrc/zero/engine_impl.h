@@ -69,8 +69,10 @@ struct ModelStates {
   FlatBuffer grads;                 // plan.grad_dtype, plan.flow.grads layout (stages 2-3: the shard accumulator)
   std::vector<FlatBuffer> staged;   // plan.staged_grads: per parameter, compute dtype, written by backward
   FlatBuffer master;                // opt.master_dtype, plan.flow.optimizer layout
-  FlatBuffer exp_avg, exp_avg_sq;   // opt.moments_dtype; exp_avg is SGD's momentum buffer
+  FlatBuffer exp_avg, exp_avg_sq;   // opt.moments_dtype, OptimizerHparams::moment_names() order:
+                                    // exp_avg is SGD's momentum and Adagrad's sum of squares
 };
+void fill_state(const EngineContext& cx, FlatBuffer& buf, float value);
 
 class GradSync {
  public:
@@ -142,11 +144,42 @@ std::vector<OptimizerChunk> optimizer_chunks(const ZeroPlan& plan, int rank, int
 
 // One step's optimizer arguments, the same for every chunk.
 struct OptimizerStep {
-  bool adam = true;
+  OptimizerKind kind = OptimizerKind::Adam;
   math::AdamParams adam_params{};
   optim::SgdParams sgd_params{};
+  optim::LionParams lion_params{};
+  optim::AdagradParams adagrad_params{};
+  optim::LambParams lamb_params{};
   bool first_step = false;   // SGD: momentum buffer starts from the gradient
   float grad_scale = 1;      // post-reduction average × clip coefficient × 1/loss scale
+};
+
+// LAMB's trust ratios (engine_lamb.cpp). The pieces of each parameter this rank updates (a
+// parameter ∩ the rank's updated range of its bucket: at most one per parameter, since a bucket
+// never splits a parameter and a rank's slice is contiguous) give partial squared norms of the
+// weights and of the update direction, in double; at stages 1-3 they are summed over the ranks
+// by one all-reduce of a [2 x num_params] fp32 vector ("lamb norms"), then every rank computes
+// the same ratio per parameter (optim::lamb_ratio).
+class LambNorms {
+ public:
+  struct Piece {
+    int param = 0;
+    ElemRange master, params;  // in the optimizer's and the params' layouts
+  };
+  LambNorms(EngineContext& cx, const ModelStates& st);
+  const std::vector<Piece>& pieces() const { return pieces_; }
+  // After phase 1 (moments updated): one ratio per parameter (1 for parameters with no piece
+  // anywhere). host: the master and moments are host memory (offload), normed on this thread.
+  std::vector<float> ratios(const optim::LambParams& a, bool host);
+
+ private:
+  EngineContext& cx_;
+  const ModelStates& st_;
+  std::vector<Piece> pieces_;
+  DeviceBuffer sq_;       // [2 x P] doubles: ||p||², ||u||² of this rank's piece of each parameter
+  DeviceBuffer wire_;     // [2 x P] fp32: the same, summed across ranks
+  DeviceBuffer host_;     // pinned: [2 x P] doubles, then [2 x P] fp32
+  std::unique_ptr<Event> ready_, host_ready_;
 };
 
 // ZeRO-Offload's update_owned_shard (engine_offload.cpp): master + moments in host memory,
@@ -155,7 +188,7 @@ class HostOptimizer {
  public:
   HostOptimizer(EngineContext& cx, ModelStates& st);
   ~HostOptimizer();
-  void update(const OptimizerStep& step);
+  void update(const OptimizerStep& step, LambNorms* lamb);  // lamb: LAMB only
   void upload_params_from_master();
   const OffloadStats& stats() const { return stats_; }
 
@@ -171,6 +204,7 @@ class HostOptimizer {
   void report_copy_busy();  // sums this step's brackets into the step timer
   void update_on_host(const OptimizerStep& step, const OptimizerChunk& c, const TensorView& grads,
                       const TensorView& params_out);
+  void update_lamb(const OptimizerStep& step, LambNorms& lamb);  // engine_lamb.cpp
   bool params_in_place() const { return cx_.opt.offload.params; }  // offload_param: shard on the host
 
   EngineContext& cx_;
@@ -230,6 +264,7 @@ struct ZeroEngine::Impl {
   GradSync grad_sync;
   std::unique_ptr<ParamSync> param_sync;
   std::unique_ptr<HostOptimizer> host_optimizer;  // offload_optimizer only
+  std::unique_ptr<LambNorms> lamb;                // LAMB only
   StepExchange exchange;
   std::unique_ptr<LrSchedule> sched;
   LossScaler scaler;
@@ -245,6 +280,7 @@ struct ZeroEngine::Impl {
   void backward(int u, bool boundary, float dloss);
   StepVerdict agree_on_step();        // norm, loss, clip and overflow: the same on every rank
   void update_owned_shard(float grad_scale);
+  void lamb_update(const OptimizerStep& step);  // device-resident states (engine_lamb.cpp)
   OptimizerStep optimizer_step(float grad_scale);
   void write_params_from_master();    // params' owned ranges = cast(master), then param sync
   void fill_master(const ZeroEngine::ParamSliceSource& src);

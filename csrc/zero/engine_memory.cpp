@@ -34,6 +34,7 @@ PlanOptions plan_options_of(const EngineOptions& o, int world) {
   p.grad_accum = o.grad_accum_dtype;
   p.wire = o.wire_dtype;
   p.contiguous_gradients = o.contiguous_gradients;
+  p.param_norms = o.optimizer.needs_param_norms();
   return p;
 }
 
@@ -72,15 +73,13 @@ MemoryPrediction predict_memory(const ZeroPlan& plan, const EngineOptions& o, in
   auto item = [&](const std::string& name, int64_t bytes, MemCategory c) {
     if (bytes > 0) p.items.push_back({name, bytes, c});
   };
-  const bool adam = o.optimizer.kind == OptimizerKind::Adam;
-  const bool sgd_mom = o.optimizer.kind == OptimizerKind::SGD && o.optimizer.momentum != 0.0;
   const int64_t opt_numel = plan.numel_in(plan.flow.optimizer);
   const int64_t params = bytes_of(plan.numel_in(plan.flow.params), plan.compute);
   at(MemCategory::Params) = o.offload.params ? 0 : params;
   at(MemCategory::Grads) = bytes_of(plan.numel_in(plan.flow.grads), plan.grad_dtype) +
                            (plan.staged_grads ? bytes_of(plan.numel, plan.compute) : 0);
   const int64_t master = bytes_of(opt_numel, o.master_dtype);
-  const int64_t moments = bytes_of(opt_numel, o.moments_dtype) * (adam ? 2 : sgd_mom ? 1 : 0);
+  const int64_t moments = bytes_of(opt_numel, o.moments_dtype) * o.optimizer.moment_count();
   const bool host = o.offload.optimizer;
   at(MemCategory::Master) = host ? 0 : master;
   at(MemCategory::OptimMoments) = host ? 0 : moments;
@@ -109,6 +108,13 @@ MemoryPrediction predict_memory(const ZeroPlan& plan, const EngineOptions& o, in
   const int64_t stats = static_cast<int64_t>(plan.buckets.size() + 1) * 8;
   at(MemCategory::Workspace) += stats * (1 + plan.world);
   item("step statistics", stats * (1 + plan.world), MemCategory::Workspace);
+  // LambNorms (engine_lamb.cpp): [2 x params] doubles, and at stages 1-3 the fp32 all-reduce vector.
+  if (o.optimizer.needs_param_norms()) {
+    const int64_t n = 2 * static_cast<int64_t>(plan.params.size());
+    const int64_t lamb = n * 8 + (plan.param_norms_all_reduce ? n * 4 : 0);
+    at(MemCategory::Workspace) += lamb;
+    item("LAMB norms", lamb, MemCategory::Workspace);
+  }
   at(MemCategory::Communicator) = 0;
   for (const CommBufferSpec& b : comm_buffers) {
     at(MemCategory::Communicator) += b.bytes;

@@ -56,7 +56,11 @@ void HostOptimizer::upload_params(int i) {
   stats_.h2d_bytes += static_cast<int64_t>(s.params.view({0, c.params.count}).nbytes());
 }
 
-void HostOptimizer::update(const OptimizerStep& step) {
+void HostOptimizer::update(const OptimizerStep& step, LambNorms* lamb) {
+  if (step.kind == OptimizerKind::Lamb) {
+    ZT_CHECK(lamb != nullptr, "LAMB offload without its norms");
+    return update_lamb(step, *lamb);
+  }
   grads_final_->record(cx_.compute);  // after finish_grad_sync: every reduction has landed
   copy_->wait(*grads_final_);
   const int n = static_cast<int>(chunks_.size());
@@ -101,16 +105,27 @@ void HostOptimizer::report_copy_busy() {
   cx_.timer->add_copy_busy_ms(ms);
 }
 
-// The same per-element arithmetic as the device optimizer (math::adam_update / sgd_update).
+// The same per-element arithmetic as the device optimizer (math::adam_update, optim::sgd_update,
+// lion_update, adagrad_update).
 void HostOptimizer::update_on_host(const OptimizerStep& step, const OptimizerChunk& c, const TensorView& grads,
                                    const TensorView& params_out) {
   const TensorView master = st_.master.view(c.master);
-  if (step.adam) {
-    host_optim::adam_step(*pool_, isa_, master, st_.exp_avg.view(c.master), st_.exp_avg_sq.view(c.master), grads,
-                          step.grad_scale, step.adam_params, params_out);
-  } else {
-    const TensorView mom = st_.exp_avg ? st_.exp_avg.view(c.master) : TensorView();
-    host_optim::sgd_step(*pool_, master, mom, grads, step.grad_scale, step.sgd_params, step.first_step, params_out);
+  const TensorView m = st_.exp_avg ? st_.exp_avg.view(c.master) : TensorView();
+  switch (step.kind) {
+    case OptimizerKind::Adam:
+      host_optim::adam_step(*pool_, isa_, master, m, st_.exp_avg_sq.view(c.master), grads, step.grad_scale,
+                            step.adam_params, params_out);
+      break;
+    case OptimizerKind::SGD:
+      host_optim::sgd_step(*pool_, master, m, grads, step.grad_scale, step.sgd_params, step.first_step, params_out);
+      break;
+    case OptimizerKind::Lion:
+      host_optim::lion_step(*pool_, isa_, master, m, grads, step.grad_scale, step.lion_params, params_out);
+      break;
+    case OptimizerKind::Adagrad:
+      host_optim::adagrad_step(*pool_, isa_, master, m, grads, step.grad_scale, step.adagrad_params, params_out);
+      break;
+    case OptimizerKind::Lamb: ZT_CHECK(false, "LAMB runs through update_lamb");
   }
 }
 

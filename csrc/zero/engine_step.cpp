@@ -92,22 +92,30 @@ OptimizerStep ZeroEngine::Impl::optimizer_step(float grad_scale) {
   const OptimizerHparams& h = cx.opt.optimizer;
   ++successful_steps;
   OptimizerStep s;
-  s.adam = h.kind == OptimizerKind::Adam;
-  if (s.adam) s.adam_params = adam_params_for_step(h, successful_steps, sched->current());
-  else s.sgd_params = sgd_params_for_step(h, sched->current());
+  s.kind = h.kind;
+  const LrValues& now = sched->current();
+  switch (h.kind) {
+    case OptimizerKind::Adam: s.adam_params = adam_params_for_step(h, successful_steps, now); break;
+    case OptimizerKind::SGD: s.sgd_params = sgd_params_for_step(h, now); break;
+    case OptimizerKind::Lion: s.lion_params = lion_params_for_step(h, now); break;
+    case OptimizerKind::Adagrad: s.adagrad_params = adagrad_params_for_step(h, successful_steps, now); break;
+    case OptimizerKind::Lamb: s.lamb_params = lamb_params_for_step(h, successful_steps, now); break;
+  }
   s.first_step = successful_steps == 1;
   s.grad_scale = grad_scale;
   return s;
 }
 
-// AdamW (or SGD) over this rank's updated ranges; the updated values are also written, cast,
+// The optimizer over this rank's updated ranges; the updated values are also written, cast,
 // into the compute-dtype parameters. AdamW: one ops::adam_step_multi over the whole chunk list
 // (the CPU backend runs one adam_step per sub_group_size chunk, as before; the CUDA backend
-// coalesces contiguous chunks into one multi-tensor launch). SGD: one call per chunk.
+// coalesces contiguous chunks into one multi-tensor launch). SGD, Lion, Adagrad: one call per
+// chunk. LAMB: lamb_update (engine_lamb.cpp).
 void ZeroEngine::Impl::update_owned_shard(float grad_scale) {
   const OptimizerStep step = optimizer_step(grad_scale);
-  if (host_optimizer) return host_optimizer->update(step);
-  if (step.adam) {
+  if (host_optimizer) return host_optimizer->update(step, lamb.get());
+  if (step.kind == OptimizerKind::Lamb) return lamb_update(step);
+  if (step.kind == OptimizerKind::Adam) {
     const std::vector<AdamChunk> chunks = optimizer_adam_chunks(cx.plan, cx.rank, cx.opt.sub_group_size);
     if (chunks.empty()) return;
     ops::adam_step_multi(cx.compute, states.master.view(), states.exp_avg.view(), states.exp_avg_sq.view(),
@@ -117,8 +125,13 @@ void ZeroEngine::Impl::update_owned_shard(float grad_scale) {
   for (const OptimizerChunk& c : optimizer_chunks(cx.plan, cx.rank, cx.opt.sub_group_size)) {
     const TensorView master = states.master.view(c.master), grad = states.grads.view(c.grads);
     const TensorView out = states.params.view(c.params);
-    const TensorView mom = states.exp_avg ? states.exp_avg.view(c.master) : TensorView();
-    zero_ops::sgd_step(cx.compute, master, mom, grad, step.grad_scale, step.sgd_params, step.first_step, out);
+    const TensorView m = states.exp_avg ? states.exp_avg.view(c.master) : TensorView();
+    if (step.kind == OptimizerKind::SGD)
+      zero_ops::sgd_step(cx.compute, master, m, grad, step.grad_scale, step.sgd_params, step.first_step, out);
+    else if (step.kind == OptimizerKind::Lion)
+      zero_ops::lion_step(cx.compute, master, m, grad, step.grad_scale, step.lion_params, out);
+    else
+      zero_ops::adagrad_step(cx.compute, master, m, grad, step.grad_scale, step.adagrad_params, out);
   }
 }
 

@@ -1,6 +1,7 @@
 // plan_collectives.cpp — the schedule as data: every collective one optimizer step issues, in
 // issue order, with the label, count, bytes and dtype the engine passes to the communicator
-// (GradSync::issue, Stage3Gatherer::gather, GroupedAllGather::start, StepExchange::exchange).
+// (GradSync::issue, Stage3Gatherer::gather, GroupedAllGather::start, StepExchange::exchange,
+// LambNorms::ratios).
 // `zerotrain explain` prints it; tests/zero/test_step_timing.cpp checks it against the comm log.
 // Also: which rank owns which slice of which parameter.
 #include <algorithm>
@@ -65,6 +66,10 @@ std::vector<PlannedCollective> ZeroPlan::step_collectives(int gradient_accumulat
   // StepExchange: [nb] doubles + the loss in one more double, as 2·(nb+1) fp32 words per rank.
   const int64_t words = 2 * (static_cast<int64_t>(buckets.size()) + 1);
   e.add(CommOp::AllGather, "step stats", words, words * world, DType::F32);
+  if (param_norms_all_reduce) {  // LambNorms: ||p||², ||u||² per parameter
+    const int64_t n = 2 * static_cast<int64_t>(params.size());
+    e.add(CommOp::AllReduce, "lamb norms", n, n, DType::F32);
+  }
   e.phase = "after step";
   if (flow.gather_after_step) {
     for (size_t g = 0; g < ag_groups.size(); ++g)

@@ -199,6 +199,7 @@ ZeroPlan make_engine_plan(const std::vector<ParamSpec>& params, const std::vecto
   // straight into the buffer that is reduced (contiguous_gradients off, or stages 0-1
   // accumulating in another dtype).
   plan.staged_grads = !o.contiguous_gradients || (flow.grads == Layout::Full && o.grad_accum != o.compute);
+  plan.param_norms_all_reduce = o.param_norms && flow.optimizer == Layout::Shard;
   backward_spans(plan);
   size_ring(plan);
   // The reduced buffer: the full gradient buffer (stages 0-1) or a ring slot (compute dtype).

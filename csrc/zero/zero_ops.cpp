@@ -2,6 +2,8 @@
 // validated entry points, which call dispatch::name like every zt::ops entry point.
 #include "zerotrain/zero/zero_ops.h"
 
+#include <algorithm>
+
 #include "zerotrain/kernels/dispatch.h"
 
 namespace zt::cpu_ops {
@@ -61,6 +63,68 @@ void sgd_step(const TensorView& p, const TensorView& momentum_buf, const TensorV
   }
 }
 
+namespace {
+// p and one state updated by update(p, s, g × grad_scale); out (optional) = the updated p.
+template <typename Update>
+void state_step(const TensorView& p, const TensorView& s, const TensorView& g, float grad_scale,
+                const TensorView& param_out, const Update& update) {
+  for (int64_t i = 0, n = p.numel(); i < n; ++i) {
+    float pv = load(p, i), sv = load(s, i);
+    update(pv, sv, grad_scale * load(g, i));
+    store(p, i, pv);
+    store(s, i, sv);
+    if (param_out.data) store(param_out, i, pv);
+  }
+}
+}  // namespace
+
+void lion_step(const TensorView& p, const TensorView& m, const TensorView& g, float grad_scale,
+               const optim::LionParams& a, const TensorView& param_out) {
+  state_step(p, m, g, grad_scale, param_out, [&](float& pv, float& mv, float gv) { optim::lion_update(pv, mv, gv, a); });
+}
+
+void adagrad_step(const TensorView& p, const TensorView& sum, const TensorView& g, float grad_scale,
+                  const optim::AdagradParams& a, const TensorView& param_out) {
+  state_step(p, sum, g, grad_scale, param_out,
+             [&](float& pv, float& sv, float gv) { optim::adagrad_update(pv, sv, gv, a); });
+}
+
+void lamb_moments(const TensorView& m, const TensorView& v, const TensorView& g, float grad_scale,
+                  const optim::LambParams& a) {
+  for (int64_t i = 0, n = m.numel(); i < n; ++i) {
+    float mv = load(m, i), vv = load(v, i);
+    optim::lamb_moments(mv, vv, grad_scale * load(g, i), a);
+    store(m, i, mv);
+    store(v, i, vv);
+  }
+}
+
+// Partial sums of kNormBlock elements, added in index order.
+void lamb_direction_sq_norm(double* out, const TensorView& p, const TensorView& m, const TensorView& v,
+                            const optim::LambParams& a) {
+  constexpr int64_t kNormBlock = 4096;
+  double total = 0.0;
+  for (int64_t b = 0, n = p.numel(); b < n; b += kNormBlock) {
+    double part = 0.0;
+    for (int64_t i = b, e = std::min(n, b + kNormBlock); i < e; ++i) {
+      const double u = optim::lamb_direction(load(p, i), load(m, i), load(v, i), a);
+      part += u * u;
+    }
+    total += part;
+  }
+  *out = total;
+}
+
+void lamb_apply(const TensorView& p, const TensorView& m, const TensorView& v, float ratio, const optim::LambParams& a,
+                const TensorView& param_out) {
+  for (int64_t i = 0, n = p.numel(); i < n; ++i) {
+    float pv = load(p, i);
+    optim::lamb_apply(pv, load(m, i), load(v, i), ratio, a);
+    store(p, i, pv);
+    if (param_out.data) store(param_out, i, pv);
+  }
+}
+
 }  // namespace zt::cpu_ops
 
 namespace zt::zero_ops {
@@ -79,6 +143,55 @@ void sgd_step(Stream& s, const TensorView& p, const TensorView& momentum_buf, co
            "sgd_step: shapes differ");
   if (n == 0) return;
   dispatch::sgd_step(s, p, momentum_buf, g, grad_scale, a, first_step, param_out);
+}
+
+}  // namespace zt::zero_ops
+
+namespace zt::zero_ops {
+
+namespace {
+void check_same(const char* op, int64_t n, std::initializer_list<const TensorView*> views) {
+  for (const TensorView* t : views)
+    ZT_CHECK(t->data == nullptr || t->numel() == n, std::string(op) + ": operands differ in size (" +
+                                                         std::to_string(t->numel()) + " vs " + std::to_string(n) + ")");
+}
+}  // namespace
+
+void lion_step(Stream& s, const TensorView& p, const TensorView& m, const TensorView& g, float grad_scale,
+               const optim::LionParams& a, const TensorView& param_out) {
+  check_same("lion_step", p.numel(), {&m, &g, &param_out});
+  ZT_CHECK(p.numel() == 0 || m.data != nullptr, "lion_step: no exp_avg buffer");
+  if (p.numel() == 0) return;
+  dispatch::lion_step(s, p, m, g, grad_scale, a, param_out);
+}
+
+void adagrad_step(Stream& s, const TensorView& p, const TensorView& sum, const TensorView& g, float grad_scale,
+                  const optim::AdagradParams& a, const TensorView& param_out) {
+  check_same("adagrad_step", p.numel(), {&sum, &g, &param_out});
+  ZT_CHECK(p.numel() == 0 || sum.data != nullptr, "adagrad_step: no sum buffer");
+  if (p.numel() == 0) return;
+  dispatch::adagrad_step(s, p, sum, g, grad_scale, a, param_out);
+}
+
+void lamb_moments(Stream& s, const TensorView& m, const TensorView& v, const TensorView& g, float grad_scale,
+                  const optim::LambParams& a) {
+  check_same("lamb_moments", m.numel(), {&v, &g});
+  if (m.numel() == 0) return;
+  dispatch::lamb_moments(s, m, v, g, grad_scale, a);
+}
+
+void lamb_direction_sq_norm(Stream& s, double* out, const TensorView& p, const TensorView& m, const TensorView& v,
+                            const optim::LambParams& a) {
+  check_same("lamb_direction_sq_norm", p.numel(), {&m, &v});
+  ZT_CHECK(out != nullptr, "lamb_direction_sq_norm: no output");
+  dispatch::lamb_direction_sq_norm(s, out, p, m, v, a);
+}
+
+void lamb_apply(Stream& s, const TensorView& p, const TensorView& m, const TensorView& v, float ratio,
+                const optim::LambParams& a, const TensorView& param_out) {
+  check_same("lamb_apply", p.numel(), {&m, &v, &param_out});
+  if (p.numel() == 0) return;
+  dispatch::lamb_apply(s, p, m, v, ratio, a, param_out);
 }
 
 }  // namespace zt::zero_ops

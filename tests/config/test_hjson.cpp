@@ -158,7 +158,7 @@ TEST(Hjson, FileWithDuplicateKeyRejectedByLoader) {  // §13.1 #7
 
 TEST(Hjson, ExampleConfigsLoad) {  // configs/ds/*.json, including the HJSON-commented one
   for (const char* f : {"stage0.json", "stage1.json", "stage2.json", "stage3.json", "bf16.json", "fp16.json",
-                        "hjson_commented.json", "stage3_offload.json"}) {
+                        "hjson_commented.json", "stage3_offload.json", "lamb_stage2.json"}) {
     std::string path = std::string(ZT_REPO_ROOT) + "/configs/ds/" + f;
     EXPECT_NO_THROW(zt::load_ds_config(path, world(2))) << path;
   }

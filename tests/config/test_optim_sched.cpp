@@ -31,14 +31,47 @@ TEST(Optimizer, TypeNormalisation) {  // §4, §13.2
 }
 
 TEST(Optimizer, UnsupportedAndUnknownTypes) {  // §4, docs/config.md rule 5
-  EXPECT_OPT_REJECTED(R"({"type": "OneBitAdam"})", "optimizer.type", "not supported by zerotrain");
-  EXPECT_OPT_REJECTED(R"({"type": "Lamb"})", "optimizer.type", "not supported by zerotrain");
-  EXPECT_OPT_REJECTED(R"({"type": "lion"})", "not supported by zerotrain");
+  for (const char* t : {"OneBitAdam", "ZeroOneAdam", "OneBitLamb"})  // compressed communication: the reason
+    EXPECT_OPT_REJECTED(std::string(R"({"type": ")") + t + "\"}", "optimizer.type", "compressed-communication",
+                        "refuses them with ZeRO");
+  EXPECT_OPT_REJECTED(R"({"type": "MuAdam"})", "optimizer.type", "not supported by zerotrain");
   EXPECT_OPT_REJECTED(R"({"type": "RMSprop"})", "not supported by zerotrain");
   EXPECT_OPT_REJECTED(R"({"type": "FusedAdam"})", "optimizer.type", "DeepSpeed does not know");
   EXPECT_OPT_REJECTED(R"({"type": "sgd"})", "optimizer.type", "did you mean `SGD`?");  // case-sensitive torch name
   EXPECT_OPT_REJECTED(R"({"type": "Adamw2"})", "did you mean `AdamW`?");
   EXPECT_OPT_REJECTED(R"({"type": 5})", "optimizer.type", "found 5");  // §17.6
+}
+
+// DeepSpeed's Lion, Adagrad and LAMB: type names lower-cased, every default filled (DeepSpeed's
+// parameter names), their checks.
+TEST(Optimizer, LionAdagradLambDefaultsAndChecks) {
+  zt::DsConfig lion = opt(R"({"type": "Lion"})");
+  EXPECT_EQ(lion.optimizer->type, "lion");
+  EXPECT_EQ(lion.optimizer->kind, zt::ConfigOptimizerKind::kLion);
+  EXPECT_EQ(lion.resolved["optimizer"]["params"]["betas"], Json::array({0.9, 0.999}));
+  EXPECT_EQ(lion.resolved["optimizer"]["params"]["lr"], 1e-3);
+  EXPECT_EQ(lion.resolved["optimizer"]["params"]["weight_decay"], 0.0);
+  zt::DsConfig ada = opt(R"({"type": "ADAGRAD"})");
+  EXPECT_EQ(ada.optimizer->type, "adagrad");
+  EXPECT_EQ(ada.resolved["optimizer"]["params"]["lr"], 1e-2);
+  EXPECT_EQ(ada.resolved["optimizer"]["params"]["eps"], 1e-10);
+  EXPECT_EQ(ada.resolved["optimizer"]["params"]["initial_accumulator_value"], 0.0);
+  EXPECT_EQ(ada.resolved["optimizer"]["params"]["lr_decay"], 0.0);
+  zt::DsConfig lamb = opt(R"({"type": "Lamb", "params": {"max_coeff": 5, "eps_inside_sqrt": true}})");
+  EXPECT_EQ(lamb.optimizer->type, "lamb");
+  const Json& lp = lamb.resolved["optimizer"]["params"];
+  EXPECT_EQ(lp["max_coeff"], 5);
+  EXPECT_EQ(lp["min_coeff"], 0.01);
+  EXPECT_EQ(lp["eps"], 1e-8);
+  EXPECT_EQ(lp["bias_correction"], true);
+  EXPECT_EQ(lp["eps_inside_sqrt"], true);
+  EXPECT_OPT_REJECTED(R"({"type": "LAMB", "params": {"amsgrad": true}})", "optimizer.params.amsgrad", "FusedLamb");
+  EXPECT_OPT_REJECTED(R"({"type": "LAMB", "params": {"min_coeff": 2, "max_coeff": 1}})", "min_coeff");
+  EXPECT_REJECTED(tb(R"("optimizer": {"type": "LAMB"}, "fp16": {"enabled": true, "loss_scale": 128})"),
+                  "optimizer.type", "dynamic loss scaling");
+  EXPECT_OPT_REJECTED(R"({"type": "Lion", "params": {"eps": 1e-8}})", "optimizer.params.eps", "unknown");
+  EXPECT_OPT_REJECTED(R"({"type": "Adagrad", "params": {"betas": [0.9, 0.99]}})", "optimizer.params.betas");
+  EXPECT_OPT_REJECTED(R"({"type": "Adagrad", "params": {"lr_decay": -1}})", "optimizer.params.lr_decay");
 }
 
 TEST(Optimizer, SectionShapes) {  // §13.2, §17.6

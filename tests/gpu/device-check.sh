@@ -23,9 +23,10 @@
 #   build       only the targets the check runs, all cores, -k 0: the fixed tools below plus every
 #               executable of a ctest test labelled gpu (found after configure, so a new gpu test
 #               target is built and run without editing this script)
-#   gpu-tests   ctest -L gpu: CUDA kernels vs the CPU reference, zeroed-alloc ordering, memory pool,
-#               NCCL np1, --cuda-graph eager vs replay, cpu_checkpointing vs recompute alone
-#               (bitwise), and any other gpu-labelled test
+#   gpu-tests   ctest -L gpu: CUDA kernels vs the CPU reference (the Lion / Adagrad / LAMB engine
+#               ops among them: test_gpu_optim), zeroed-alloc ordering, memory pool, NCCL np1,
+#               --cuda-graph eager vs replay, cpu_checkpointing vs recompute alone (bitwise), and
+#               any other gpu-labelled test
 #   memcheck    compute-sanitizer --tool memcheck on a short kernel subset
 #   racecheck   compute-sanitizer --tool racecheck on the same subset
 #   train-fp32  world size 1, gpt-tiny fp32 at stages 0-3: loss curves identical across stages;

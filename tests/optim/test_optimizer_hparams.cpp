@@ -35,7 +35,7 @@ TEST(OptimizerHparams, AdamDefaultsAndModes) {
 }
 
 TEST(OptimizerHparams, UnsupportedAndBadParams) {
-  for (const char* t : {"Lamb", "OneBitAdam", "Adagrad", "lion", "FusedAdam", "RMSprop", "sgd", ""})
+  for (const char* t : {"OneBitAdam", "ZeroOneAdam", "OneBitLamb", "MuAdam", "FusedAdam", "RMSprop", "sgd", ""})
     EXPECT_THROW(zt::parse_optimizer(t, json::object()), zt::InputError) << t;
   try {
     zt::parse_optimizer("sgd", json::object());
@@ -49,6 +49,44 @@ TEST(OptimizerHparams, UnsupportedAndBadParams) {
   EXPECT_THROW(zt::parse_optimizer("Adam", json{{"lr", "0.1"}}), zt::InputError);
   EXPECT_THROW(zt::parse_optimizer("SGD", json{{"nesterov", true}}), zt::InputError);
   EXPECT_THROW(zt::parse_optimizer("SGD", json{{"lr", -1}}), zt::InputError);
+}
+
+TEST(OptimizerHparams, LionAdagradLamb) {
+  auto lion = zt::parse_optimizer("Lion", json{{"lr", 1e-4}, {"weight_decay", 0.5}});
+  EXPECT_EQ(lion.kind, zt::OptimizerKind::Lion);
+  EXPECT_EQ(lion.beta2, 0.999);  // FusedLion's default
+  EXPECT_EQ(lion.moment_count(), 1);
+  EXPECT_TRUE(lion.has_betas());
+  const zt::optim::LionParams lp = zt::lion_params_for_step(lion, zt::LrValues{2e-4, false, 0, 0});
+  EXPECT_EQ(lp.lr, 2e-4f);
+  EXPECT_EQ(lp.after_decay, 1.0f - 2e-4f * 0.5f);
+  auto ada = zt::parse_optimizer("adagrad", json{{"lr_decay", 0.5}, {"initial_accumulator_value", 0.1}});
+  EXPECT_EQ(ada.kind, zt::OptimizerKind::Adagrad);
+  EXPECT_EQ(ada.lr, 1e-2);
+  EXPECT_EQ(ada.eps, 1e-10);
+  EXPECT_EQ(ada.moment_names(), std::vector<std::string>{"sum"});
+  EXPECT_FALSE(ada.has_betas());
+  // torch: clr = lr / (1 + (step - 1) lr_decay)
+  EXPECT_EQ(zt::adagrad_params_for_step(ada, 1, zt::LrValues{1e-2, false, 0, 0}).clr, 1e-2f);
+  EXPECT_EQ(zt::adagrad_params_for_step(ada, 3, zt::LrValues{1e-2, false, 0, 0}).clr, static_cast<float>(1e-2 / 2.0));
+  auto lamb = zt::parse_optimizer("LAMB", json{{"lr", 1e-2}, {"max_coeff", 3.0}});
+  EXPECT_EQ(lamb.kind, zt::OptimizerKind::Lamb);
+  EXPECT_EQ(lamb.moment_count(), 2);
+  EXPECT_TRUE(lamb.needs_param_norms());
+  const zt::optim::LambParams a = zt::lamb_params_for_step(lamb, 2, zt::LrValues{1e-2, false, 0, 0});
+  const float bc1 = static_cast<float>(1 - std::pow(0.9f, 2.0)), bc2 = static_cast<float>(1 - std::pow(0.999f, 2.0));
+  EXPECT_EQ(a.step_size, 1e-2f * std::sqrt(bc2) / bc1);
+  EXPECT_EQ(a.max_coeff, 3.0f);
+  // FusedLamb's ratio edge cases: a zero norm gives 1; otherwise clamped (upper bound first).
+  EXPECT_EQ(zt::optim::lamb_ratio(0.0f, 4.0f, a), 1.0f);
+  EXPECT_EQ(zt::optim::lamb_ratio(4.0f, 0.0f, a), 1.0f);
+  EXPECT_EQ(zt::optim::lamb_ratio(400.0f, 1.0f, a), 3.0f);
+  EXPECT_EQ(zt::optim::lamb_ratio(1e-8f, 1.0f, a), 0.01f);
+  EXPECT_EQ(zt::optim::lamb_ratio(4.0f, 1.0f, a), 2.0f);
+  EXPECT_THROW(zt::parse_optimizer("LAMB", json{{"amsgrad", true}}), zt::InputError);
+  EXPECT_THROW(zt::parse_optimizer("LAMB", json{{"min_coeff", 5.0}, {"max_coeff", 1.0}}), zt::InputError);
+  EXPECT_THROW(zt::parse_optimizer("Lion", json{{"eps", 1e-8}}), zt::InputError);
+  EXPECT_THROW(zt::parse_optimizer("Adagrad", json{{"lr_decay", -0.1}}), zt::InputError);
 }
 
 TEST(OptimizerHparams, AdamParamsForStep) {

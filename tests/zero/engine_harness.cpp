@@ -1,11 +1,14 @@
 #include "engine_harness.h"
 
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <functional>
 
@@ -132,6 +135,24 @@ RunResult run_engine(const RunSpec& spec, MPI_Comm mpi) {
     EngineTestHooks hooks = overflow_injector(spec.inject_overflow_at_steps, *dev, *compute, comm->rank(), world);
     if (spec.check_padding)
       hooks.before_grad_norm = padding_checker(engine.plan(), comm->rank(), *compute, res, hooks.before_grad_norm);
+    if (spec.capture_grads) {
+      ZT_CHECK(world == 1 && opt.stage == 0, "capture_grads: one rank at stage 0 (every bucket whole on the rank)");
+      hooks.before_grad_norm = [&res, &engine, &compute, then = hooks.before_grad_norm](
+                                   int64_t attempt, const std::vector<TensorView>& grads) {
+        compute->synchronize();
+        const ZeroPlan& plan = engine.plan();
+        std::vector<std::vector<float>> step(plan.params.size());
+        for (const PlanParam& p : plan.params) {
+          const TensorView& g = grads[static_cast<size_t>(p.bucket)];
+          const ElemRange r = plan.param_in_bucket(p.index);
+          step[static_cast<size_t>(p.index)].resize(static_cast<size_t>(r.count));
+          convert(static_cast<const char*>(g.data) + r.begin * static_cast<int64_t>(dtype_size(g.dtype)), g.dtype,
+                  step[static_cast<size_t>(p.index)].data(), DType::F32, static_cast<size_t>(r.count));
+        }
+        res.grads.push_back(std::move(step));
+        if (then) then(attempt, grads);
+      };
+    }
     set_engine_test_hooks(engine, std::move(hooks));
     engine.init_parameters(spec.seed);
     engine.set_timing(spec.timing);
@@ -165,6 +186,54 @@ RunResult run_engine(const RunSpec& spec, MPI_Comm mpi) {
     res.records = comm->log().recent(comm->log().capacity());
   }
   return res;
+}
+
+double rel_diff(const std::vector<float>& a, const std::vector<float>& ref) {
+  double num = 0, den = 1e-3;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num = std::max(num, static_cast<double>(std::fabs(a[i] - ref[i])));
+    den = std::max(den, static_cast<double>(std::fabs(ref[i])));
+  }
+  return num / den;
+}
+
+void expect_params_close(const RunResult& got, const RunResult& ref, double tol, double lr, int steps,
+                         const std::string& what) {
+  ASSERT_EQ(got.params.size(), ref.params.size()) << what;
+  for (size_t p = 0; p < ref.params.size(); ++p) {
+    const std::string& name = ref.names[p];
+    std::vector<float> a = got.params[p], b = ref.params[p];
+    if (name.find("attn.c_attn.bias") != std::string::npos) {
+      size_t C = b.size() / 3;
+      for (size_t i = C; i < 2 * C; ++i) {
+        EXPECT_LE(std::fabs(a[i] - b[i]), lr * steps * 1.01) << what << " " << name << "[" << i << "]";
+        a[i] = b[i] = 0;
+      }
+    }
+    EXPECT_LE(rel_diff(a, b), tol) << what << " parameter " << name;
+    if (getenv("ZT_DEBUG_EQ") && rel_diff(a, b) > tol)
+      for (size_t i = 0; i < a.size(); ++i) fprintf(stderr, "  %s[%zu] %.9g vs %.9g\n", name.c_str(), i, a[i], b[i]);
+  }
+}
+
+bool bitwise_equal(const RunResult& a, const RunResult& b) {
+  if (a.params.size() != b.params.size()) return false;
+  for (size_t p = 0; p < a.params.size(); ++p)
+    if (a.params[p].size() != b.params[p].size() ||
+        std::memcmp(a.params[p].data(), b.params[p].data(), a.params[p].size() * sizeof(float)) != 0)
+      return false;
+  return true;
+}
+
+RunResult reference(RunSpec spec, bool scale_batch) {
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  if (scale_batch) spec.micro_batch *= world;
+  spec.opt.stage = 0;
+  spec.opt.overlap_comm = false;
+  spec.opt.contiguous_gradients = true;
+  spec.opt.reduce_bucket_size = 500000000;
+  return run_engine(spec, MPI_COMM_SELF);
 }
 
 }  // namespace zt::testing

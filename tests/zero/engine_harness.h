@@ -30,6 +30,9 @@ struct RunSpec {
   // Before every norm, read back the owned gradient padding and count what is not +0.0
   // (RunResult::padding_grads_*). Off by default: it synchronises the compute stream.
   bool check_padding = false;
+  // One rank at stage 0 only: copy every parameter's gradient before each step's norm
+  // (RunResult::grads), for optimizer references written from the published formulas.
+  bool capture_grads = false;
 };
 
 struct RunResult {
@@ -54,6 +57,8 @@ struct RunResult {
   // With RunSpec::check_padding: owned gradient elements that are alignment padding (plan.h),
   // checked before every norm on this rank, and how many of them were not +0.0 (must be none).
   int64_t padding_grads_checked = 0, padding_grads_nonzero = 0;
+  // With RunSpec::capture_grads: the gradient each step's optimizer read, [step][parameter].
+  std::vector<std::vector<std::vector<float>>> grads;
 };
 
 RunResult run_engine(const RunSpec& spec, MPI_Comm comm);
@@ -66,5 +71,16 @@ std::string tiny_mlp_json();
 // a 3-rank run (fp32 sums in another order than one rank) moved one h.1.attn.c_proj.bias element
 // by 2.3e-6 after 5 steps (5.8e-5 of the tensor's max); with 1e-4 every case stays below 1e-5.
 EngineOptions adamw_options(int stage);
+
+// Max over a tensor of |a-b| relative to max|ref| of that tensor.
+double rel_diff(const std::vector<float>& a, const std::vector<float>& ref);
+// Every parameter within `tol` relative of the reference. The key part of each c_attn bias
+// has an exactly zero true gradient (docs/design.md §7): Adam (and Lion, Adagrad) turn its
+// round-off into steps of up to lr, so it is bounded by lr * steps instead.
+void expect_params_close(const RunResult& got, const RunResult& ref, double tol, double lr, int steps,
+                         const std::string& what);
+bool bitwise_equal(const RunResult& a, const RunResult& b);
+// One rank, stage 0, default buckets, the same global batch (micro batch x world size).
+RunResult reference(RunSpec spec, bool scale_batch = true);
 
 }  // namespace zt::testing

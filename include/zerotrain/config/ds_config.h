@@ -135,10 +135,10 @@ struct ZeroConfig {
   bool params_offloaded() const { return offload_param && offload_param->device != "none"; }
 };
 
-enum class ConfigOptimizerKind { kAdam, kAdamW, kSGD };
+enum class ConfigOptimizerKind { kAdam, kAdamW, kSGD, kLion, kAdagrad, kLamb };
 
 struct OptimizerConfig {
-  std::string type;        // as DeepSpeed names it: "adam", "adamw" (lower-cased) or "SGD"
+  std::string type;        // as DeepSpeed names it: "adam", "adamw", "lion", "adagrad", "lamb" (lower-cased) or "SGD"
   ConfigOptimizerKind kind = ConfigOptimizerKind::kAdamW;
   Json params;             // resolved params, every default filled (DeepSpeed names)
   // Adam / AdamW
@@ -152,6 +152,11 @@ struct OptimizerConfig {
   // SGD
   double momentum = ds_defaults::kSgdMomentum, dampening = ds_defaults::kSgdDampening;
   bool nesterov = false;
+  // Adagrad
+  double lr_decay = 0.0, initial_accumulator_value = 0.0;
+  // LAMB
+  double max_coeff = ds_defaults::kLambMaxCoeff, min_coeff = ds_defaults::kLambMinCoeff;
+  bool eps_inside_sqrt = false;
 };
 
 // The five DeepSpeed schedules. Learning-rate and momentum values may be per-param-group

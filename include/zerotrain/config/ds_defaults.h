@@ -70,6 +70,11 @@ inline constexpr bool kAdamBiasCorrection = true;
 inline constexpr bool kAdamWMode = true;                 // "adam" is AdamW unless adam_w_mode: false
 inline constexpr double kSgdMomentum = 0.0;
 inline constexpr double kSgdDampening = 0.0;
+inline constexpr double kLionBeta2 = 0.999;              // FusedLion / DeepSpeedCPULion: betas (0.9, 0.999)
+inline constexpr double kAdagradLr = 1e-2;               // torch.optim.Adagrad / DeepSpeedCPUAdagrad
+inline constexpr double kAdagradEps = 1e-10;
+inline constexpr double kLambMaxCoeff = 10.0;            // FusedLamb
+inline constexpr double kLambMinCoeff = 0.01;
 
 // scheduler.params (steps: optimizer steps)
 inline constexpr int64_t kWarmupNumSteps = 1000;

@@ -195,5 +195,34 @@ ZT_ENGINE_OP(sgd_step,
               const optim::SgdParams& a, bool first_step, const TensorView& param_out),
              (p, momentum_buf, g, grad_scale, a, first_step, param_out))
 
+// Lion over p (master, F32/BF16), exp_avg m (moments dtype) and g (any dtype), g multiplied by
+// grad_scale first; optim::lion_update per element. param_out (optional) receives cast(p).
+ZT_ENGINE_OP(lion_step,
+             (const TensorView& p, const TensorView& m, const TensorView& g, float grad_scale,
+              const optim::LionParams& a, const TensorView& param_out),
+             (p, m, g, grad_scale, a, param_out))
+// Adagrad (torch.optim.Adagrad): optim::adagrad_update per element over p, the sum of squares
+// `sum` (moments dtype) and g × grad_scale. param_out (optional) receives cast(p).
+ZT_ENGINE_OP(adagrad_step,
+             (const TensorView& p, const TensorView& sum, const TensorView& g, float grad_scale,
+              const optim::AdagradParams& a, const TensorView& param_out),
+             (p, sum, g, grad_scale, a, param_out))
+// LAMB phase 1: optim::lamb_moments per element over m, v (moments dtype) and g × grad_scale.
+ZT_ENGINE_OP(lamb_moments,
+             (const TensorView& m, const TensorView& v, const TensorView& g, float grad_scale,
+              const optim::LambParams& a),
+             (m, v, g, grad_scale, a))
+// *out = Σ lamb_direction(p, m, v)² accumulated in double, in a fixed order (deterministic);
+// `out` points to one double on the op's device (overwrites).
+ZT_ENGINE_OP(lamb_direction_sq_norm,
+             (double* out, const TensorView& p, const TensorView& m, const TensorView& v, const optim::LambParams& a),
+             (out, p, m, v, a))
+// LAMB phase 2: optim::lamb_apply per element with this parameter's trust ratio; param_out
+// (optional) receives cast(p).
+ZT_ENGINE_OP(lamb_apply,
+             (const TensorView& p, const TensorView& m, const TensorView& v, float ratio, const optim::LambParams& a,
+              const TensorView& param_out),
+             (p, m, v, ratio, a, param_out))
+
 #undef ZT_OP
 #undef ZT_ENGINE_OP

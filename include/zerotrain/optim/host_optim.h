@@ -20,6 +20,7 @@
 
 #include "zerotrain/core/tensor.h"
 #include "zerotrain/kernels/math.h"
+#include "zerotrain/optim/optimizer_math.h"
 #include "zerotrain/optim/sgd_math.h"
 
 namespace zt::host_optim {
@@ -90,5 +91,14 @@ void adam_step_omp(Isa isa, const TensorView& p, const TensorView& m, const Tens
 // momentum (any dtype; ignored when a.momentum == 0), g and param_out (optional) in any dtype.
 void sgd_step(HostThreadPool& pool, const TensorView& p, const TensorView& momentum, const TensorView& g,
               float grad_scale, const optim::SgdParams& a, bool first_step, const TensorView& param_out);
+
+// Lion (optim::lion_update) and Adagrad (optim::adagrad_update) over host pointers, bitwise
+// equal to zero_ops' CPU lion_step / adagrad_step on every ISA path: p and the state (exp_avg /
+// sum) in F32 or BF16, g in any dtype, param_out empty or any dtype (it receives the updated p
+// before p is stored, as there). `isa` must be supported.
+void lion_step(HostThreadPool& pool, Isa isa, const TensorView& p, const TensorView& m, const TensorView& g,
+               float grad_scale, const optim::LionParams& a, const TensorView& param_out);
+void adagrad_step(HostThreadPool& pool, Isa isa, const TensorView& p, const TensorView& sum, const TensorView& g,
+                  float grad_scale, const optim::AdagradParams& a, const TensorView& param_out);
 
 }  // namespace zt::host_optim

@@ -122,6 +122,7 @@ struct PlanOptions {
   int64_t prefetch_elems = 0, max_live_elems = 0, max_reuse_distance = 0;  // stage 3
   DType compute = DType::F32, grad_accum = DType::F32, wire = DType::F32;
   bool contiguous_gradients = true;
+  bool param_norms = false;                 // LAMB: per-parameter norms summed across ranks each step
 };
 
 struct ZeroPlan {
@@ -142,6 +143,9 @@ struct ZeroPlan {
   DType grad_dtype = DType::F32;       // accumulated gradients (grad_accum_dtype at stages 0-1 and 2-3's shard)
   DType wire = DType::F32;             // gradient collectives
   bool staged_grads = false;           // backward writes per-parameter compute-dtype buffers, added at close
+  // LAMB at stages 1-3: one all-reduce "lamb norms" of [2 x params] fp32 per step, after the step
+  // statistics (each parameter's weight and update squared norms, summed over the ranks' pieces).
+  bool param_norms_all_reduce = false;
   // ---- backward schedule: buckets opened / closed by each unit's backward ----
   std::vector<std::vector<int>> opens_at, closes_at;
   // ---- bucket ring (stages 2-3) and wire slots (wire dtype != the reduced buffer's) ----
