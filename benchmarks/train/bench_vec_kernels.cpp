@@ -1,5 +1,5 @@
 // bench_vec_kernels.cpp — per-kernel time of the SIMD paths of csrc/kernels/cpu_vec_kernels.h on
-// issue 16's shapes (GPT V=256, T=128, C=128, B=8; one thread), each ISA path this CPU supports
+// the CPU matrix's shapes (GPT V=256, T=128, C=128, B=8; one thread), each ISA path this CPU supports
 // against the scalar path and, for softmax-cross-entropy, against the previous kernel (glibc
 // expf, one sequential sum; csrc/kernels/cpu_loss.cpp before 1e31992); then the CPU ops that
 // run on these paths (tiled attention, LayerNorm, AdamW) under each ZT_CPU_ISA (scalar = the
@@ -46,7 +46,7 @@ float old_row(const float* x, float* d, int64_t V, int32_t t, float dloss, float
   return logf(sum) - (x[t] - m);
 }
 
-// The CPU ops on issue 16's layer shapes, one row per ISA path (forced through ZT_CPU_ISA).
+// The CPU ops on the CPU matrix's layer shapes, one row per ISA path (forced through ZT_CPU_ISA).
 void bench_ops(int reps, std::mt19937& rng) {
   using zt::DType;
   using zt::TensorView;

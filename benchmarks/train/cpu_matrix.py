@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""cpu_matrix.py — issue 16's CPU benchmark matrix, zerotrain vs PyTorch, as interleaved pairs.
+"""cpu_matrix.py — the CPU benchmark matrix, zerotrain vs PyTorch, as interleaved pairs.
 
 One command runs, for each of --rounds rounds, every case below back to back (zerotrain, then
 PyTorch, then zerotrain through the next launcher, ...), so both sides of a pair see the same
-machine load; the tables report medians over rounds. The GPT is issue 16's (V=256, T=128, L=4,
+machine load; the tables report medians over rounds. The GPT is the matrix's (V=256, T=128, L=4,
 H=4, C=128, micro-batch 8 per rank, fp32, AdamW lr 1e-3 betas 0.9/0.95 eps 1e-8 wd 0.1,
 gradient clipping 1.0, no accumulation).
 

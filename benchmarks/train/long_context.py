@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Long-context sweep (issue 13): `zerotrain train` on one rank, micro-batch 1, a small GPT
+"""Long-context sweep: `zerotrain train` on one rank, micro-batch 1, a small GPT
 (V=256, C=64, L=2, H=2) at n_ctx 512 ... 8192, tiled attention with recompute none / block and
 the materialised attention (recompute none) up to --max-materialised. Runs go in interleaved
 rounds (every variant once per round) so machine-load drift spreads over all of them; each run

@@ -1,5 +1,5 @@
 // cpu_linear.cpp — the fused linear ops on the CPU backend (op_list.h: linear_forward,
-// linear_backward). Issue 16's lever: one pass fewer per layer than gemm + bias_add + gelu.
+// linear_backward). The fused path does one pass fewer per layer than gemm + bias_add + gelu.
 //  forward:  the bias is copied into every output row, then sgemm with beta = 1 accumulates onto
 //            it (no zero-fill of C inside OpenBLAS, no separate bias pass); GELU in one SIMD pass
 //            (vec::gelu_forward, bitwise math::gelu).

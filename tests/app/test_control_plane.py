@@ -19,6 +19,8 @@ import tempfile
 import time
 import unittest
 
+from test_hostile_inputs import run  # the one subprocess runner of the hostile-input tests
+
 BIN = os.environ.get("ZT_BIN", "build/zerotrain")
 MPIEXEC = os.environ.get("ZT_MPIEXEC", "mpirun")
 MPI_FLAGS = ["--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-x", "OMP_NUM_THREADS=1",
@@ -26,15 +28,6 @@ MPI_FLAGS = ["--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-x"
 GPT = {"type": "gpt", "vocab_size": 8, "n_ctx": 16, "n_layer": 1, "n_head": 2, "n_embd": 32}
 DS = {"train_batch_size": 8, "zero_optimization": {"stage": 2}, "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}}
 BANNERS = ["terminate called", "Aborted", "Traceback", "core dumped", "Segmentation", "MPI_ABORT"]
-
-
-def run(cmd, timeout=60, env=None):
-    t0 = time.monotonic()
-    p = subprocess.run(cmd, capture_output=True, timeout=timeout, env=env)
-    p.elapsed = time.monotonic() - t0
-    p.out = p.stdout.decode("utf-8", "replace")
-    p.err = p.stderr.decode("utf-8", "replace")
-    return p
 
 
 def mpirun(np_, timeout_s=60):

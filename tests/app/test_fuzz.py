@@ -1,4 +1,4 @@
-"""Bounded, seeded fuzz test of every input zerotrain and zt-launch read (issue 14).
+"""Bounded, seeded fuzz test of every input zerotrain and zt-launch read.
 
 Mutates a valid config, model file, safetensors file, token file and hostfile (byte flips,
 insertions, truncation, splices of hostile tokens) and runs the command that reads each. Every run

@@ -1,4 +1,4 @@
-"""Regression tests for issue 14's hostile-input reproductions (CPU backend, mpirun at 2 ranks).
+"""Regression tests for hostile-input reproductions (CPU backend, mpirun at 2 ranks).
 
 Each test states the reproduction and asserts: the documented exit code, one message naming the
 input, no signal, no abort banner, and (for multi-rank runs) that every rank ends within seconds.
@@ -22,9 +22,9 @@ DS = {"train_batch_size": 8, "zero_optimization": {"stage": 2}, "optimizer": {"t
 BANNERS = ["terminate called", "Aborted", "Traceback", "core dumped", "Segmentation", "MPI_ABORT"]
 
 
-def run(cmd, timeout=60):
+def run(cmd, timeout=60, env=None):
     t0 = time.monotonic()
-    p = subprocess.run(cmd, capture_output=True, timeout=timeout)
+    p = subprocess.run(cmd, capture_output=True, timeout=timeout, env=env)
     p.elapsed = time.monotonic() - t0
     p.out = p.stdout.decode("utf-8", "replace")
     p.err = p.stderr.decode("utf-8", "replace")

@@ -1,4 +1,4 @@
-"""Long context on the CPU backend (issue 13): `zerotrain train` at n_ctx 2048, 4096 and 8192,
+"""Long context on the CPU backend: `zerotrain train` at n_ctx 2048, 4096 and 8192,
 micro-batch 1, one rank, the default tiled attention, 2 steps each (and 8192 with block recompute):
 
 * every run exits 0 with finite losses, and the second step's loss is below the first's (one AdamW
