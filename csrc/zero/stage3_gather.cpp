@@ -68,6 +68,10 @@ class Stage3Gatherer final : public ParamSync {
     Slot& s = slots_[b];
     if (!s.buf) s.buf = take_buffer(bk.padded);
     const TensorView shard = st_.params.view(cx_.plan.slice(b, cx_.rank, Layout::Shard));
+    // Without overlap_comm the gather runs in compute's order: the comm stream starts it when
+    // compute reaches this point (not ahead, while earlier units still compute) and compute waits
+    // for it at once, its stall anchored at the hand-off.
+    const int since = cx_.opt.overlap_comm ? -1 : cx_.comm_waits_for_compute();
     cx_.comm_work([&] {
       TensorView mine = shard;
       if (cx_.opt.offload.params) {  // offload_param: stage the host slice into place, on the comm stream
@@ -81,13 +85,14 @@ class Stage3Gatherer final : public ParamSync {
     s.waited = false;
     ++stats_.gathers;
     if (prefetch) ++stats_.prefetched;
-    if (!cx_.opt.overlap_comm) wait(b);
+    if (!cx_.opt.overlap_comm) wait(b, since);
   }
 
-  void wait(int b) {
+  // `since`: the stall anchor of a gather issued directly before this wait (-1: none).
+  void wait(int b, int since = -1) {
     Slot& s = slots_[b];
     if (s.waited) return;
-    cx_.compute_waits(*s.done);
+    cx_.compute_waits(*s.done, Lane::Comm, since);
     s.waited = true;
   }
 
