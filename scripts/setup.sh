@@ -8,7 +8,7 @@ BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
 JOBS="${JOBS:-$(nproc)}"
 
 PKGS=(build-essential cmake ninja-build libopenmpi-dev openmpi-bin nlohmann-json3-dev libopenblas-dev
-      libgtest-dev googletest python3)
+      libgtest-dev googletest python3 python3-venv)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -18,6 +18,12 @@ if ((${#missing[@]})); then
   SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# lizard (PyPI) for scripts/check_complexity.sh, in a venv beside the build; pinned version.
+if [[ ! -x "$BUILD_DIR/tools-venv/bin/lizard" ]] && ! command -v lizard >/dev/null; then
+  python3 -m venv "$BUILD_DIR/tools-venv"
+  "$BUILD_DIR/tools-venv/bin/pip" install -q --disable-pip-version-check lizard==1.24.3
 fi
 
 if [[ ! -f "$BUILD_DIR/CMakeCache.txt" ]]; then
