@@ -9,7 +9,11 @@ One lane per rank x stream (compute, comm, copy), in the order the trace names t
 unit, optimizer step, stall, collective op) and labelled where the label fits; slices nested in
 another one of the same lane (the `wait comm` stalls inside a unit) sit lower in the lane; the
 `grads ready` flows are arrows. Each box carries a <title> (name, start and length in ms), shown
-as a tooltip by browsers. Parsing, step selection and lane order are benchmarks/trace/render_trace.py's
+as a tooltip by browsers. The ranks' clocks are aligned at start-up to within the exit skew of one
+barrier, which on an oversubscribed machine can reach milliseconds: a rank whose collectives would
+end before the first rank entered them (or start after it left) is shifted by the least amount
+that makes every collective of the drawn steps causal, and the subtitle says by how much
+(--raw-clocks draws the times as recorded). Parsing, step selection and lane order are benchmarks/trace/render_trace.py's
 (its PNG needs matplotlib; this picture does not).
 
 The pictures in docs/img/step_stage{0,1,2,3}.svg were made on the CPU backend, 2 ranks, from the
@@ -59,7 +63,7 @@ def fmt(v):
     return ("%.2f" % v).rstrip("0").rstrip(".")
 
 
-def svg_lines(slices, flows, rows, events, width, title):
+def svg_lines(slices, flows, rows, width, title, note):
     """The SVG document as a list of lines."""
     row_of = {(p, t): i for i, (p, t, _) in enumerate(rows)}
     depth, parents = rt.depths(slices)
@@ -81,8 +85,9 @@ def svg_lines(slices, flows, rows, events, width, title):
            '<rect width="100%" height="100%" fill="white"/>',
            '<text x="%d" y="18" font-size="13" font-weight="bold">%s</text>' % (LEFT, escape(title)),
            '<text x="%d" y="34" fill="#555555">%s</text>' % (
-               LEFT, escape("step %s, %.2f ms from its first slice to its last (all ranks); hover a box for its "
-                            "name and length" % (",".join(map(str, step_set)) or "?", span_ms)))]
+               LEFT, escape("step %s, %.2f ms from its first slice to its last (all ranks)%s; hover a box for its "
+                            "name and length" % (",".join(map(str, step_set)) or "?", span_ms,
+                                                 " (collectives aligned: %s)" % note if note else "")))]
     # Grid and time axis.
     tick = nice_step(span_ms)
     axis_y = TOP + LANE_H * len(rows)
@@ -166,14 +171,49 @@ def fastest_step(slices):
     return min((b - a, s) for s, (a, b) in span.items() if s is not None)[1]
 
 
-def render(path, events, steps, out, width, title, fastest=False):
+def causal_shifts(slices):
+    """Per rank (pid), the µs to add to its times so that no rank leaves a collective before the
+    first rank entered it, nor enters one after the first rank left it (collectives matched by
+    sequence number). The ranks' clocks are aligned at start-up by one barrier, whose exit skew
+    can reach milliseconds on an oversubscribed machine; a rank needs no shift when its times are
+    already causal. Ranks are compared with the first rank (pid) only."""
+    by_seq = {}
+    for e in slices:
+        a = e.get("args") or {}
+        if a.get("op") and isinstance(a.get("seq"), int):
+            by_seq.setdefault(a["seq"], {})[e["pid"]] = (e["ts"], e["ts"] + e["dur"])
+    pids = sorted({e["pid"] for e in slices}, key=str)
+    shifts = {p: 0.0 for p in pids}
+    for p in pids[1:]:
+        lo, hi = -math.inf, math.inf  # p's shift d keeps: end_p + d >= start_ref, start_p + d <= end_ref
+        for by in by_seq.values():
+            if pids[0] in by and p in by:
+                (s0, e0), (s1, e1) = by[pids[0]], by[p]
+                lo, hi = max(lo, s0 - e1), min(hi, e0 - s1)
+        if lo > hi:  # no shift satisfies every collective: the middle of the two bounds
+            shifts[p] = (lo + hi) / 2
+        elif lo > 0 or hi < 0:
+            shifts[p] = lo if lo > 0 else hi
+    return shifts
+
+
+def shifted(events, shifts):
+    return [dict(e, ts=e["ts"] + shifts[e["pid"]]) if shifts.get(e.get("pid")) else e for e in events]
+
+
+def render(path, events, steps, out, width, title, fastest=False, align=True):
     slices, flows = rt.select_or_fail(path, events, steps)
     if fastest and any((e.get("args") or {}).get("step") is not None for e in slices):
         best = fastest_step(slices)
         slices, flows = rt.select_or_fail(path, events, (best, best))
+    shifts = causal_shifts(slices) if align else {}
+    if any(shifts.values()):
+        slices = shifted(slices, shifts)
+        flows = [(shifted([s], shifts)[0], shifted([f], shifts)[0]) for s, f in flows]
     rows = rt.rows_of(events, slices)
     title = title or os.path.basename(path)
-    text = "\n".join(svg_lines(slices, flows, rows, events, width, title)) + "\n"
+    note = ", ".join("rank %s's clock %+.3f ms" % (p, d / 1e3) for p, d in sorted(shifts.items(), key=str) if d)
+    text = "\n".join(svg_lines(slices, flows, rows, width, title, note)) + "\n"
     try:
         with open(out, "w", encoding="utf-8") as f:
             f.write(text)
@@ -189,13 +229,17 @@ def main(argv=None):
     ap.add_argument("--width", type=int, default=1200, help="picture width in px (default 1200)")
     ap.add_argument("--fastest", action="store_true",
                     help="draw only the selected step that took the least time (over every rank)")
+    ap.add_argument("--raw-clocks", action="store_true",
+                    help="draw each rank's times as recorded, without shifting a rank whose collectives "
+                    "would end before another rank started them")
     ap.add_argument("--title", help="title line (default: the trace's file name)")
 
     def draw(a, steps, events):
         if not 400 <= a.width <= 10000:
             raise rt.BadInput("--width %d: expected 400-10000 px" % a.width)
         return "%s (%d slices, %d flow arrows, %d lanes)" % ((a.out,) + render(a.trace, events, steps, a.out,
-                                                                                a.width, a.title, a.fastest))
+                                                                                a.width, a.title, a.fastest,
+                                                                                not a.raw_clocks))
     return rt.run("render_step_svg", ap, argv, draw)
 
 

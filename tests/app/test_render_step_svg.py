@@ -103,6 +103,42 @@ class RenderStepSvg(unittest.TestCase):
         step = int(sub[0].split()[1].rstrip(","))
         self.assertEqual(n, sum(1 for e in self.events if e["ph"] == "X" and e["args"]["step"] == step))
 
+    def test_skewed_rank_clocks_are_aligned_on_the_collectives(self):
+        # Rank 1's clock runs 5 ms behind: its all-reduce would end before rank 0 entered it.
+        def ev(pid, tid, name, ts, dur, **args):
+            return {"ph": "X", "pid": pid, "tid": tid, "name": name, "ts": ts, "dur": dur,
+                    "args": dict(step=1, **args)}
+        meta = [{"ph": "M", "name": "process_name", "pid": r, "args": {"name": "rank %d" % r}} for r in (0, 1)]
+        meta += [{"ph": "M", "name": "thread_name", "pid": r, "tid": t, "args": {"name": n}}
+                 for r in (0, 1) for t, n in enumerate(("compute", "comm", "copy"))]
+        events = meta + [ev(0, 0, "bwd u0", 9000, 1000), ev(0, 1, "all_reduce b0", 10000, 100, op="all_reduce", seq=7),
+                         ev(1, 0, "bwd u0", 4000, 1000), ev(1, 1, "all_reduce b0", 5000, 100, op="all_reduce", seq=7)]
+        path = os.path.join(self.tmp.name, "skewed.json")
+        with open(path, "w") as f:
+            json.dump({"traceEvents": events}, f)
+        out = os.path.join(self.tmp.name, "skewed.svg")
+
+        def boxes(*flags):
+            r = render(path, "--out", out, *flags)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            root = self.parse(out)
+            sub = [t.text for t in root.iter(SVG + "text") if t.text and t.text.startswith("step 1,")][0]
+            xs = {}
+            for g in root.iter(SVG + "g"):
+                for b in g.iter(SVG + "rect"):
+                    if b.get("class") == "slice":
+                        xs[(g.get("data-rank"), g.get("data-lane"))] = float(b.get("x"))
+            return sub, xs
+
+        sub, xs = boxes()
+        # The least shift that makes the collective causal: rank 0 enters at 10000, rank 1 leaves at 5100.
+        self.assertIn("rank 1's clock +4.900 ms", sub)
+        self.assertLess(abs(xs[("0", "comm")] - xs[("1", "comm")]) / abs(xs[("0", "comm")] - xs[("0", "compute")]),
+                        0.11)  # 100 µs apart where the unit is 1000 µs long
+        sub, xs = boxes("--raw-clocks")
+        self.assertNotIn("aligned", sub)
+        self.assertLess(xs[("1", "comm")], xs[("0", "compute")])  # as recorded: rank 1 entirely earlier
+
     def test_bad_inputs_exit_2(self):
         d = self.tmp.name
         self.assert_bad_input(render(self.trace, "--steps", "5:6", "--out", os.path.join(d, "x.svg")), self.trace)
