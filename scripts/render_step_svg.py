@@ -63,68 +63,91 @@ def fmt(v):
     return ("%.2f" % v).rstrip("0").rstrip(".")
 
 
+class Frame:
+    """Where time and lanes land in the picture: x in px from a time in µs, y from a lane index."""
+
+    def __init__(self, slices, n_lanes, width):
+        self.t0 = min(e["ts"] for e in slices)
+        self.span_ms = max((max(e["ts"] + e["dur"] for e in slices) - self.t0) / 1e3, 1e-3)
+        self.width = width
+        self.plot_w = width - LEFT - RIGHT
+        self.px = self.plot_w / self.span_ms  # px per ms
+        self.axis_y = TOP + LANE_H * n_lanes
+        self.height = self.axis_y + AXIS_H + LEGEND_H
+
+    def x(self, ts):
+        return LEFT + (ts - self.t0) / 1e3 * self.px
+
+    @staticmethod
+    def y(lane):
+        return TOP + lane * LANE_H
+
+
 def svg_lines(slices, flows, rows, width, title, note):
     """The SVG document as a list of lines."""
-    row_of = {(p, t): i for i, (p, t, _) in enumerate(rows)}
-    depth, parents = rt.depths(slices)
-    t0 = min(e["ts"] for e in slices)
-    span_ms = max((max(e["ts"] + e["dur"] for e in slices) - t0) / 1e3, 1e-3)
+    fr = Frame(slices, len(rows), width)
     step_set = sorted({(e.get("args") or {}).get("step") for e in slices} - {None})
-    plot_w = width - LEFT - RIGHT
-    px = plot_w / span_ms  # px per ms
-    height = TOP + LANE_H * len(rows) + AXIS_H + LEGEND_H
-
-    def x_of(ts):
-        return LEFT + (ts - t0) / 1e3 * px
-
+    subtitle = "step %s, %.2f ms from its first slice to its last (all ranks)%s; hover a box for its name and " \
+        "length" % (",".join(map(str, step_set)) or "?", fr.span_ms, " (collectives aligned: %s)" % note if note else "")
     out = ['<?xml version="1.0" encoding="UTF-8"?>',
            '<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" '
-           'font-family="sans-serif" font-size="10">' % (width, height, width, height),
+           'font-family="sans-serif" font-size="10">' % (width, fr.height, width, fr.height),
            '<defs><marker id="arrow" viewBox="0 0 8 8" refX="8" refY="4" markerWidth="6" markerHeight="6" '
            'orient="auto"><path d="M0,0 L8,4 L0,8 z" fill="#333333"/></marker></defs>',
            '<rect width="100%" height="100%" fill="white"/>',
            '<text x="%d" y="18" font-size="13" font-weight="bold">%s</text>' % (LEFT, escape(title)),
-           '<text x="%d" y="34" fill="#555555">%s</text>' % (
-               LEFT, escape("step %s, %.2f ms from its first slice to its last (all ranks)%s; hover a box for its "
-                            "name and length" % (",".join(map(str, step_set)) or "?", span_ms,
-                                                 " (collectives aligned: %s)" % note if note else "")))]
-    # Grid and time axis.
-    tick = nice_step(span_ms)
-    axis_y = TOP + LANE_H * len(rows)
-    out.append('<g class="axis" stroke="#dddddd">')
-    for k in range(int(span_ms / tick) + 1):
-        x = LEFT + k * tick * px
-        out.append('<line x1="%.1f" y1="%d" x2="%.1f" y2="%d"/>' % (x, TOP, x, axis_y))
+           '<text x="%d" y="34" fill="#555555">%s</text>' % (LEFT, escape(subtitle))]
+    out += axis_svg(fr) + lanes_svg(fr, slices, rows) + flows_svg(fr, flows, rows)
+    out += legend_svg(slices, flows, fr.axis_y + AXIS_H + 6) + ['</svg>']
+    return out
+
+
+def axis_svg(fr):
+    """Vertical grid lines at 1-2-5 ticks and the time axis under the lanes."""
+    tick = nice_step(fr.span_ms)
+    out = ['<g class="axis" stroke="#dddddd">']
+    for k in range(int(fr.span_ms / tick) + 1):
+        x = LEFT + k * tick * fr.px
+        out.append('<line x1="%.1f" y1="%d" x2="%.1f" y2="%d"/>' % (x, TOP, x, fr.axis_y))
         out.append('<text x="%.1f" y="%d" text-anchor="middle" fill="#333333" stroke="none">%s</text>'
-                   % (x, axis_y + 14, fmt(k * tick)))
+                   % (x, fr.axis_y + 14, fmt(k * tick)))
     out.append('<text x="%.1f" y="%d" text-anchor="middle" fill="#333333" stroke="none">time (ms)</text>'
-               % (LEFT + plot_w / 2, axis_y + 28))
-    out.append('</g>')
-    # Lanes: a labelled band each; a darker line between ranks.
+               % (LEFT + fr.plot_w / 2, fr.axis_y + 28))
+    return out + ['</g>']
+
+
+def lanes_svg(fr, slices, rows):
+    """One <g class="lane" data-rank data-lane> per row: a labelled band and its slices; a darker
+    line between ranks."""
+    depth, parents = rt.depths(slices)
+    out = []
     for i, (p, t, label) in enumerate(rows):
-        y = TOP + i * LANE_H
-        lane = label.split("  ")[-1]
+        y = fr.y(i)
         rank = p if isinstance(p, int) else escape(str(p))
-        out.append('<g class="lane" data-rank="%s" data-lane=%s>' % (rank, quoteattr(lane)))
+        out.append('<g class="lane" data-rank="%s" data-lane=%s>' % (rank, quoteattr(label.split("  ")[-1])))
         out.append('<rect x="%d" y="%d" width="%d" height="%d" fill="%s"/>'
-                   % (LEFT, y, plot_w, LANE_H, "#f7f7f7" if i % 2 == 0 else "#ffffff"))
+                   % (LEFT, y, fr.plot_w, LANE_H, "#f7f7f7" if i % 2 == 0 else "#ffffff"))
         out.append('<text x="%d" y="%.1f" text-anchor="end">%s</text>' % (LEFT - 8, y + LANE_H / 2 + 3.5,
                                                                            escape(label)))
         if i > 0 and rows[i - 1][0] != p:
-            out.append('<line x1="0" y1="%d" x2="%d" y2="%d" stroke="#999999"/>' % (y, width, y))
+            out.append('<line x1="0" y1="%d" x2="%d" y2="%d" stroke="#999999"/>' % (y, fr.width, y))
         for j, e in enumerate(slices):
             if (e["pid"], e["tid"]) == (p, t):
-                out.extend(slice_svg(e, depth[j], j in parents, x_of(e["ts"]), e["dur"] / 1e3 * px, y, t0))
+                out.extend(slice_svg(e, depth[j], j in parents, fr.x(e["ts"]), e["dur"] / 1e3 * fr.px, y, fr.t0))
         out.append('</g>')
-    # Flow arrows: from the bottom of the start lane to the top of the end lane.
+    return out
+
+
+def flows_svg(fr, flows, rows):
+    """Flow arrows, from the bottom of the start lane to the top of the end lane."""
+    row_of = {(p, t): i for i, (p, t, _) in enumerate(rows)}
+    out = []
     for s, f in flows:
         if (s["pid"], s["tid"]) in row_of and (f["pid"], f["tid"]) in row_of:
-            ys = TOP + row_of[(s["pid"], s["tid"])] * LANE_H + LANE_H - 2
-            yf = TOP + row_of[(f["pid"], f["tid"])] * LANE_H + 2
+            ys = fr.y(row_of[(s["pid"], s["tid"])]) + LANE_H - 2
+            yf = fr.y(row_of[(f["pid"], f["tid"])]) + 2
             out.append('<line class="flow" x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#333333" '
-                       'stroke-width="0.8" marker-end="url(#arrow)"/>' % (x_of(s["ts"]), ys, x_of(f["ts"]), yf))
-    out.extend(legend_svg(slices, flows, axis_y + AXIS_H + 6))
-    out.append('</svg>')
+                       'stroke-width="0.8" marker-end="url(#arrow)"/>' % (fr.x(s["ts"]), ys, fr.x(f["ts"]), yf))
     return out
 
 

@@ -61,6 +61,21 @@ class RenderStepSvg(unittest.TestCase):
         self.assertEqual(root.tag, SVG + "svg")
         return root
 
+    def slices_per_lane(self, step):
+        """{(rank, lane): number of slices of `step`} from the trace itself."""
+        want = {}
+        for e in self.events:
+            if e["ph"] == "X" and e["args"]["step"] == step:
+                key = (str(e["pid"]), {0: "compute", 1: "comm", 2: "copy"}[e["tid"]])
+                want[key] = want.get(key, 0) + 1
+        return want
+
+    def assert_boxes_inside(self, boxes, width, height):
+        for b in boxes:
+            x, w = float(b.get("x")), float(b.get("width"))
+            self.assertTrue(0 <= x and x + w <= width + 0.01 and float(b.get("y")) < height, b.attrib)
+            self.assertRegex(b.find(SVG + "title").text, r"^.+: \d+\.\d{3} ms at \d+\.\d{3} ms$")
+
     def test_one_step_has_the_lanes_boxes_and_arrows(self):
         out = os.path.join(self.tmp.name, "step2.svg")
         r = render(self.trace, "--steps", "2", "--out", out, "--title", "stage 2 & <overlap>")
@@ -71,18 +86,11 @@ class RenderStepSvg(unittest.TestCase):
         self.assertEqual(sorted((g.get("data-rank"), g.get("data-lane")) for g in lanes),
                          sorted((str(r), lane) for r in (0, 1) for lane in ("compute", "comm", "copy")))
         # One box per slice of step 2, on its rank's lane; the copy lanes are empty without offload.
-        want = {}
-        for e in self.events:
-            if e["ph"] == "X" and e["args"]["step"] == 2:
-                lane = {0: "compute", 1: "comm", 2: "copy"}[e["tid"]]
-                want[(str(e["pid"]), lane)] = want.get((str(e["pid"]), lane), 0) + 1
+        want = self.slices_per_lane(2)
         for g in lanes:
             boxes = [b for b in g.iter(SVG + "rect") if b.get("class") == "slice"]
             self.assertEqual(len(boxes), want.get((g.get("data-rank"), g.get("data-lane")), 0), g.attrib)
-            for b in boxes:
-                x, w = float(b.get("x")), float(b.get("width"))
-                self.assertTrue(0 <= x and x + w <= width + 0.01 and float(b.get("y")) < height, b.attrib)
-                self.assertRegex(b.find(SVG + "title").text, r"^.+: \d+\.\d{3} ms at \d+\.\d{3} ms$")
+            self.assert_boxes_inside(boxes, width, height)
         self.assertGreater(want[("0", "comm")], 0)
         # Stage 2 hands buckets to the comm stream inside the backward: at least one arrow per rank.
         flows = [ln for ln in root.iter(SVG + "line") if ln.get("class") == "flow"]
