@@ -21,7 +21,7 @@ repository root, with exactly these commands (docs/zero-walkthrough.md, "The ste
 
     for s in 0 1 2 3; do
       launcher/zt-launch -n 2 train --config configs/ds/trace_stage$s.json --model configs/models/gpt-tiny.json \\
-          --data markov:vocab=64,order=1,seed=3 --steps 12 --trace out/trace$s --trace-steps 3:12
+          --data markov:vocab=64,order=1,seed=3 --steps 24 --trace out/trace$s --trace-steps 5:24
       python3 scripts/render_step_svg.py out/trace$s/trace.json --fastest --out docs/img/step_stage$s.svg \\
           --title "ZeRO stage $s, overlap_comm on, gpt-tiny, 2 ranks (CPU backend)"
     done
@@ -217,6 +217,8 @@ def causal_shifts(slices):
             shifts[p] = (lo + hi) / 2
         elif lo > 0 or hi < 0:
             shifts[p] = lo if lo > 0 else hi
+        if abs(shifts[p]) < 1:  # below the trace's 1 µs resolution
+            shifts[p] = 0.0
     return shifts
 
 
