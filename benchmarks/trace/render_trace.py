@@ -151,12 +151,18 @@ def depths(slices):
     return out, parents
 
 
-def render(path, events, steps, out, width_in, dpi):
+def select_or_fail(path, events, steps):
+    """select(), raising BadInput naming `path` and the steps it holds when no slice is selected."""
     slices, flows = select(events, steps)
     if not slices:
         raise BadInput("%s: no slice in steps %s (the trace holds steps %s)" % (
             path, "%d:%s" % (steps[0], steps[1] or "") if steps else "any",
             sorted({(e.get("args") or {}).get("step") for e in events if e["ph"] == "X"} - {None}) or "none"))
+    return slices, flows
+
+
+def render(path, events, steps, out, width_in, dpi):
+    slices, flows = select_or_fail(path, events, steps)
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -230,30 +236,44 @@ def render(path, events, steps, out, width_in, dpi):
     return len(slices), len(flows), len(rows)
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 epilog="Exit 0: written; 2: bad input or matplotlib missing.")
+def add_trace_args(ap, out_default, what):
+    """The arguments every trace renderer takes: the trace, --steps and --out."""
     ap.add_argument("trace", help="trace JSON written by `zerotrain train --trace DIR` (DIR/trace.json: all ranks)")
     ap.add_argument("--steps", help="FIRST:LAST (1-based, inclusive; '3' or '3:' too) of the traced steps to draw; "
                     "default: every step in the trace")
-    ap.add_argument("--out", default="trace.png", help="PNG to write (default: trace.png)")
-    ap.add_argument("--width", type=float, default=16.0, help="figure width in inches (default 16)")
-    ap.add_argument("--dpi", type=int, default=110, help="resolution (default 110)")
+    ap.add_argument("--out", default=out_default, help="%s to write (default: %s)" % (what, out_default))
+
+
+def run(prog, ap, argv, draw):
+    """Parse argv with `ap`, load the trace and call draw(args, steps, events) -> what was written.
+    Exit 0 after printing that, 2 with one message on BadInput (argparse's own exit codes kept)."""
     try:
         a = ap.parse_args(argv)
     except SystemExit as e:  # argparse exits 2 on bad flags, 0 on --help
         return e.code if isinstance(e.code, int) else 2
     try:
+        steps = parse_steps(a.steps) if a.steps else None
+        written = draw(a, steps, load_trace(a.trace))
+    except BadInput as e:
+        print("%s: %s" % (prog, e), file=sys.stderr)
+        return 2
+    print("%s: wrote %s" % (prog, written))
+    return 0
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 epilog="Exit 0: written; 2: bad input or matplotlib missing.")
+    add_trace_args(ap, "trace.png", "PNG")
+    ap.add_argument("--width", type=float, default=16.0, help="figure width in inches (default 16)")
+    ap.add_argument("--dpi", type=int, default=110, help="resolution (default 110)")
+
+    def draw(a, steps, events):
         if not (1 <= a.width <= 100 and 20 <= a.dpi <= 600):
             raise BadInput("--width must be 1-100 inches and --dpi 20-600")
-        steps = parse_steps(a.steps) if a.steps else None
-        events = load_trace(a.trace)
-        n, nf, nr = render(a.trace, events, steps, a.out, a.width, a.dpi)
-    except BadInput as e:
-        print("render_trace: %s" % e, file=sys.stderr)
-        return 2
-    print("render_trace: wrote %s (%d slices, %d flow arrows, %d rows)" % (a.out, n, nf, nr))
-    return 0
+        return "%s (%d slices, %d flow arrows, %d rows)" % ((a.out,) + render(a.trace, events, steps, a.out,
+                                                                               a.width, a.dpi))
+    return run("render_trace", ap, argv, draw)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-MODEL = {"type": "gpt", "name": "gpt-issue16", "vocab_size": 256, "n_ctx": 128, "n_layer": 4, "n_head": 4,
+MODEL = {"type": "gpt", "name": "gpt-cpu-matrix-c128", "vocab_size": 256, "n_ctx": 128, "n_layer": 4, "n_head": 4,
          "n_embd": 128}
 MICRO = 8
 TARGET_RATIO, TARGET_STAGE = 1.3, 1.10
