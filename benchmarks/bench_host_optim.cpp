@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "zerotrain/optim/host_optim.h"
+#include "zerotrain/kernels/host_optim.h"
 
 using namespace zt;
 using namespace zt::host_optim;

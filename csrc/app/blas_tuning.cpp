@@ -11,7 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "zerotrain/app/commands.h"
+#include "commands.h"
 
 namespace zt {
 

@@ -13,9 +13,9 @@
 #include <string>
 
 #include "zerotrain/app/client_optimizer.h"
-#include "zerotrain/app/commands.h"
-#include "zerotrain/app/estimate.h"
-#include "zerotrain/app/rank_agreement.h"
+#include "commands.h"
+#include "estimate.h"
+#include "rank_agreement.h"
 #include "zerotrain/app/train_setup.h"
 #include "zerotrain/config/ds_config.h"
 #include "zerotrain/config/hjson.h"

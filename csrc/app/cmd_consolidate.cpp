@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "zerotrain/app/commands.h"
+#include "commands.h"
 #include "zerotrain/ckpt/checkpoint.h"
 #include "zerotrain/ckpt/ckpt_fs.h"
 #include "zerotrain/ckpt/weights_export.h"

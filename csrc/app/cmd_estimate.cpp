@@ -10,8 +10,8 @@
 #include <string>
 
 #include "zerotrain/app/client_optimizer.h"
-#include "zerotrain/app/commands.h"
-#include "zerotrain/app/estimate.h"
+#include "commands.h"
+#include "estimate.h"
 #include "zerotrain/app/train_setup.h"
 #include "zerotrain/core/check.h"
 #include "zerotrain/core/file_io.h"

@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "zerotrain/app/commands.h"
+#include "commands.h"
 #include "zerotrain/app/train_setup.h"
 #include "zerotrain/core/check.h"
 #include "zerotrain/zero/memory_predict.h"

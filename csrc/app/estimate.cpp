@@ -1,5 +1,5 @@
 // estimate.cpp — the offline memory estimate (see estimate.h).
-#include "zerotrain/app/estimate.h"
+#include "estimate.h"
 
 #include <algorithm>
 #include <cmath>

@@ -3,8 +3,8 @@
 #include <cstring>
 #include <string>
 
-#include "zerotrain/app/commands.h"
-#include "zerotrain/app/rank_agreement.h"
+#include "commands.h"
+#include "rank_agreement.h"
 #include "zerotrain/core/check.h"
 #include "zerotrain/core/device.h"
 

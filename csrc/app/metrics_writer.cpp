@@ -1,11 +1,11 @@
 // metrics_writer.cpp — the metrics JSONL and the memory report JSON.
-#include "zerotrain/app/metrics_writer.h"
+#include "metrics_writer.h"
 
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "zerotrain/app/observe.h"
+#include "observe.h"
 #include "zerotrain/core/check.h"
 
 namespace zt {

@@ -1,5 +1,5 @@
 // mfu.cpp — peak FLOP/s table and step throughput for MFU.
-#include "zerotrain/app/mfu.h"
+#include "mfu.h"
 
 #include <string>
 

@@ -1,5 +1,5 @@
 // non_finite.cpp — the verdicts of NonFiniteWatch (non_finite.h).
-#include "zerotrain/app/non_finite.h"
+#include "non_finite.h"
 
 #include <cmath>
 #include <cstdio>

@@ -1,13 +1,13 @@
 // observe.cpp — breakdown lines and fields, traces, the comm log JSONL and the comms_logger
 // summary (include/zerotrain/app/observe.h).
-#include "zerotrain/app/observe.h"
+#include "observe.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 
-#include "zerotrain/app/rank_agreement.h"
+#include "rank_agreement.h"
 #include "zerotrain/core/check.h"
 #include "zerotrain/core/file_io.h"
 

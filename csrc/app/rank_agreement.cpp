@@ -1,5 +1,5 @@
 // rank_agreement.cpp — see rank_agreement.h.
-#include "zerotrain/app/rank_agreement.h"
+#include "rank_agreement.h"
 
 #include <mpi.h>
 

@@ -1,5 +1,5 @@
 // stop_signals.cpp — see stop_signals.h.
-#include "zerotrain/app/stop_signals.h"
+#include "stop_signals.h"
 
 #include <signal.h>
 #include <unistd.h>

@@ -1,5 +1,5 @@
 // train_agreement.cpp — see train_agreement.h.
-#include "zerotrain/app/train_agreement.h"
+#include "train_agreement.h"
 
 #include <cstdio>
 #include <map>

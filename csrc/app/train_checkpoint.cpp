@@ -1,12 +1,12 @@
 // train_checkpoint.cpp — the trainer's checkpoint flags (train_checkpoint.h).
-#include "zerotrain/app/train_checkpoint.h"
+#include "train_checkpoint.h"
 
 #include <sys/stat.h>
 
 #include <cstdio>
 
-#include "zerotrain/app/rank_agreement.h"
-#include "zerotrain/app/stop_signals.h"
+#include "rank_agreement.h"
+#include "stop_signals.h"
 #include "zerotrain/ckpt/ckpt_fs.h"
 
 namespace zt {

@@ -1,5 +1,5 @@
 // train_checks.cpp — see train_checks.h.
-#include "zerotrain/app/train_checks.h"
+#include "train_checks.h"
 
 #include <sys/stat.h>
 #include <unistd.h>

@@ -7,10 +7,10 @@
 #include <cstring>
 
 #include "zerotrain/app/client_optimizer.h"
-#include "zerotrain/app/observe.h"
+#include "observe.h"
 #include "zerotrain/config/optim_inputs.h"
 #include "zerotrain/core/check.h"
-#include "zerotrain/optim/host_optim.h"
+#include "zerotrain/kernels/host_optim.h"
 
 namespace zt {
 

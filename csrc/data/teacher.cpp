@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "zerotrain/core/check.h"
-#include "zerotrain/data/counter_rng.h"
+#include "counter_rng.h"
 
 namespace zt {
 

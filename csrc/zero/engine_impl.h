@@ -13,7 +13,7 @@
 
 #include "flat_buffer.h"
 #include "step_timer.h"
-#include "zerotrain/optim/host_optim.h"
+#include "zerotrain/kernels/host_optim.h"
 #include "zerotrain/zero/engine.h"
 #include "zerotrain/zero/engine_testing.h"
 #include "zerotrain/zero/step_graph.h"

@@ -10,7 +10,7 @@
 
 #include "engine_impl.h"
 #include "zerotrain/kernels/cpu_ops.h"
-#include "zerotrain/optim/host_optim.h"
+#include "zerotrain/kernels/host_optim.h"
 
 namespace zt {
 

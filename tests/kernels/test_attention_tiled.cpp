@@ -7,7 +7,7 @@
 #include "attention_ref.h"
 #include "kernel_test_util.h"
 #include "zerotrain/kernels/attention_tile.h"
-#include "zerotrain/optim/host_optim.h"
+#include "zerotrain/kernels/host_optim.h"
 
 namespace zt::test {
 namespace {

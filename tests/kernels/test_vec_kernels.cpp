@@ -14,12 +14,12 @@
 #include <string>
 #include <vector>
 
-#include "../../csrc/kernels/cpu_vec_kernels.h"
+#include "../../csrc/kernels/cpu/cpu_vec_kernels.h"
 #include "kernel_test_util.h"
 #include "zerotrain/kernels/attention_tile.h"
 #include "zerotrain/kernels/cpu_ops.h"
 #include "zerotrain/kernels/math.h"
-#include "zerotrain/optim/host_optim.h"
+#include "zerotrain/kernels/host_optim.h"
 
 namespace zt::test {
 namespace {

@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "zerotrain/kernels/cpu_ops.h"
-#include "zerotrain/optim/host_optim.h"
+#include "zerotrain/kernels/host_optim.h"
 #include "zerotrain/zero/zero_ops.h"
 
 namespace zt::host_optim {

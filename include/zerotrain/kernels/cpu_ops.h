@@ -13,7 +13,7 @@
 #include "zerotrain/core/tensor.h"
 #include "zerotrain/kernels/math.h"
 #include "zerotrain/kernels/vector_path.h"  // AdamChunk
-#include "zerotrain/optim/optimizer_math.h"
+#include "zerotrain/kernels/optimizer_math.h"
 #include "zerotrain/optim/sgd_math.h"
 
 namespace zt::cpu_ops {

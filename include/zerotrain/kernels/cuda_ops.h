@@ -4,7 +4,7 @@
 // s's cudaStream_t. Built only with the CUDA backend.
 #pragma once
 #include "zerotrain/kernels/ops.h"
-#include "zerotrain/optim/optimizer_math.h"
+#include "zerotrain/kernels/optimizer_math.h"
 #include "zerotrain/optim/sgd_math.h"
 
 #if defined(ZT_WITH_CUDA)

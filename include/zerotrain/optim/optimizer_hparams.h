@@ -18,7 +18,7 @@
 #include "zerotrain/config/ds_defaults.h"
 #include "zerotrain/kernels/math.h"
 #include "zerotrain/optim/lr_schedule.h"
-#include "zerotrain/optim/optimizer_math.h"
+#include "zerotrain/kernels/optimizer_math.h"
 #include "zerotrain/optim/sgd_math.h"
 
 namespace zt {

@@ -5,7 +5,7 @@
 #pragma once
 #include "zerotrain/core/device.h"
 #include "zerotrain/core/tensor.h"
-#include "zerotrain/optim/optimizer_math.h"
+#include "zerotrain/kernels/optimizer_math.h"
 #include "zerotrain/optim/sgd_math.h"
 
 namespace zt::zero_ops {

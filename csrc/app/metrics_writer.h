@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "zerotrain/app/mfu.h"
+#include "mfu.h"
 #include "zerotrain/comm/communicator.h"
 #include "zerotrain/core/allocator.h"
 #include "zerotrain/core/file_io.h"

@@ -20,7 +20,7 @@
 
 #include "zerotrain/core/tensor.h"
 #include "zerotrain/kernels/math.h"
-#include "zerotrain/optim/optimizer_math.h"
+#include "zerotrain/kernels/optimizer_math.h"
 #include "zerotrain/optim/sgd_math.h"
 
 namespace zt::host_optim {

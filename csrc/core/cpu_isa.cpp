@@ -1,6 +1,6 @@
 // host_optim.cpp — run-time ISA detection (CPUID + XGETBV), the ZT_CPU_ISA override, the host
 // thread pool and the default thread count. The Adam/SGD kernels are in host_adam*.cpp.
-#include "zerotrain/optim/host_optim.h"
+#include "zerotrain/kernels/host_optim.h"
 
 #include <sched.h>
 

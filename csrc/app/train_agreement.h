@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "zerotrain/app/rank_agreement.h"
+#include "rank_agreement.h"
 #include "zerotrain/app/train_setup.h"
 
 namespace zt {

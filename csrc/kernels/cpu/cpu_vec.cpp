@@ -4,7 +4,7 @@
 
 #include "cpu_vec_kernels.h"
 #include "zerotrain/kernels/math.h"
-#include "zerotrain/optim/host_optim.h"
+#include "zerotrain/kernels/host_optim.h"
 
 namespace zt::cpu_ops::vec {
 static_assert(kExpMin == math::kExpNonposMin, "the SIMD exp underflows where math::exp_nonpos does");

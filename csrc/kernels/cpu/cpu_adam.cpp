@@ -7,7 +7,7 @@
 #include <type_traits>
 
 #include "cpu_kernels.h"
-#include "zerotrain/optim/host_optim.h"
+#include "zerotrain/kernels/host_optim.h"
 
 namespace zt::cpu_ops {
 namespace {

@@ -7,7 +7,7 @@
 #include <type_traits>
 
 #include "host_adam_kernels.h"
-#include "zerotrain/optim/host_optim.h"
+#include "zerotrain/kernels/host_optim.h"
 
 namespace zt::host_optim {
 
