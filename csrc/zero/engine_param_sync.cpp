@@ -18,14 +18,14 @@ const GatherStats& ParamSync::stats() const {
 
 // The ops a stage's program never holds (a planner / executor mismatch, not an input error).
 namespace {
-[[noreturn]] void no_such_op(const std::string& op) {
-  throw std::logic_error("step program: '" + op + "' is not an op of this ZeRO stage's parameter sync");
+[[noreturn]] void no_such_op(const StepOp& op) {
+  throw std::logic_error("step program: '" + op_text(op) + "' is not an op of this ZeRO stage's parameter sync");
 }
 }  // namespace
-void ParamSync::gather(int b, bool) { no_such_op("gather b" + std::to_string(b)); }
-void ParamSync::wait(int id) { no_such_op("wait " + std::to_string(id)); }
-void ParamSync::release(int b) { no_such_op("release b" + std::to_string(b)); }
-void ParamSync::gather_group(int g) { no_such_op("all-gather group " + std::to_string(g)); }
+void ParamSync::gather(int b, bool prefetch) { no_such_op({prefetch ? OpKind::Prefetch : OpKind::Gather, -1, false, b}); }
+void ParamSync::wait(int id) { no_such_op({OpKind::Wait, -1, false, id}); }
+void ParamSync::release(int b) { no_such_op({OpKind::Release, -1, false, b}); }
+void ParamSync::gather_group(int g) { no_such_op({OpKind::GatherGroup, -1, false, -1, g}); }
 
 namespace {
 
