@@ -1,9 +1,10 @@
 // cmd_explain.cpp — `zerotrain explain --config DS.json --model M.json --world-size N`: the
 // schedule the engine would execute, without running it. Builds the same ZeroPlan as
 // ZeroEngine (make_engine_plan over the same options; no MPI, no collectives) and prints its
-// bucket table, which rank owns which slice of which parameter, the step's timeline and the
-// ordered list of collectives one optimizer step issues with their bytes
-// (ZeroPlan::step_collectives, checked against a real run's comm log by test_step_timing).
+// bucket table, which rank owns which slice of which parameter, the step's timeline, the step
+// program the engine runs (step_program.h) and the ordered list of collectives one optimizer step
+// issues with their bytes and what each rank really sends and receives (ZeroPlan::step_collectives,
+// checked against a real run's comm log and executed ops by test_step_timing and test_step_program).
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -12,6 +13,7 @@
 #include "zerotrain/app/train_setup.h"
 #include "zerotrain/core/check.h"
 #include "zerotrain/zero/memory_predict.h"
+#include "zerotrain/zero/step_program.h"
 
 namespace zt {
 namespace {
@@ -20,8 +22,9 @@ const char* kUsage =
     "usage: zerotrain explain --config DS.json --model MODEL.json --world-size N [--strict]\n"
     "  Prints, without running, the ZeRO plan the engine would execute for this config, model and\n"
     "  world size: the bucket plan, which rank owns which slice of which parameter, the schedule\n"
-    "  position by position, and the ordered collectives of one optimizer step (per micro-step and\n"
-    "  at the boundary) with their bytes.\n"
+    "  position by position, the step program (every op the engine runs, in order), and the ordered\n"
+    "  collectives of one optimizer step (per micro-step and at the boundary) with their bytes and\n"
+    "  the bytes each rank sends and receives.\n"
     "  --config DS.json   DeepSpeed config (as for train)\n"
     "  --model M.json     model file (configs/models/*.json)\n"
     "  --world-size N     data-parallel ranks (>= 1)\n"
@@ -67,6 +70,35 @@ std::string human_bytes(double b) {
   return buf;
 }
 
+// What one step's collectives move per rank with ring algorithms (ring_bytes_per_rank), by kind.
+struct Traffic {
+  double grads = 0, params = 0, stats = 0;
+  double total() const { return grads + params + stats; }
+};
+
+void print_collectives(const std::vector<PlannedCollective>& cs, int world) {
+  std::printf("collectives of one optimizer step, in issue order (bytes = the full buffer, as nccl-tests):\n");
+  double total = 0;
+  Traffic t;
+  int k = 0;
+  for (const PlannedCollective& c : cs) {
+    const std::string when = c.micro >= 0 ? "micro " + std::to_string(c.micro) : "boundary";
+    std::printf("  %4d  %-9s %-11s %-15s %-14s count %-9zu %12zu B  %s\n", ++k, when.c_str(), c.phase.c_str(),
+                comm_op_name(c.op), c.label.c_str(), c.count, c.bytes, dtype_name(c.dtype));
+    total += static_cast<double>(c.bytes);
+    const double moved = ring_bytes_per_rank(c.op, c.bytes, world);
+    using K = CollectiveLabel::Kind;
+    (c.what.kind == K::Grads ? t.grads : c.what.kind == K::Gather || c.what.kind == K::GroupGather ? t.params : t.stats) +=
+        moved;
+  }
+  std::printf("  total: %d collectives, %s per rank per step\n", k, human_bytes(total).c_str());
+  std::printf("  each rank sends %s and receives %s per step (ring algorithms over %d ranks: reduce-scatter and\n"
+              "  all-gather of B bytes move (N-1)/N*B each way, all-reduce 2(N-1)/N*B):\n",
+              human_bytes(t.total()).c_str(), human_bytes(t.total()).c_str(), world);
+  std::printf("    gradient reductions %s, parameter gathers %s, step statistics and norms %s, each way\n",
+              human_bytes(t.grads).c_str(), human_bytes(t.params).c_str(), human_bytes(t.stats).c_str());
+}
+
 int run(const ExplainArgs& a) {
   const ModelConfig mcfg = parse_model_config_file(a.model);
   ConfigOptions copt;
@@ -96,17 +128,8 @@ int run(const ExplainArgs& a) {
               eopt.stage, a.world, gas, eopt.overlap_comm ? "on" : "off", dtype_name(eopt.compute_dtype));
   std::printf("%s\n%s\n%s\n", plan.describe().c_str(), plan.describe_ownership(names).c_str(),
               plan.describe_timeline().c_str());
-  const std::vector<PlannedCollective> cs = plan.step_collectives(gas);
-  std::printf("collectives of one optimizer step, in issue order (bytes = the full buffer, as nccl-tests):\n");
-  double total = 0;
-  int k = 0;
-  for (const PlannedCollective& c : cs) {
-    const std::string when = c.micro >= 0 ? "micro " + std::to_string(c.micro) : "boundary";
-    std::printf("  %4d  %-9s %-11s %-15s %-14s count %-9zu %12zu B  %s\n", ++k, when.c_str(), c.phase.c_str(),
-                comm_op_name(c.op), c.label.c_str(), c.count, c.bytes, dtype_name(c.dtype));
-    total += static_cast<double>(c.bytes);
-  }
-  std::printf("  total: %d collectives, %s per rank per step\n", k, human_bytes(total).c_str());
+  std::printf("%s\n", describe_program(step_program(plan, gas)).c_str());
+  print_collectives(plan.step_collectives(gas), a.world);
   return 0;
 }
 

@@ -1,5 +1,5 @@
 // engine.cpp — ZeroEngine set-up: the plan from the options, the start-up schedule check, the
-// model states each stage keeps, and the parts that execute the schedule.
+// model states each stage keeps, the parts that execute the schedule and the step program they run.
 #include <algorithm>
 #include <cstring>
 
@@ -49,7 +49,7 @@ void fill_state(const EngineContext& cx, FlatBuffer& buf, float value) {
 }
 
 ZeroEngine::Impl::Impl(ZeroEngine& o, Model& m, Device& d, Stream& c, Communicator& k, std::unique_ptr<LrSchedule> s)
-    : timer(d, c, k),
+    : timer(d, c, k, o.plan_),
       cx{o.plan_, o.opt_, m, d, c, k, k.rank(), k.world_size(), d.create_event(), &timer},
       states(cx),
       grad_sync(cx, states),
@@ -58,7 +58,8 @@ ZeroEngine::Impl::Impl(ZeroEngine& o, Model& m, Device& d, Stream& c, Communicat
       lamb(o.opt_.optimizer.needs_param_norms() ? std::make_unique<LambNorms>(cx, states) : nullptr),
       exchange(cx),
       sched(std::move(s)),
-      scaler(o.opt_.loss_scaler) {
+      scaler(o.opt_.loss_scaler),
+      program(step_program(o.plan_, o.opt_.gradient_accumulation_steps)) {
   if (host_optimizer) timer.add_copy_lane();
 }
 

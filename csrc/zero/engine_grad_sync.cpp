@@ -54,8 +54,8 @@ void GradSync::open(int b) {
 
 // The bucket's gradients as the buffer to reduce: staged per-parameter grads are added into
 // the full buffer (stages 0-1) or copied into the ring slot (2-3), then zeroed for the next
-// backward. Returns an empty view when nothing is reduced now (stages 0-1 before the boundary).
-TensorView GradSync::gather_into_reduced(int b, bool boundary) {
+// backward.
+TensorView GradSync::gather_into_reduced(int b) {
   const ZeroPlan& plan = cx_.plan;
   const PlanBucket& bk = plan.bucket(b);
   const bool full = plan.flow.grads == Layout::Full;
@@ -69,7 +69,6 @@ TensorView GradSync::gather_into_reduced(int b, bool boundary) {
       zero_view(cx_.dev, staged, cx_.compute);
     }
   }
-  if (!plan.flow.reduce_every_micro_step && !boundary) return TensorView();
   return dst;
 }
 
@@ -89,7 +88,7 @@ TensorView GradSync::cast_to_wire(const TensorView& src, Slot*& ws) {
 // layout): in place, cast back from the wire slot, or accumulated into the shard accumulator.
 Event* GradSync::issue(int b, const TensorView& src, const TensorView& on_wire, bool first_micro) {
   const ZeroPlan& plan = cx_.plan;
-  const std::string label = "b" + std::to_string(b);
+  const std::string label = CollectiveLabel{CollectiveLabel::Kind::Grads, b}.to_string();
   TensorView reduced = on_wire;
   if (plan.flow.all_reduce_grads) {
     all_reduce_view(cx_.comm, on_wire, label);
@@ -105,16 +104,18 @@ Event* GradSync::issue(int b, const TensorView& src, const TensorView& on_wire, 
   return plan.flow.grads == Layout::Full ? reduce_done_[b].get() : ring_free_[b].get();
 }
 
-// start_grad_sync: bucket b's gradients are complete on the compute stream.
-void GradSync::start(int b, bool first_micro, bool boundary) {
-  const TensorView src = gather_into_reduced(b, boundary);
-  if (!src.data) return;
+// Bucket b's gradients are complete and stay where they are until the boundary (stages 0-1
+// before it: the program's Close op).
+void GradSync::close(int b) { gather_into_reduced(b); }
+
+// start_grad_sync: bucket b's gradients are complete on the compute stream (the Reduce op).
+void GradSync::reduce(int b, bool first_micro) {
+  const TensorView src = gather_into_reduced(b);
   const double pre = cx_.opt.prescale_gradients ? 1.0 / cx_.world : 1.0 / cx_.opt.gradient_predivide_factor;
   if (pre != 1.0) ops::scale(cx_.compute, src, static_cast<float>(pre));
   Slot* ws = nullptr;
   const TensorView on_wire = cast_to_wire(src, ws);
   const int handoff = cx_.comm_waits_for_compute();
-  cx_.timer->grads_ready(b, handoff);
   Event* done = nullptr;
   cx_.comm_work([&] { done = issue(b, src, on_wire, first_micro); });
   if (ws) ws->free->record(cx_.comm.stream());

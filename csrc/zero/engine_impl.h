@@ -4,7 +4,8 @@
 //   ParamSync    making parameters whole again: nothing (stage 0), post-step all-gather groups
 //                (stages 1-2) or the stage-3 gatherer
 //   StepExchange per-bucket squared norms and the loss, agreed by every rank at the boundary
-// The plan (plan.h) holds the schedule; these parts execute it.
+// The plan (plan.h) holds the schedule and step_program.h orders it into ops; ZeroEngine::Impl
+// runs those ops one by one, each a one-line call into these parts.
 #pragma once
 #include <functional>
 #include <memory>
@@ -17,6 +18,7 @@
 #include "zerotrain/zero/engine.h"
 #include "zerotrain/zero/engine_testing.h"
 #include "zerotrain/zero/step_graph.h"
+#include "zerotrain/zero/step_program.h"
 
 namespace zt {
 
@@ -37,7 +39,7 @@ struct EngineContext {
   // stall anchor (StepTimer::anchor) for a compute wait issued right after, with no compute work
   // in between.
   int comm_waits_for_compute() {
-    const int anchor = timer->anchor();
+    const int anchor = timer->hand_off();
     compute_mark->record(compute);
     comm.wait(*compute_mark);
     return anchor;
@@ -79,7 +81,8 @@ class GradSync {
   GradSync(EngineContext& cx, ModelStates& st);
   void bind_grads();                                    // where backward writes (stages 0-1 / staged)
   void open(int b);                                     // stages 2-3: bucket b's ring region is zeroed
-  void start(int b, bool first_micro, bool boundary);   // bucket b's grads are complete
+  void close(int b);                                    // bucket b's grads are complete (staged ones added)
+  void reduce(int b, bool first_micro);                 // close(b), then its reduction is issued
   void finish();                                        // compute waits for every reduction issued
   void reset_after_step();                              // zero the full grads (stages 0-1)
   // For a graph signature (step_graph.h): the buffers start() launches on, the next wire slot.
@@ -92,7 +95,7 @@ class GradSync {
     std::unique_ptr<Event> free;  // recorded on the comm stream when the slot's reduction is consumed
   };
   TensorView ring_region(int b) const;  // bucket b's region of the ring arena
-  TensorView gather_into_reduced(int b, bool boundary);
+  TensorView gather_into_reduced(int b);
   TensorView cast_to_wire(const TensorView& src, Slot*& ws);
   Event* issue(int b, const TensorView& src, const TensorView& on_wire, bool first_micro);
 
@@ -106,21 +109,28 @@ class GradSync {
   Event* last_ = nullptr;    // covers every reduction issued (the comm stream completes in order)
 };
 
-// Make every rank's parameters usable again after the owned ranges were updated.
+// Make every rank's parameters usable again after the owned ranges were updated. The step
+// program's parameter ops (step_program.h) call these; a stage's part implements the ones its
+// program holds (any other is a mismatch between planner and executor, reported as such).
 class ParamSync {
  public:
   virtual ~ParamSync() = default;
-  virtual void start() = 0;              // after the owned ranges of `params` were written (compute)
-  virtual void before(int pos) = 0;      // position pos (forward 0..U-1, backward U..2U-1) may read its params
-  virtual void after(int pos) {}         // position pos issued its last read
+  // start_param_sync outside a step (initialisation, a loaded checkpoint): what the boundary's
+  // parameter ops do after an update, hand_off() and then every gather.
+  virtual void start() = 0;
+  virtual void hand_off() {}                 // HandOff: the comm stream waits for the written params
+  virtual void gather(int b, bool prefetch);  // Gather, Prefetch, Regather (stage 3)
+  virtual void wait(int id);                 // Wait: a gathered bucket (stage 3) or an all-gather group (1-2)
+  virtual void bind(int pos) {}              // position pos's compute reads its params from here on
+  virtual void release(int b);               // Release (stage 3)
+  virtual void gather_group(int g);          // GatherGroup (stages 1-2)
   virtual const GatherStats& stats() const;
   virtual int64_t staged_slices() const { return 0; }  // offload_param host -> device stagings
 };
 std::unique_ptr<ParamSync> make_param_sync(EngineContext& cx, ModelStates& st);
 std::unique_ptr<ParamSync> make_stage3_gatherer(EngineContext& cx, ModelStates& st);  // stage3_gather.cpp
-inline int unit_of_position(int pos, int U) { return pos < U ? pos : 2 * U - 1 - pos; }
 
-// The step's statistics: [nb] squared norms (double) + the loss (float in a double slot).
+// The step's statistics (ZeroPlan::step_stats): per-bucket squared norms + the loss.
 class StepExchange {
  public:
   explicit StepExchange(EngineContext& cx);
@@ -273,11 +283,13 @@ struct ZeroEngine::Impl {
   int micro = 0;                       // micro-step within the accumulation window; -1: step() due
   int64_t global_steps = 0, successful_steps = 0;
 
-  // ---- the phases of a step ----
-  void micro_body(bool boundary);     // one micro-step's device work after set_batch (a graph's region)
+  const StepProgram program;           // the ops of every micro-step kind and of the boundary
+
+  // ---- the step program's executor (engine_micro_step.cpp, engine_step.cpp) ----
+  void micro_body(const MicroStep& m);  // one micro-step's device work after set_batch (a graph's region)
+  void run_micro_op(const StepOp& op, bool first, float dloss);
+  void run_boundary_op(const StepOp& op, StepVerdict& v);
   GraphSignature graph_signature(const Batch& batch, bool boundary) const;
-  void forward(int u);
-  void backward(int u, bool boundary, float dloss);
   StepVerdict agree_on_step();        // norm, loss, clip and overflow: the same on every rank
   void update_owned_shard(float grad_scale);
   void lamb_update(const OptimizerStep& step);  // device-resident states (engine_lamb.cpp)

@@ -20,9 +20,9 @@ LambNorms::LambNorms(EngineContext& cx, const ModelStates& st) : cx_(cx), st_(st
     const ElemRange master = plan.updated(b.id, cx.rank, plan.flow.optimizer);
     const ElemRange params = plan.updated(b.id, cx.rank, plan.flow.params);
     for (int p : b.params) {
-      const ElemRange pr = plan.param_range(p);
-      const int64_t lo = std::max(pr.begin, full.begin), hi = std::min(pr.end(), full.end());
-      if (hi > lo) pieces_.push_back({p, master.sub(lo - full.begin, hi - lo), params.sub(lo - full.begin, hi - lo)});
+      const ElemRange mine = intersect(plan.param_range(p), full);
+      if (mine.count > 0)
+        pieces_.push_back({p, master.sub(mine.begin - full.begin, mine.count), params.sub(mine.begin - full.begin, mine.count)});
     }
   }
   const size_t n = 2 * plan.params.size();
@@ -63,7 +63,8 @@ std::vector<float> LambNorms::ratios(const optim::LambParams& a, bool host) {
     float* w = wire_.as<float>();
     cx_.dev.memcpy_async(w, words, 2 * P * sizeof(float), CopyKind::HostToDevice, cx_.compute);
     const int handoff = cx_.comm_waits_for_compute();
-    cx_.comm_work([&] { cx_.comm.all_reduce(w, w, 2 * P, DType::F32, ReduceOp::Sum, "lamb norms"); });
+    const std::string label = CollectiveLabel{CollectiveLabel::Kind::LambNorms}.to_string();
+    cx_.comm_work([&] { cx_.comm.all_reduce(w, w, 2 * P, DType::F32, ReduceOp::Sum, label); });
     ready_->record(cx_.comm.stream());
     cx_.compute_waits(*ready_, Lane::Comm, handoff);
     cx_.dev.memcpy_async(words, w, 2 * P * sizeof(float), CopyKind::DeviceToHost, cx_.compute);
@@ -111,13 +112,13 @@ void HostOptimizer::update_lamb(const OptimizerStep& step, LambNorms& lamb) {
     const TensorView whole = params_in_place() ? st_.params.view(c.params) : s.params.view({0, c.params.count});
     cpu_ops::cast(whole, st_.master.view(c.master));  // the alignment gaps: zero, as the master's
     for (const LambNorms::Piece& k : lamb.pieces()) {
-      const int64_t lo = std::max(k.master.begin, c.master.begin), hi = std::min(k.master.end(), c.master.end());
-      if (hi <= lo) continue;
-      const ElemRange in_chunk{lo - c.master.begin, hi - lo};
+      const ElemRange both = intersect(k.master, c.master);
+      if (both.count == 0) continue;
+      const ElemRange in_chunk{both.begin - c.master.begin, both.count};
       const TensorView out = params_in_place() ? st_.params.view(c.params.sub(in_chunk.begin, in_chunk.count))
                                                : s.params.view(in_chunk);
-      cpu_ops::lamb_apply(st_.master.view({lo, hi - lo}), st_.exp_avg.view({lo, hi - lo}),
-                          st_.exp_avg_sq.view({lo, hi - lo}), ratio[k.param], a, out);
+      cpu_ops::lamb_apply(st_.master.view(both), st_.exp_avg.view(both), st_.exp_avg_sq.view(both), ratio[k.param], a,
+                          out);
     }
     upload_params(i);
   }

@@ -63,64 +63,92 @@ int64_t MemoryPrediction::host_total() const {
   return t;
 }
 
+namespace {
+
+// Fills one MemoryPrediction, category by category.
+struct Prediction {
+  MemoryPrediction p;
+  int64_t& at(MemCategory c) { return p.bytes[static_cast<int>(c)]; }
+  void item(const std::string& name, int64_t bytes, MemCategory c) {
+    if (bytes > 0) p.items.push_back({name, bytes, c});
+  }
+
+  // The model states each stage keeps, on the device or (offload) in host memory.
+  void model_states(const ZeroPlan& plan, const EngineOptions& o, int rank) {
+    const int64_t opt_numel = plan.numel_in(plan.flow.optimizer);
+    const int64_t params = bytes_of(plan.numel_in(plan.flow.params), plan.compute);
+    at(MemCategory::Params) = o.offload.params ? 0 : params;
+    at(MemCategory::Grads) = bytes_of(plan.numel_in(plan.flow.grads), plan.grad_dtype) +
+                             (plan.staged_grads ? bytes_of(plan.numel, plan.compute) : 0);
+    const int64_t master = bytes_of(opt_numel, o.master_dtype);
+    const int64_t moments = bytes_of(opt_numel, o.moments_dtype) * o.optimizer.moment_count();
+    const bool host = o.offload.optimizer;
+    at(MemCategory::Master) = host ? 0 : master;
+    at(MemCategory::OptimMoments) = host ? 0 : moments;
+    at(MemCategory::HostMaster) = host ? master : 0;
+    at(MemCategory::HostMoments) = host ? moments : 0;
+    at(MemCategory::HostParams) = o.offload.params ? params : 0;
+    at(MemCategory::HostStaging) = host ? host_staging_bytes(plan, rank, o) : 0;
+  }
+
+  // The bucket ring and wire slots (gradients), stage 3's gathered buffers (parameters).
+  void schedule_buffers(const ZeroPlan& plan) {
+    const int64_t ring = bytes_of(plan.ring_elems, plan.compute), wire = plan.wire_slots * bytes_of(plan.wire_slot_elems, plan.wire);
+    at(MemCategory::Buckets) = ring + wire;
+    item("bucket ring arena", ring, MemCategory::Buckets);
+    item("wire slots", wire, MemCategory::Buckets);
+    int64_t persistent = 0;
+    for (const PlanBucket& b : plan.buckets) persistent += b.persistent ? b.padded : 0;
+    const bool gathers = plan.flow.gather_before_use;
+    at(MemCategory::Gather) = gathers ? bytes_of(persistent + plan.peak_live_elems, plan.compute) : 0;
+    item("persistent buckets", gathers ? bytes_of(persistent, plan.compute) : 0, MemCategory::Gather);
+    item("gather/prefetch peak", gathers ? bytes_of(plan.peak_live_elems, plan.compute) : 0, MemCategory::Gather);
+  }
+
+  // The model's buffers, the engine's step statistics and LAMB's norms.
+  void workspace(const ZeroPlan& plan, const EngineOptions& o, const std::vector<BufferSpec>& model_buffers) {
+    at(MemCategory::Activations) = 0;
+    at(MemCategory::Workspace) = 0;
+    at(MemCategory::HostActivations) = 0;
+    for (const BufferSpec& b : model_buffers) {
+      at(b.category) += b.bytes;
+      p.items.push_back(b);
+    }
+    // StepExchange (engine_micro_step.cpp): step_stats() doubles, local and gathered from every rank.
+    const int64_t stats = plan.step_stats().slots * 8;
+    at(MemCategory::Workspace) += stats * (1 + plan.world);
+    item("step statistics", stats * (1 + plan.world), MemCategory::Workspace);
+    // LambNorms (engine_lamb.cpp): [2 x params] doubles, and at stages 1-3 the fp32 all-reduce vector.
+    if (o.optimizer.needs_param_norms()) {
+      const int64_t n = 2 * static_cast<int64_t>(plan.params.size());
+      const int64_t lamb = n * 8 + (plan.param_norms_all_reduce ? n * 4 : 0);
+      at(MemCategory::Workspace) += lamb;
+      item("LAMB norms", lamb, MemCategory::Workspace);
+    }
+  }
+
+  void communicator(const std::vector<CommBufferSpec>& comm_buffers) {
+    at(MemCategory::Communicator) = 0;
+    for (const CommBufferSpec& b : comm_buffers) {
+      at(MemCategory::Communicator) += b.bytes;
+      item(b.name, b.bytes, MemCategory::Communicator);
+    }
+  }
+};
+
+}  // namespace
+
 // The ZeRO formulas (docs/design.md) over the actual plan — padding, ring arena, wire slots,
 // stage-3 gather peak — plus the model's buffer list and the engine's step-statistics buffers.
 MemoryPrediction predict_memory(const ZeroPlan& plan, const EngineOptions& o, int rank,
                                 const std::vector<BufferSpec>& model_buffers,
                                 const std::vector<CommBufferSpec>& comm_buffers) {
-  MemoryPrediction p;
-  auto at = [&](MemCategory c) -> int64_t& { return p.bytes[static_cast<int>(c)]; };
-  auto item = [&](const std::string& name, int64_t bytes, MemCategory c) {
-    if (bytes > 0) p.items.push_back({name, bytes, c});
-  };
-  const int64_t opt_numel = plan.numel_in(plan.flow.optimizer);
-  const int64_t params = bytes_of(plan.numel_in(plan.flow.params), plan.compute);
-  at(MemCategory::Params) = o.offload.params ? 0 : params;
-  at(MemCategory::Grads) = bytes_of(plan.numel_in(plan.flow.grads), plan.grad_dtype) +
-                           (plan.staged_grads ? bytes_of(plan.numel, plan.compute) : 0);
-  const int64_t master = bytes_of(opt_numel, o.master_dtype);
-  const int64_t moments = bytes_of(opt_numel, o.moments_dtype) * o.optimizer.moment_count();
-  const bool host = o.offload.optimizer;
-  at(MemCategory::Master) = host ? 0 : master;
-  at(MemCategory::OptimMoments) = host ? 0 : moments;
-  at(MemCategory::HostMaster) = host ? master : 0;
-  at(MemCategory::HostMoments) = host ? moments : 0;
-  at(MemCategory::HostParams) = o.offload.params ? params : 0;
-  at(MemCategory::HostStaging) = host ? host_staging_bytes(plan, rank, o) : 0;
-  const int64_t ring = bytes_of(plan.ring_elems, plan.compute), wire = plan.wire_slots * bytes_of(plan.wire_slot_elems, plan.wire);
-  at(MemCategory::Buckets) = ring + wire;
-  item("bucket ring arena", ring, MemCategory::Buckets);
-  item("wire slots", wire, MemCategory::Buckets);
-  int64_t persistent = 0;
-  for (const PlanBucket& b : plan.buckets) persistent += b.persistent ? b.padded : 0;
-  at(MemCategory::Gather) = plan.flow.gather_before_use ? bytes_of(persistent + plan.peak_live_elems, plan.compute) : 0;
-  item("persistent buckets", plan.flow.gather_before_use ? bytes_of(persistent, plan.compute) : 0, MemCategory::Gather);
-  item("gather/prefetch peak", plan.flow.gather_before_use ? bytes_of(plan.peak_live_elems, plan.compute) : 0,
-       MemCategory::Gather);
-  at(MemCategory::Activations) = 0;
-  at(MemCategory::Workspace) = 0;
-  at(MemCategory::HostActivations) = 0;
-  for (const BufferSpec& b : model_buffers) {
-    at(b.category) += b.bytes;
-    p.items.push_back(b);
-  }
-  // StepExchange (engine_micro_step.cpp): (buckets + 1) doubles, local and gathered from every rank.
-  const int64_t stats = static_cast<int64_t>(plan.buckets.size() + 1) * 8;
-  at(MemCategory::Workspace) += stats * (1 + plan.world);
-  item("step statistics", stats * (1 + plan.world), MemCategory::Workspace);
-  // LambNorms (engine_lamb.cpp): [2 x params] doubles, and at stages 1-3 the fp32 all-reduce vector.
-  if (o.optimizer.needs_param_norms()) {
-    const int64_t n = 2 * static_cast<int64_t>(plan.params.size());
-    const int64_t lamb = n * 8 + (plan.param_norms_all_reduce ? n * 4 : 0);
-    at(MemCategory::Workspace) += lamb;
-    item("LAMB norms", lamb, MemCategory::Workspace);
-  }
-  at(MemCategory::Communicator) = 0;
-  for (const CommBufferSpec& b : comm_buffers) {
-    at(MemCategory::Communicator) += b.bytes;
-    item(b.name, b.bytes, MemCategory::Communicator);
-  }
-  return p;
+  Prediction pr;
+  pr.model_states(plan, o, rank);
+  pr.schedule_buffers(plan);
+  pr.workspace(plan, o, model_buffers);
+  pr.communicator(comm_buffers);
+  return pr.p;
 }
 
 int64_t untracked_comm_bytes(const std::vector<CommBufferSpec>& comm_buffers) {

@@ -1,7 +1,10 @@
-// engine_micro_step.cpp — one micro-batch: each unit's forward after finish_param_sync, each
-// unit's backward followed by start_grad_sync for the buckets it completes; and the step's
-// statistics exchange (per-bucket squared norms + the loss).
+// engine_micro_step.cpp — the step program's executor for one micro-batch: the micro-step kind's
+// ops (step_program.h), in order, each a one-line call into a part (ParamSync, GradSync, the
+// model, StepExchange), bracketed by the step timer; and the step's statistics exchange
+// (per-bucket squared norms + the loss).
 #include <cstring>
+#include <stdexcept>
+#include <string>
 
 #include "engine_impl.h"
 #include "zerotrain/kernels/ops.h"
@@ -12,54 +15,55 @@ namespace zt {
 void ZeroEngine::micro_step(const Batch& batch) {
   Impl& e = *impl_;
   ZT_CHECK(e.micro >= 0, "micro_step after the accumulation boundary: call step() first");
-  const int gas = opt_.gradient_accumulation_steps;
-  const bool boundary = e.micro == gas - 1;
+  const MicroStep& m = e.program.micro(e.micro);
   e.cx.model.set_batch(batch);  // never captured: host checks, then tokens into fixed device buffers
-  const auto body = [&] { e.micro_body(boundary); };
+  const auto body = [&] { e.micro_body(m); };
   // A timed step (set_timing after enable_cuda_graphs; train refuses the combination) reads
   // per-unit events on the host: it runs eagerly.
-  const bool graph = e.graphs && !e.timer.times_micro_step(e.micro == 0);
-  if (!graph || !e.graphs->run(e.graph_signature(batch, boundary), body)) body();
-  e.micro = boundary ? -1 : e.micro + 1;  // -1: step() must run before the next micro-step
+  const bool graph = e.graphs && !e.timer.times_micro_step(m.first);
+  if (!graph || !e.graphs->run(e.graph_signature(batch, m.last), body)) body();
+  e.micro = m.last ? -1 : e.micro + 1;  // -1: step() must run before the next micro-step
 }
 
 // Issues device work only (no host reads, no allocation): what a graph captures.
-void ZeroEngine::Impl::micro_body(bool boundary) {
-  const int gas = cx.opt.gradient_accumulation_steps;
-  timer.micro_begin(micro == 0);
-  for (int u = 0; u < cx.plan.num_units(); ++u) forward(u);
-  timer.forward_done();
-  // The loss slot holds the mean over the accumulation window.
-  const TensorView loss(const_cast<float*>(cx.model.loss_device()), DType::F32, {1}, cx.dev.kind());
-  zero_ops::accumulate(cx.compute, exchange.loss_slot(), loss, 1.0f / static_cast<float>(gas), micro == 0);
-  const float dloss = static_cast<float>(scaler.scale() / gas);
-  for (int u = cx.plan.num_units() - 1; u >= 0; --u) backward(u, boundary, dloss);
-  timer.backward_done();
+void ZeroEngine::Impl::micro_body(const MicroStep& m) {
+  const float dloss = static_cast<float>(scaler.scale() / cx.opt.gradient_accumulation_steps);
+  timer.micro_begin(m.first);
+  for (const StepOp& op : m.ops) {
+    timer.before(op);
+    run_micro_op(op, m.first, dloss);
+    timer.after(op);
+    if (hooks.ran_op) hooks.ran_op(op);
+  }
+  timer.micro_end();
 }
 
-void ZeroEngine::Impl::forward(int u) {
-  timer.unit_begin(u, false);
-  param_sync->before(u);  // finish_param_sync
-  cx.model.forward_unit(u);
-  param_sync->after(u);
-  timer.unit_end(u, false);
+void ZeroEngine::Impl::run_micro_op(const StepOp& op, bool first, float dloss) {
+  switch (op.kind) {
+    case OpKind::Gather: return param_sync->gather(op.bucket, false);
+    case OpKind::Wait: return param_sync->wait(op.bucket >= 0 ? op.bucket : op.group);
+    case OpKind::Prefetch: return param_sync->gather(op.bucket, true);
+    case OpKind::Forward:
+      param_sync->bind(cx.plan.position_of(op.unit, false));
+      return cx.model.forward_unit(op.unit);
+    case OpKind::Loss: {  // the loss slot holds the mean over the accumulation window
+      const TensorView loss(const_cast<float*>(cx.model.loss_device()), DType::F32, {1}, cx.dev.kind());
+      const float mean = 1.0f / static_cast<float>(cx.opt.gradient_accumulation_steps);
+      return zero_ops::accumulate(cx.compute, exchange.loss_slot(), loss, mean, first);
+    }
+    case OpKind::Open: return grad_sync.open(op.bucket);
+    case OpKind::Backward:
+      param_sync->bind(cx.plan.position_of(op.unit, true));
+      return cx.model.backward_unit(op.unit, dloss);
+    case OpKind::Close: return grad_sync.close(op.bucket);
+    case OpKind::Reduce: return grad_sync.reduce(op.bucket, first);  // start_grad_sync
+    case OpKind::Release: return param_sync->release(op.bucket);
+    default: throw std::logic_error(std::string("step program: '") + op_text(op) + "' inside a micro-step");
+  }
 }
 
-void ZeroEngine::Impl::backward(int u, bool boundary, float dloss) {
-  const int pos = 2 * cx.plan.num_units() - 1 - u;
-  timer.unit_begin(u, true);
-  param_sync->before(pos);  // finish_param_sync
-  for (int b : cx.plan.opens_at[u]) grad_sync.open(b);
-  cx.model.backward_unit(u, dloss);
-  for (int b : cx.plan.closes_at[u]) grad_sync.start(b, micro == 0, boundary);  // start_grad_sync
-  param_sync->after(pos);
-  timer.unit_end(u, true);
-}
-
-// Layout: [nb] doubles (squared norms), then the loss as a float in one more double slot;
-// exchanged as 2·(nb+1) fp32 words so both backends move it as plain bytes.
 StepExchange::StepExchange(EngineContext& cx) : cx_(cx) {
-  const size_t slots = cx.plan.buckets.size() + 1;
+  const size_t slots = static_cast<size_t>(cx.plan.step_stats().slots);
   local_ = cx.dev.alloc(slots * sizeof(double), MemCategory::Workspace, true);
   all_ = cx.dev.alloc(slots * sizeof(double) * cx.world, MemCategory::Workspace, true);
   host_ = cx.dev.alloc_pinned_host(slots * sizeof(double) * cx.world);
@@ -68,7 +72,7 @@ StepExchange::StepExchange(EngineContext& cx) : cx_(cx) {
 }
 
 TensorView StepExchange::loss_slot() const {
-  return TensorView(local_.as<double>() + cx_.plan.buckets.size(), DType::F32, {1}, cx_.dev.kind());
+  return TensorView(local_.as<double>() + cx_.plan.step_stats().loss_slot(), DType::F32, {1}, cx_.dev.kind());
 }
 
 void StepExchange::squared_norm(int b, const TensorView& grads) {
@@ -78,9 +82,12 @@ void StepExchange::squared_norm(int b, const TensorView& grads) {
 }
 
 StepExchange::Totals StepExchange::exchange() {
-  const size_t slots = cx_.plan.buckets.size() + 1;
+  const StepStatsLayout layout = cx_.plan.step_stats();
   const int handoff = cx_.comm_waits_for_compute();
-  cx_.comm_work([&] { cx_.comm.all_gather(local_.data(), all_.data(), slots * 2, DType::F32, "step stats"); });
+  cx_.comm_work([&] {
+    cx_.comm.all_gather(local_.data(), all_.data(), static_cast<size_t>(layout.words()), DType::F32,
+                        CollectiveLabel{CollectiveLabel::Kind::StepStats}.to_string());
+  });
   ready_->record(cx_.comm.stream());
   cx_.compute_waits(*ready_, Lane::Comm, handoff);  // nothing else on compute since the hand-off
   cx_.dev.memcpy_async(host_.data(), all_.data(), all_.bytes(), CopyKind::DeviceToHost, cx_.compute);
@@ -89,10 +96,10 @@ StepExchange::Totals StepExchange::exchange() {
   // Same sums, same order, on every rank: ranks outer, buckets inner.
   Totals t;
   const double* all = host_.as<double>();
-  for (int r = 0; r < cx_.world; ++r, all += slots) {
-    for (size_t b = 0; b + 1 < slots; ++b) t.squared_norm += all[b];
+  for (int r = 0; r < cx_.world; ++r, all += layout.slots) {
+    for (int64_t b = 0; b < layout.loss_slot(); ++b) t.squared_norm += all[b];
     float loss;
-    std::memcpy(&loss, all + slots - 1, sizeof(float));
+    std::memcpy(&loss, all + layout.loss_slot(), sizeof(float));
     t.loss += loss;
   }
   return t;

@@ -1,7 +1,9 @@
-// engine_step.cpp — the accumulation boundary: finish_grad_sync, the global norm and loss agreed
-// by every rank, clip + unscale folded into the update, update_owned_shard, start_param_sync.
+// engine_step.cpp — the accumulation boundary, run as the step program's boundary ops:
+// finish_grad_sync, the global norm and loss agreed by every rank, clip + unscale folded into the
+// update, update_owned_shard, start_param_sync.
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 #include "engine_impl.h"
 #include "zerotrain/kernels/ops.h"
@@ -11,26 +13,44 @@
 
 namespace zt {
 
+// The step program's boundary ops, in order; on an overflow skip the update and the parameter
+// sync (ops marked unless_skipped) are left out.
 StepStats ZeroEngine::step() {
   Impl& e = *impl_;
   ZT_CHECK(e.micro == -1, "step() before gradient_accumulation_steps micro-steps ran");
-  e.grad_sync.finish();                        // finish_grad_sync: every reduction has landed
-  if (e.hooks.before_grad_norm) e.hooks.before_grad_norm(e.global_steps + 1, e.owned_real_grads());
-  const StepVerdict v = e.agree_on_step();     // the same verdict on every rank
-  const StepStats& st = v.stats;
-  if (!st.skipped) {
-    e.update_owned_shard(v.grad_scale);
-    e.sched->step();
+  StepVerdict v;
+  for (const StepOp& op : e.program.boundary) {
+    if (op.unless_skipped && v.stats.skipped) continue;
+    e.timer.before(op);
+    e.run_boundary_op(op, v);
+    e.timer.after(op);
+    if (e.hooks.ran_op) e.hooks.ran_op(op);
   }
-  e.scaler.update(st.skipped);                 // may throw LossScaleAtMinimum (Zero flavor)
-  e.grad_sync.reset_after_step();
-  if (!st.skipped) e.param_sync->start();      // start_param_sync
   e.micro = 0;
   if (e.graphs) e.graphs->step_done();
-  StepStats out = st;
+  StepStats out = v.stats;
   out.skipped_steps = e.global_steps - e.successful_steps;
-  out.breakdown = e.timer.end_step(st.step);   // nullopt unless timing is on
+  out.breakdown = e.timer.end_step(v.stats.step);  // nullopt unless timing is on
   return out;
+}
+
+void ZeroEngine::Impl::run_boundary_op(const StepOp& op, StepVerdict& v) {
+  switch (op.kind) {
+    case OpKind::FinishReduce:  // finish_grad_sync: every reduction has landed
+      grad_sync.finish();
+      if (hooks.before_grad_norm) hooks.before_grad_norm(global_steps + 1, owned_real_grads());
+      return;
+    case OpKind::StepStats: v = agree_on_step(); return;  // the same verdict on every rank
+    case OpKind::Update:
+      update_owned_shard(v.grad_scale);
+      return sched->step();
+    case OpKind::LossScale: return scaler.update(v.stats.skipped);  // may throw LossScaleAtMinimum (Zero flavor)
+    case OpKind::ResetGrads: return grad_sync.reset_after_step();
+    case OpKind::HandOff: return param_sync->hand_off();  // start_param_sync
+    case OpKind::GatherGroup: return param_sync->gather_group(op.group);
+    case OpKind::Regather: return param_sync->gather(op.bucket, false);
+    default: throw std::logic_error(std::string("step program: '") + op_text(op) + "' at the boundary");
+  }
 }
 
 // This rank's owned, real gradient elements per bucket (where the optimizer reads them).

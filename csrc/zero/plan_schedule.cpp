@@ -64,8 +64,8 @@ void size_ring(ZeroPlan& plan) {
   struct Held { int64_t begin, end; int last_pos; };  // region and the last backward position holding it
   std::vector<Held> held;
   plan.ring_offset.assign(nb, 0);
-  for (int pos = 0; pos < U; ++pos) {  // backward position pos runs unit U-1-pos
-    const int u = U - 1 - pos;
+  for (int pos = U; pos < 2 * U; ++pos) {  // the backward positions
+    const int u = plan.unit_of(pos);
     held.erase(std::remove_if(held.begin(), held.end(), [&](const Held& h) { return h.last_pos < pos; }), held.end());
     for (int b : plan.opens_at[u]) {
       const int64_t n = plan.bucket(b).padded;
@@ -76,7 +76,7 @@ void size_ring(ZeroPlan& plan) {
         at = std::max(at, h.end);
       }
       plan.ring_offset[b] = at;
-      held.push_back({at, at + n, U - 1 - plan.bucket(b).closes_at + 1});
+      held.push_back({at, at + n, plan.position_of(plan.bucket(b).closes_at, true) + 1});
       plan.ring_elems = std::max(plan.ring_elems, at + n);
     }
   }
@@ -132,10 +132,9 @@ class GatherSimulation {
   }
 
  private:
-  int unit_of(int pos) const { return pos < plan_.num_units() ? pos : 2 * plan_.num_units() - 1 - pos; }
   std::vector<int> needs(int pos) const {
     std::vector<int> n;
-    for (int p : plan_.unit_params[unit_of(pos)]) n.push_back(plan_.param(p).bucket);
+    for (int p : plan_.unit_params[plan_.unit_of(pos)]) n.push_back(plan_.param(p).bucket);
     std::sort(n.begin(), n.end());
     n.erase(std::unique(n.begin(), n.end()), n.end());
     return n;

@@ -2,7 +2,8 @@
 // buckets it reads are all-gathered from every rank's shard into a gathered buffer, prefetched
 // ahead within stage3_prefetch_bucket_size / stage3_max_live_parameters, kept when reused within
 // stage3_max_reuse_distance, released after use. Which bucket is gathered, prefetched and
-// released at each position is the plan's (ZeroPlan::gather_steps); this file executes it.
+// released at each position is the plan's (ZeroPlan::gather_steps), ordered into the step
+// program's Gather / Wait / Prefetch / Release / Regather ops; this file executes them.
 // Persistent buckets are gathered once after every update and never released.
 //
 // Gathered buffers are leases from the device's memory pool (core/memory_pool.h), never freed to
@@ -31,39 +32,18 @@ class Stage3Gatherer final : public ParamSync {
       if (slots_[b].buf) release(static_cast<int>(b));
   }
 
-  // The shard changed (a step, or initialisation): re-gather the persistent buckets in place.
-  // Every other bucket is already released: each micro-step releases what it gathered.
+  // The shard changed (initialisation, a loaded checkpoint): re-gather the persistent buckets in
+  // place, as the boundary's Regather ops do after a step. Every other bucket is already
+  // released: each micro-step releases what it gathered.
   void start() override {
-    cx_.comm_waits_for_compute();
+    hand_off();
     for (const PlanBucket& b : cx_.plan.buckets)
       if (b.persistent) gather(b.id, false);
   }
 
-  void before(int pos) override {
-    const GatherStep& step = cx_.plan.gather_steps[pos];
-    for (int b : step.gather) gather(b, false);
-    for (int b : step.need) wait(b);
-    for (int b : step.prefetch) gather(b, true);
-    stats_.peak_live_elems = std::max(stats_.peak_live_elems, step.live);
-    stats_.peak_live_beyond_current = std::max(stats_.peak_live_beyond_current, step.live - step.current);
-    bind_params(unit_of_position(pos, cx_.plan.num_units()));
-  }
+  void hand_off() override { cx_.comm_waits_for_compute(); }
 
-  void after(int pos) override {
-    for (int b : cx_.plan.gather_steps[pos].release) release(b);
-  }
-
-  const GatherStats& stats() const override { return stats_; }
-  int64_t staged_slices() const override { return staged_slices_; }
-
- private:
-  struct Slot {
-    FlatBuffer buf;               // the gathered bucket while live: a pool lease on the comm stream
-    std::unique_ptr<Event> done;  // recorded on the comm stream after its all-gather
-    bool waited = false;          // the compute stream already waits on `done`
-  };
-
-  void gather(int b, bool prefetch) {
+  void gather(int b, bool prefetch) override {
     const PlanBucket& bk = cx_.plan.bucket(b);
     Slot& s = slots_[b];
     if (!s.buf) s.buf = take_buffer(bk.padded);
@@ -79,28 +59,52 @@ class Stage3Gatherer final : public ParamSync {
         copy_view(cx_.dev, mine, shard, cx_.comm.stream(), CopyKind::HostToDevice);
         ++staged_slices_;
       }
-      all_gather_view(cx_.comm, mine, s.buf.view(), "gather b" + std::to_string(b), nullptr);
+      all_gather_view(cx_.comm, mine, s.buf.view(), CollectiveLabel{CollectiveLabel::Kind::Gather, b}.to_string(),
+                      nullptr);
     });
     s.done->record(cx_.comm.stream());
     s.waited = false;
     ++stats_.gathers;
     if (prefetch) ++stats_.prefetched;
-    if (!cx_.opt.overlap_comm) wait(b, since);
+    if (!cx_.opt.overlap_comm) wait_since(b, since);
   }
 
-  // `since`: the stall anchor of a gather issued directly before this wait (-1: none).
-  void wait(int b, int since = -1) {
-    Slot& s = slots_[b];
-    if (s.waited) return;
-    cx_.compute_waits(*s.done, Lane::Comm, since);
-    s.waited = true;
+  void wait(int b) override { wait_since(b, -1); }
+
+  // Position pos's compute reads its parameters from the gathered buffers.
+  void bind(int pos) override {
+    const GatherStep& step = cx_.plan.gather_steps[pos];
+    stats_.peak_live_elems = std::max(stats_.peak_live_elems, step.live);
+    stats_.peak_live_beyond_current = std::max(stats_.peak_live_beyond_current, step.live - step.current);
+    for (int p : cx_.plan.unit_params[cx_.plan.unit_of(pos)]) {
+      const int b = cx_.plan.param(p).bucket;
+      cx_.model.bind_param(p, slots_[b].buf.view(cx_.plan.param_in_bucket(p)).data);
+    }
   }
 
   // The compute stream waits for the all-gather too (a prefetch released unread), so the pool's
   // guard event, recorded on compute, covers the communicator's write and every compute read.
-  void release(int b) {
+  void release(int b) override {
     wait(b);
     slots_[b].buf.release_on(cx_.compute);
+  }
+
+  const GatherStats& stats() const override { return stats_; }
+  int64_t staged_slices() const override { return staged_slices_; }
+
+ private:
+  struct Slot {
+    FlatBuffer buf;               // the gathered bucket while live: a pool lease on the comm stream
+    std::unique_ptr<Event> done;  // recorded on the comm stream after its all-gather
+    bool waited = false;          // the compute stream already waits on `done`
+  };
+
+  // `since`: the stall anchor of a gather issued directly before this wait (-1: none).
+  void wait_since(int b, int since) {
+    Slot& s = slots_[b];
+    if (s.waited) return;
+    cx_.compute_waits(*s.done, Lane::Comm, since);
+    s.waited = true;
   }
 
   // A lease ordered on the comm stream, which writes it first. In the steady state (the same
@@ -109,13 +113,6 @@ class Stage3Gatherer final : public ParamSync {
     FlatBuffer buf = FlatBuffer::pooled(cx_.dev, cx_.comm.stream(), cx_.plan.compute, elems, MemCategory::Gather);
     if (buf.reused()) ++stats_.reused;
     return buf;
-  }
-
-  void bind_params(int unit) {
-    for (int p : cx_.plan.unit_params[unit]) {
-      const int b = cx_.plan.param(p).bucket;
-      cx_.model.bind_param(p, slots_[b].buf.view(cx_.plan.param_in_bucket(p)).data);
-    }
   }
 
   EngineContext& cx_;

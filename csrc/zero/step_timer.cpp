@@ -2,7 +2,6 @@
 #include "step_timer.h"
 
 #include <algorithm>
-#include <cctype>
 
 namespace zt {
 
@@ -19,15 +18,6 @@ namespace {
 double overlap_of(double exposed, double busy) {
   if (busy <= 0) return -1;
   return std::clamp(100.0 * (1.0 - exposed / busy), 0.0, 100.0);
-}
-
-// "b4", "gather b4", "ag0.b4" -> 4; -1 when the label names no bucket.
-int bucket_of(const std::string& label) {
-  const size_t b = label.rfind('b');
-  if (b == std::string::npos || b + 1 >= label.size()) return -1;
-  for (size_t i = b + 1; i < label.size(); ++i)
-    if (!std::isdigit(static_cast<unsigned char>(label[i]))) return -1;
-  return std::stoi(label.substr(b + 1));
 }
 
 // Completed collectives, the host-side control exchanges (the trainer's per-step agreement runs
@@ -106,27 +96,64 @@ void StepTimer::micro_begin(bool first_of_step) {
   }
   if (!active_) return;
   phase_ = Phase::Fwd;
+  open_unit_ = -1;
   mark(Kind::MicroBegin);
 }
 
-void StepTimer::forward_done() {
+// Position changes close and open unit slices (Trace); the first op after the forwards (the
+// loss, or a backward) ends the forward phase.
+void StepTimer::before(const StepOp& op) {
   if (!active_) return;
-  mark(Kind::FwdDone);
-  phase_ = Phase::Bwd;
+  op_handoff_ = -1;
+  const bool trace = level_ == TimingLevel::Trace;
+  if (trace) op_first_seq_ = comm_.log().last_issued() + 1;
+  if (open_unit_ >= 0 && (op.unit != open_unit_ || op.backward != open_backward_)) close_unit();
+  if (phase_ == Phase::Fwd && (op.backward || op.kind == OpKind::Loss)) {
+    mark(Kind::FwdDone);
+    phase_ = Phase::Bwd;
+  }
+  if (trace && op.unit >= 0 && open_unit_ < 0) {
+    mark(Kind::UnitBegin, op.unit, op.backward);
+    open_unit_ = op.unit;
+    open_backward_ = op.backward;
+  }
 }
 
-void StepTimer::backward_done() {
+void StepTimer::after(const StepOp& op) {
+  if (!active_ || level_ != TimingLevel::Trace) return;
+  if (op.kind == OpKind::Reduce && op_handoff_ >= 0) handoffs_.push_back({op_handoff_, op.bucket});
+  const uint64_t last = comm_.log().last_issued();
+  if (last < op_first_seq_) return;
+  const std::vector<PlannedCollective> planned = op_collectives(plan_, op);
+  for (uint64_t seq = op_first_seq_; seq <= last; ++seq) {
+    const size_t i = static_cast<size_t>(seq - op_first_seq_);
+    seq_bucket_[seq] = i < planned.size() ? planned[i].what.bucket : -1;
+  }
+}
+
+void StepTimer::close_unit() {
+  mark(Kind::UnitEnd, open_unit_, open_backward_);
+  open_unit_ = -1;
+}
+
+void StepTimer::micro_end() {
   if (!active_) return;
+  if (open_unit_ >= 0) close_unit();
   mark(Kind::BwdDone);
   phase_ = Phase::Optim;
 }
 
-void StepTimer::unit_begin(int unit, bool backward) {
-  if (active_ && level_ == TimingLevel::Trace) mark(Kind::UnitBegin, unit, backward);
+int StepTimer::hand_off() {
+  op_handoff_ = anchor();
+  return op_handoff_;
 }
 
-void StepTimer::unit_end(int unit, bool backward) {
-  if (active_ && level_ == TimingLevel::Trace) mark(Kind::UnitEnd, unit, backward);
+int StepTimer::bucket_of_seq(uint64_t seq) {
+  const auto it = seq_bucket_.find(seq);
+  if (it == seq_bucket_.end()) return -1;
+  const int b = it->second;
+  seq_bucket_.erase(it);
+  return b;
 }
 
 int StepTimer::anchor() {
@@ -134,10 +161,6 @@ int StepTimer::anchor() {
   const int ev = take_event();
   pool_[ev]->record(compute_);
   return ev;
-}
-
-void StepTimer::grads_ready(int bucket, int handoff) {
-  if (active_ && level_ == TimingLevel::Trace && handoff >= 0) handoffs_.push_back({handoff, bucket});
 }
 
 void StepTimer::wait(Stream& waiter, Event& e, Lane lane, int since) {
@@ -273,6 +296,7 @@ void StepTimer::add_completed_collectives() {
   const uint64_t done = log.last_completed();
   for (Pending& p : pending_) {
     for (; p.next <= p.last && p.next <= done; ++p.next) {
+      const int bucket = bucket_of_seq(p.next);
       const std::optional<CommRecord> r = log.find(p.next);
       if (!r) continue;  // dropped from the ring (more collectives in flight than its capacity)
       TimelineSlice s;
@@ -283,7 +307,7 @@ void StepTimer::add_completed_collectives() {
       s.begin_s = r->started_s;
       s.end_s = r->completed_s;
       s.seq = r->seq;
-      s.bucket = bucket_of(r->label);
+      s.bucket = bucket;
       s.bytes = r->bytes;
       s.dtype = dtype_name(r->dtype);
       timelines_[p.timeline].slices.push_back(std::move(s));
@@ -297,6 +321,7 @@ std::vector<StepTimeline> StepTimer::take_timelines() {
   comm_.synchronize();
   add_completed_collectives();
   pending_.clear();
+  seq_bucket_.clear();
   std::vector<StepTimeline> out = std::move(timelines_);
   timelines_.clear();
   return out;

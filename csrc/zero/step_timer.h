@@ -9,28 +9,37 @@
 // step's events are read in end_step(), after the step's last marker completed). Comm-stream
 // brackets have their own pool: a bracket can outlive its step (the post-step parameter
 // all-gathers), so its events return to the pool only once it has been read or dropped.
+//
+// The engine runs every op of the step program (step_program.h) between before(op) and
+// after(op): the ops' schedule positions give the unit slices (Trace) and the forward ->
+// backward phase change, a Reduce op's hand-off is its bucket's "grads ready", and each
+// collective an op issued gets its bucket from the op's typed labels (op_collectives), matched
+// to the comm log by sequence number.
 #pragma once
+#include <map>
 #include <memory>
 #include <optional>
 #include <vector>
 
 #include "zerotrain/comm/communicator.h"
 #include "zerotrain/core/device.h"
+#include "zerotrain/zero/step_program.h"
 #include "zerotrain/zero/step_timing.h"
 
 namespace zt {
 
 class StepTimer {
  public:
-  StepTimer(Device& dev, Stream& compute, Communicator& comm) : dev_(dev), compute_(compute), comm_(comm) {}
+  StepTimer(Device& dev, Stream& compute, Communicator& comm, const ZeroPlan& plan)
+      : dev_(dev), compute_(compute), comm_(comm), plan_(plan) {}
 
   void set_level(TimingLevel l) { next_level_ = l; }
-  // Markers on the compute stream (no-ops unless this step is timed).
+  // Markers on the compute stream (no-ops unless this step is timed): a micro-step's start and
+  // end, and around each op of the step program.
   void micro_begin(bool first_of_step);
-  void forward_done();
-  void backward_done();
-  void unit_begin(int unit, bool backward);   // Trace only
-  void unit_end(int unit, bool backward);
+  void before(const StepOp& op);
+  void after(const StepOp& op);
+  void micro_end();
   // `waiter`.wait(e) where e was recorded on `lane`; on the compute stream of a timed step the
   // blocked time is bracketed and counted as a stall on that lane. `since`: an anchor() recorded
   // earlier in this step, with no compute work between it and this wait, where the stall begins
@@ -38,8 +47,9 @@ class StepTimer {
   void wait(Stream& waiter, Event& e, Lane lane, int since = -1);
   // A compute-stream marker recorded now for a later wait(..., since); -1 when not timed.
   int anchor();
-  // Trace only: bucket b's gradients were handed to the comm stream at `handoff` (an anchor()).
-  void grads_ready(int bucket, int handoff);
+  // anchor() for a compute -> comm hand-off (EngineContext::comm_waits_for_compute); the last
+  // one inside a Reduce op marks its bucket's gradients ready (Trace).
+  int hand_off();
   // Work the engine enqueues on the comm stream between comm_begin() and comm_end() (collectives
   // and their post-processing) is one busy bracket: two timing events on the comm stream. Call
   // comm_begin() after the comm stream's wait for compute, and record the events compute will
@@ -81,6 +91,8 @@ class StepTimer {
     int begin, end;  // indices into comm_pool_
   };
   int mark(Kind k, int unit = -1, bool backward = false);  // records a pooled event on compute
+  void close_unit();      // Trace: the open unit slice ends
+  int bucket_of_seq(uint64_t seq);  // the bucket of a traced collective (-1: none), consumed
   int take_event();
   int take_comm_event();  // records a comm_pool_ event on the comm stream
   void drop_brackets();   // every pending bracket's events back to the pool, unread
@@ -93,6 +105,7 @@ class StepTimer {
   Device& dev_;
   Stream& compute_;
   Communicator& comm_;
+  const ZeroPlan& plan_;
   TimingLevel next_level_ = TimingLevel::Off, level_ = TimingLevel::Off;
   bool active_ = false;   // inside a timed step
   Phase phase_ = Phase::Optim;
@@ -103,6 +116,11 @@ class StepTimer {
   std::vector<Mark> marks_;
   std::vector<Stall> stalls_;
   std::vector<std::pair<int, int>> handoffs_;      // Trace: (anchor event, bucket) per gradient hand-off
+  int open_unit_ = -1;            // Trace: the unit slice open now (-1: none) ...
+  bool open_backward_ = false;    // ... and whether it is a backward
+  int op_handoff_ = -1;           // the last hand_off() inside the current op (-1: none)
+  uint64_t op_first_seq_ = 0;     // Trace: the first collective the current op may issue
+  std::map<uint64_t, int> seq_bucket_;  // Trace: traced collectives' buckets, until added to a timeline
   std::vector<std::unique_ptr<Event>> comm_pool_;  // comm-stream timing events
   std::vector<int> comm_free_;                     // indices of comm_pool_ not in a bracket
   std::vector<Bracket> brackets_;                  // recorded, not yet counted; in stream order

@@ -78,6 +78,21 @@ std::string tiny_mlp_json() {
   return R"({"type":"mlp","dims":[6,12,10,3],"activation":"gelu","task":"regression","init_std":0.3})";
 }
 
+RunSpec small_buckets(int stage, bool overlap) {
+  RunSpec s;
+  s.model_json = tiny_gpt_json();
+  s.opt = adamw_options(stage);
+  s.opt.overlap_comm = overlap;
+  s.opt.reduce_bucket_size = 300;
+  s.opt.allgather_bucket_size = 700;
+  s.opt.param_persistence_threshold = 20;
+  s.opt.prefetch_bucket_size = 300;
+  s.opt.max_live_parameters = 1200;
+  s.opt.max_reuse_distance = 0;
+  s.steps = 1;
+  return s;
+}
+
 EngineOptions adamw_options(int stage) {
   EngineOptions o;
   o.stage = stage;
@@ -153,6 +168,7 @@ RunResult run_engine(const RunSpec& spec, MPI_Comm mpi) {
         if (then) then(attempt, grads);
       };
     }
+    hooks.ran_op = [&res](const StepOp& op) { res.ops.push_back(op); };
     set_engine_test_hooks(engine, std::move(hooks));
     engine.init_parameters(spec.seed);
     engine.set_timing(spec.timing);

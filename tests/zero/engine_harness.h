@@ -10,6 +10,7 @@
 #include "zerotrain/comm/communicator.h"
 #include "zerotrain/core/memory_pool.h"
 #include "zerotrain/zero/engine.h"
+#include "zerotrain/zero/step_program.h"
 
 namespace zt::testing {
 
@@ -59,6 +60,8 @@ struct RunResult {
   int64_t padding_grads_checked = 0, padding_grads_nonzero = 0;
   // With RunSpec::capture_grads: the gradient each step's optimizer read, [step][parameter].
   std::vector<std::vector<std::vector<float>>> grads;
+  // Every op of the step program the engine ran on this rank during the steps, in order.
+  std::vector<StepOp> ops;
 };
 
 RunResult run_engine(const RunSpec& spec, MPI_Comm comm);
@@ -66,6 +69,10 @@ RunResult run_engine(const RunSpec& spec, MPI_Comm comm);
 // A tiny GPT / MLP model file (init_std 0.1 so every block matters to the loss).
 std::string tiny_gpt_json(int vocab = 16, int n_ctx = 8, int layers = 2, int heads = 2, int embd = 16);
 std::string tiny_mlp_json();
+// One step of tiny_gpt_json with several buckets per unit at every stage; at stage 3 small
+// parameters persistent, the rest gathered per use with a prefetch window of one bucket and a
+// live cap.
+RunSpec small_buckets(int stage, bool overlap);
 // AdamW, lr 1e-2, eps 1e-4, wd 0.01, gradient_clipping 0.3 (active: coefficient < 1).
 // eps: Adam divides the round-off of a nearly cancelling gradient element by eps. With eps 1e-6
 // a 3-rank run (fp32 sums in another order than one rank) moved one h.1.attn.c_proj.bias element

@@ -2,6 +2,7 @@
 
 #include "zerotrain/zero/engine_testing.h"
 #include "zerotrain/zero/plan.h"
+#include "zerotrain/zero/step_program.h"
 
 using namespace zt;
 
@@ -313,4 +314,59 @@ TEST(EnginePlan, AdamChunksCoverTheUpdatedRangesAligned) {
       EXPECT_EQ(coalesce_adam_chunks(small).size(), coalesce_adam_chunks(optimizer_adam_chunks(plan, 0, 1 << 20)).size());
     }
   }
+}
+
+// The schedule vocabulary: positions, the reduce rule, labels, the step statistics layout.
+TEST(EnginePlan, ScheduleVocabulary) {
+  auto ps = specs({{10, 0}, {20, 1}, {30, 2}});
+  ZeroPlan plan = make_engine_plan(ps, {{0}, {1}, {2}}, engine_opts(2, 2, 100));
+  ASSERT_EQ(plan.num_units(), 3);
+  EXPECT_EQ(plan.position_of(0, false), 0);
+  EXPECT_EQ(plan.position_of(2, true), 3);  // the first backward
+  EXPECT_EQ(plan.position_of(0, true), 5);
+  for (int pos = 0; pos < 6; ++pos) EXPECT_EQ(plan.position_of(plan.unit_of(pos), pos >= 3), pos);
+  EXPECT_TRUE(reduces_now(stage_flow(2), false));
+  EXPECT_FALSE(reduces_now(stage_flow(1), false));
+  EXPECT_TRUE(reduces_now(stage_flow(0), true));
+  using K = CollectiveLabel::Kind;
+  EXPECT_EQ((CollectiveLabel{K::Grads, 4}.to_string()), "b4");
+  EXPECT_EQ((CollectiveLabel{K::Gather, 4}.to_string()), "gather b4");
+  EXPECT_EQ((CollectiveLabel{K::GroupGather, 4, 1}.to_string()), "ag1.b4");
+  EXPECT_EQ((CollectiveLabel{K::StepStats}.to_string()), "step stats");
+  EXPECT_EQ((CollectiveLabel{K::LambNorms}.to_string()), "lamb norms");
+  EXPECT_EQ(plan.step_stats().slots, static_cast<int64_t>(plan.buckets.size()) + 1);
+  EXPECT_EQ(plan.step_stats().loss_slot(), static_cast<int64_t>(plan.buckets.size()));
+  EXPECT_EQ(plan.step_stats().words(), 2 * plan.step_stats().slots);
+  EXPECT_EQ(intersect({0, 10}, {5, 10}).begin, 5);
+  EXPECT_EQ(intersect({0, 10}, {5, 10}).count, 5);
+  EXPECT_EQ(intersect({0, 10}, {10, 5}).count, 0);
+}
+
+// Micro-step kinds: one for gas 1 (first and last), first + last for 2, first + middle + last
+// beyond; only the last reduces at stages 0-1, and only the first waits for all-gather groups.
+TEST(EnginePlan, StepProgramKinds) {
+  auto ps = specs({{10, 0}, {20, 1}, {30, 2}});
+  const ZeroPlan plan = make_engine_plan(ps, {{0}, {1}, {2}}, engine_opts(1, 2, 100));
+  auto count = [](const MicroStep& m, OpKind k) {
+    int n = 0;
+    for (const StepOp& op : m.ops) n += op.kind == k ? 1 : 0;
+    return n;
+  };
+  EXPECT_EQ(step_program(plan, 1).kinds.size(), 1u);
+  EXPECT_EQ(step_program(plan, 2).kinds.size(), 2u);
+  const StepProgram p = step_program(plan, 5);
+  ASSERT_EQ(p.kinds.size(), 3u);
+  EXPECT_EQ(&p.micro(0), &p.kinds[0]);
+  EXPECT_EQ(&p.micro(3), &p.kinds[1]);
+  EXPECT_EQ(&p.micro(4), &p.kinds[2]);
+  EXPECT_EQ(count(p.kinds[0], OpKind::Reduce), 0);
+  EXPECT_EQ(count(p.kinds[0], OpKind::Close), static_cast<int>(plan.buckets.size()));
+  EXPECT_EQ(count(p.kinds[2], OpKind::Reduce), static_cast<int>(plan.buckets.size()));
+  EXPECT_EQ(count(p.kinds[0], OpKind::Wait), 1);  // one all-gather group, waited before its first use
+  EXPECT_EQ(count(p.kinds[1], OpKind::Wait), 0);
+  const std::string text = describe_program(p);
+  EXPECT_NE(text.find("micro-steps 1..3 (middle, each):"), std::string::npos) << text;
+  EXPECT_NE(text.find("micro-step 4 (last):"), std::string::npos) << text;
+  EXPECT_NE(text.find("    bwd u2: open b2; backward u2; close b2\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("    all-gather group 0 *\n"), std::string::npos) << text;
 }

@@ -19,23 +19,6 @@ using namespace zt::testing;
 namespace {
 int world_size() { int n; MPI_Comm_size(MPI_COMM_WORLD, &n); return n; }
 
-// Several buckets per unit at every stage; at stage 3 small parameters persistent, the rest
-// gathered per use with a prefetch window of one bucket and a live cap.
-RunSpec small_buckets(int stage, bool overlap) {
-  RunSpec s;
-  s.model_json = tiny_gpt_json();
-  s.opt = adamw_options(stage);
-  s.opt.overlap_comm = overlap;
-  s.opt.reduce_bucket_size = 300;
-  s.opt.allgather_bucket_size = 700;
-  s.opt.param_persistence_threshold = 20;
-  s.opt.prefetch_bucket_size = 300;
-  s.opt.max_live_parameters = 1200;
-  s.opt.max_reuse_distance = 0;
-  s.steps = 1;
-  return s;
-}
-
 // A model whose step takes tens of ms, so timing differences are well above scheduling noise.
 RunSpec timed(int stage, bool overlap) {
   RunSpec s = small_buckets(stage, overlap);

@@ -8,6 +8,7 @@
 #include "zerotrain/core/tensor.h"
 #include "zerotrain/kernels/vector_path.h"
 #include "zerotrain/zero/plan.h"
+#include "zerotrain/zero/step_program.h"
 
 namespace zt {
 
@@ -19,6 +20,9 @@ struct EngineTestHooks {
   // in the accumulation dtype, on the device. Writes must be complete (synchronised on the
   // compute stream) when the hook returns.
   std::function<void(int64_t attempt, const std::vector<TensorView>& owned_grads)> before_grad_norm;
+  // After each op of the step program the engine ran (step_program.h), micro-steps and boundary,
+  // in order (an eagerly run micro-step; a replayed CUDA graph runs none on the host).
+  std::function<void(const StepOp& op)> ran_op;
 };
 
 void set_engine_test_hooks(ZeroEngine& engine, EngineTestHooks hooks);

@@ -32,6 +32,7 @@
 // Schedule (built by make_engine_plan): which unit's backward opens / closes each bucket, the
 // bucket ring and wire slots (stages 2-3), the post-step all-gather groups (stages 1-2), and the
 // stage-3 gather / prefetch / release lists per position (0..U-1 forwards, U..2U-1 backwards).
+// step_program.h turns these into the ordered ops of a step, which the engine runs one by one.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -49,6 +50,11 @@ struct ElemRange {
   int64_t end() const { return begin + count; }
   ElemRange sub(int64_t offset, int64_t n) const { return {begin + offset, n}; }
 };
+// The elements two ranges share (count 0 when they are disjoint).
+inline ElemRange intersect(const ElemRange& a, const ElemRange& b) {
+  const int64_t lo = a.begin > b.begin ? a.begin : b.begin, hi = a.end() < b.end() ? a.end() : b.end();
+  return {lo, hi > lo ? hi - lo : 0};
+}
 
 // Alignment unit of the flat space, in elements (see the layout notes above).
 constexpr int64_t kFlatAlignElems = 8;
@@ -68,6 +74,34 @@ struct StageFlow {
   bool gather_before_use = false;        // stage 3: all-gather each bucket before each use
 };
 StageFlow stage_flow(int stage);
+// The "reduce now" rule: a completed bucket is reduced in every micro-step (stages 2-3) or only in
+// the last one of the accumulation window (stages 0-1; earlier ones keep accumulating in place).
+inline bool reduces_now(const StageFlow& f, bool boundary) { return f.reduce_every_micro_step || boundary; }
+
+// What one collective of a step moves. to_string() is the label the engine passes to the
+// communicator (and the comm log shows): "b4" (a bucket's gradients), "gather b4" (stage 3),
+// "ag0.b4" (post-step all-gather group 0), "step stats", "lamb norms".
+struct CollectiveLabel {
+  enum class Kind : uint8_t { Grads, Gather, GroupGather, StepStats, LambNorms };
+  Kind kind = Kind::Grads;
+  int bucket = -1;  // Grads, Gather, GroupGather
+  int group = -1;   // GroupGather
+  std::string to_string() const;
+};
+
+// Bytes one rank sends (and, as much, receives) for one collective over `world` ranks with the
+// ring algorithms: reduce-scatter and all-gather of a B-byte buffer move (N-1)/N·B each way,
+// all-reduce 2(N-1)/N·B (a reduce-scatter followed by an all-gather).
+double ring_bytes_per_rank(CommOp op, size_t buffer_bytes, int world);
+
+// The step statistics every rank contributes at the boundary: one double per bucket (its owned
+// squared gradient norm), then the loss as a float in one more double slot; all-gathered as
+// 2·slots fp32 words per rank so both backends move it as plain bytes.
+struct StepStatsLayout {
+  int64_t slots = 1;
+  int64_t loss_slot() const { return slots - 1; }
+  int64_t words() const { return 2 * slots; }
+};
 
 struct PlanBucket {
   int id = 0;
@@ -108,7 +142,8 @@ struct PlannedCollective {
   int micro = -1;          // micro-step (0-based); -1: at the accumulation boundary or after it
   std::string phase;       // "fwd u2", "bwd u1", "step", "after step"
   CommOp op = CommOp::AllGather;
-  std::string label;       // the label the engine passes ("b3", "gather b3", "ag0.b3", "step stats")
+  CollectiveLabel what;
+  std::string label;       // what.to_string(): the label the engine passes ("b3", "gather b3", ...)
   size_t count = 0, bytes = 0;
   DType dtype = DType::F32;
 };
@@ -165,6 +200,11 @@ struct ZeroPlan {
 
   // ---- named coordinates ----
   int num_units() const { return static_cast<int>(unit_params.size()); }
+  // Schedule positions: 0..U-1 are the forwards in unit order, U..2U-1 the backwards from unit
+  // U-1 down to unit 0 (gather_steps is indexed by position).
+  int position_of(int unit, bool backward) const { return backward ? 2 * num_units() - 1 - unit : unit; }
+  int unit_of(int pos) const { return pos < num_units() ? pos : 2 * num_units() - 1 - pos; }
+  StepStatsLayout step_stats() const { return {static_cast<int64_t>(buckets.size()) + 1}; }
   const PlanBucket& bucket(int b) const { return buckets[static_cast<size_t>(b)]; }
   const PlanParam& param(int p) const { return params[static_cast<size_t>(p)]; }
   ElemRange bucket_range(int b) const { return {bucket(b).flat_begin, bucket(b).padded}; }  // Full
@@ -194,8 +234,8 @@ struct ZeroPlan {
   std::string describe() const;  // human-readable table: bucket, unit, elements, padding, slice
   // One step of the schedule, position by position ("bwd u3: close b3 -> reduce-scatter b3 ...").
   std::string describe_timeline() const;
-  // Every collective one optimizer step issues (without an overflow skip), in issue order
-  // (csrc/zero/plan_collectives.cpp); the engine's comm log shows exactly these.
+  // Every collective one optimizer step issues (without an overflow skip), in issue order: the
+  // collectives of the step program's ops (step_program.h); the engine's comm log shows exactly these.
   std::vector<PlannedCollective> step_collectives(int gradient_accumulation_steps) const;
   // Which rank owns which real elements of each parameter (one line per parameter).
   std::string describe_ownership(const std::vector<std::string>& param_names = {}) const;

@@ -65,7 +65,7 @@ struct TimelineSlice {
   // Collectives (comm lane) only:
   uint64_t seq = 0;
   std::string op, label, dtype;
-  int bucket = -1;              // parsed from the label ("b4", "gather b4", "ag0.b4"); -1: none
+  int bucket = -1;              // the bucket of the op that issued it (step program); -1: none
   uint64_t bytes = 0;
   int unit = -1;                // compute unit slices: the unit; -1 otherwise
   bool backward = false;        // compute unit slices: a backward
