@@ -1,5 +1,6 @@
 // cfg_precision.cpp — fp16 (docs/config.md §6), bf16 / bfloat16 (§7), data_types and torch_autocast (§9).
 #include <cmath>
+#include <utility>
 
 #include "config_reader.h"
 
@@ -11,11 +12,15 @@ std::optional<DType> parse_ds_dtype(Ctx& c, const std::string& path, const Json&
   if (v.is_null()) return std::nullopt;
   static const char* kExpected = "one of \"fp32\"/\"float32\"/\"float\"/\"torch.float32\", "
                                  "\"fp16\"/\"float16\"/\"half\"/\"torch.float16\", \"bf16\"/\"bfloat16\"/\"torch.bfloat16\", or null";
+  static const std::pair<const char*, DType> kSpellings[] = {
+      {"fp32", DType::F32}, {"float32", DType::F32}, {"float", DType::F32}, {"torch.float32", DType::F32},
+      {"fp16", DType::F16}, {"float16", DType::F16}, {"half", DType::F16}, {"torch.float16", DType::F16},
+      {"bf16", DType::BF16}, {"bfloat16", DType::BF16}, {"torch.bfloat16", DType::BF16}};
   if (!v.is_string()) c.fail(path, v, kExpected);
-  std::string s = v.get<std::string>();
-  if (s == "fp32" || s == "float32" || s == "float" || s == "torch.float32") return DType::F32;
-  if (s == "fp16" || s == "float16" || s == "half" || s == "torch.float16") return DType::F16;
-  if (s == "bf16" || s == "bfloat16" || s == "torch.bfloat16") return DType::BF16;
+  const std::string s = v.get<std::string>();
+  for (const auto& [name, t] : kSpellings) {
+    if (s == name) return t;
+  }
   if (s == "int8" || s == "torch.int8") c.error(path, "\"int8\" is not supported by zerotrain");
   c.fail(path, v, kExpected);
 }
