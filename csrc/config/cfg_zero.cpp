@@ -5,35 +5,11 @@
 // through the named handlers below, in the list's order; the "auto" bucket rules and the
 // refusals of unsupported features follow.
 #include <algorithm>
-#include <cmath>
-#include <limits>
 
 #include "config_reader.h"
 
 namespace zt::cfg {
 namespace {
-
-enum class Rule { kFlag, kCount, kInt, kFraction };
-constexpr Rule kFlag = Rule::kFlag, kCount = Rule::kCount, kInt = Rule::kInt, kFraction = Rule::kFraction;
-constexpr double kNever = std::numeric_limits<double>::infinity();
-
-// The generic reader of an ordinary key: type, bounds, alias, "auto", provenance.
-bool read_key(Section& s, const char* key, bool def, Rule, const char* alias) { return s.get_bool(key, def, alias); }
-int64_t read_key(Section& s, const char* key, int64_t def, Rule rule, const char* alias) {
-  const IntRule r = rule == Rule::kCount ? IntRule{BoolAsInt::kAccept, 0} : IntRule{};
-  return s.get_int(key, def, r, alias);
-}
-double read_key(Section& s, const char* key, double def, Rule, const char*) {  // kFraction
-  Section::Lookup l = s.take(key);
-  double v = def;
-  if (l.present()) {
-    std::string p = s.key_path(l.key);
-    v = to_float(s.ctx(), p, *l.value, true, true);
-    if (!(v >= 0.0 && v <= 1.0)) s.ctx().fail(p, *l.value, "a number in [0, 1]");
-  }
-  s.put_lookup(key, v, l);
-  return v;
-}
 
 void reject_enabled(Ctx& c, const std::string& path, const std::string& what) {
   c.error(path, what + " is not supported by zerotrain; remove it or set it to its default");

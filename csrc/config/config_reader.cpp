@@ -322,4 +322,25 @@ void Section::finish() {
   }
 }
 
+bool read_key(Section& s, const char* key, bool def, Rule, const char* alias) { return s.get_bool(key, def, alias); }
+
+int64_t read_key(Section& s, const char* key, int64_t def, Rule rule, const char* alias) {
+  IntRule r;
+  if (rule == Rule::kCount) r.min = 0;
+  if (rule == Rule::kIntNoBool) r.bools = BoolAsInt::kReject;
+  return s.get_int(key, def, r, alias);
+}
+
+double read_key(Section& s, const char* key, double def, Rule, const char*) {  // kFraction
+  Section::Lookup l = s.take(key);
+  double v = def;
+  if (l.present()) {
+    std::string p = s.key_path(l.key);
+    v = to_float(s.ctx(), p, *l.value, true, true);
+    if (!(v >= 0.0 && v <= 1.0)) s.ctx().fail(p, *l.value, "a number in [0, 1]");
+  }
+  s.put_lookup(key, v, l);
+  return v;
+}
+
 }  // namespace zt::cfg

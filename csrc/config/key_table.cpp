@@ -21,11 +21,6 @@ KeyEntry unused(std::string path, std::string why, std::string probe, std::strin
 KeyEntry rejected(std::string path, std::string why, std::string probe, std::string context = "") {
   return {std::move(path), KeyUse::kRejected, std::move(why), std::move(probe), "", std::move(context), "", false, ""};
 }
-KeyEntry input_only(KeyEntry e, std::string input_default) {
-  e.input_only = true;
-  e.input_default = std::move(input_default);
-  return e;
-}
 
 // Probe contexts (JSON merge patches over the test's base config: stage 2, AdamW, fp32).
 const char* const kStage1 = R"({"zero_optimization":{"stage":1}})";
@@ -85,43 +80,22 @@ std::vector<KeyEntry> build_top_level() {
   };
 }
 
-std::vector<KeyEntry> build_precision() {
-  return {
-      impl("fp16.enabled", "fp16 compute with dynamic loss scaling", "true", "LM"),
-      input_only(impl("bfloat16", "deprecated spelling of the bf16 section", R"({"enabled":true})", "LM"), ""),
-      unused("fp16.auto_cast", "zerotrain's kernels cast explicitly; there is no autocast", "true", kFp16),
-      impl("fp16.loss_scale", "a static loss scale (0: dynamic)", "128", "L", kFp16),
-      impl("fp16.initial_scale_power", "dynamic scaling starts at 2^power", "8", "L", kFp16),
-      impl("fp16.loss_scale_window", "clean steps before the scale doubles", "1", "L", kFp16),
-      impl("fp16.hysteresis", "overflows tolerated before the scale halves", "1", "L", kFp16Overflow),
-      impl("fp16.consecutive_hysteresis", "refill the hysteresis after each clean step", "true",
-           "=LossScaler.Item27And29", kFp16Overflow),
-      impl("fp16.min_loss_scale", "floor of the dynamic scale", "1099511627776",
-           "=LossScaler.Item26And28NonZeroFloorsWithoutError", kFp16Overflow),
-      rejected("fp16.fp16_master_weights_and_grads", "fp16 master weights are not supported (use bf16 or fp32)", "true",
-               kFp16),
-      impl("bf16.enabled", "bf16 compute", "true", "LM"),
-      unused("bf16.immediate_grad_update", "gradients always accumulate in grad_accum_dtype buffers (no hooks)", "true",
-             kBf16),
-      impl("bf16.check_grad_overflow", "bf16 steps check the gradients for NaN/Inf", "false",
-           "=Engine.Fp16InjectedOverflowSkipsOnEveryRank", kBf16),
-      impl("bf16.bf16_master_weights_and_grads", "bf16 master weights and gradients", "true", "LM", kBf16),
-      impl("bf16.bf16_optimizer_states", "bf16 Adam moments", "true", "LM",
-           R"({"bf16":{"enabled":true,"bf16_master_weights_and_grads":true}})"),
-      impl("data_types.grad_accum_dtype", "dtype gradients accumulate in", "\"bf16\"", "M", kBf16),
-      rejected("data_types.param_dtype", "parameter dtypes follow fp16/bf16", "\"bf16\""),
-      rejected("data_types.buffer_dtype", "buffer dtypes follow fp16/bf16", "\"bf16\""),
-      rejected("torch_autocast.enabled", "no torch autocast (use fp16 or bf16)", "true"),
-      unused("torch_autocast.dtype", "torch autocast is not supported; the section is only accepted while disabled",
-             "\"torch.float16\""),
-      unused("torch_autocast.lower_precision_safe_modules", "torch autocast is not supported", R"(["torch.nn.Linear"])"),
-  };
-}
-
 KeyEntry row(KeyUse use, std::string path, std::string why, std::string probe, std::string effects,
              std::string context, std::string alias, bool input_only, std::string input_default) {
   return {std::move(path), use, std::move(why), std::move(probe), std::move(effects), std::move(context),
           std::move(alias), input_only, std::move(input_default)};
+}
+
+// fp16 / bf16 / data_types / torch_autocast rows, from their declaration (config/precision_keys.h).
+std::vector<KeyEntry> build_precision() {
+  const std::string F16 = "fp16.", B16 = "bf16.", DT = "data_types.", TA = "torch_autocast.", TOP;
+  std::vector<KeyEntry> t;
+#define ZT_PRECISION_KEY(sec, name, type, def, rule, use, why, probe, effects, context) \
+  t.push_back(row(KeyUse::use, sec + #name, why, probe, effects, context, "", false, ""));
+#define ZT_PRECISION_SPECIAL(sec, path, use, why, probe, effects, context, input_only, input_default) \
+  t.push_back(row(KeyUse::use, sec + path, why, probe, effects, context, "", input_only, input_default));
+#include "zerotrain/config/precision_keys.h"
+  return t;
 }
 
 // zero_optimization's rows, from its declaration (config/zero_keys.h).

@@ -1,6 +1,6 @@
-// The zero_optimization declaration (config/zero_keys.h) drives the reader, the typed fields and
-// the key table: every ordinary key is checked here through the same list, so a new entry is
-// covered without a new test.
+// The key declarations (config/zero_keys.h, config/precision_keys.h) drive the reader, the typed
+// fields and the key table: every ordinary key is checked here through the same lists, so a new
+// entry is covered without a new test.
 #include <cmath>
 
 #include "cfg_test.h"
@@ -11,8 +11,9 @@ using zt::Json;
 
 namespace {
 
-enum class Rule { kFlag, kCount, kInt, kFraction };
-constexpr Rule kFlag = Rule::kFlag, kCount = Rule::kCount, kInt = Rule::kInt, kFraction = Rule::kFraction;
+enum class Rule { kFlag, kCount, kInt, kIntNoBool, kFraction };
+constexpr Rule kFlag = Rule::kFlag, kCount = Rule::kCount, kInt = Rule::kInt, kIntNoBool = Rule::kIntNoBool,
+               kFraction = Rule::kFraction;
 
 struct Decl {
   std::string path;  // from the config root, e.g. "zero_optimization.offload_optimizer.ratio"
@@ -129,4 +130,60 @@ TEST(ZeroKeys, KeyTableRowsComeFromTheDeclaration) {
     ASSERT_NE(e, nullptr) << d.path;
     EXPECT_EQ(e->alias, d.alias) << d.path;
   }
+}
+
+namespace {
+
+std::vector<Decl> precision_keys() {
+  const std::string F16 = "fp16", B16 = "bf16";
+  std::vector<Decl> out;
+#define ZT_PRECISION_KEY(sec, name, type, def, rule, use, why, probe, effects, context) \
+  out.push_back({sec + "." #name, #name, "", rule, Json(static_cast<type>(def)), false});
+#include "zerotrain/config/precision_keys.h"
+  return out;
+}
+
+std::string section_of(const Decl& d) { return d.path.substr(0, d.path.find('.')); }
+
+}  // namespace
+
+TEST(PrecisionKeys, GenericReaderDefaultsChecksAndTakesValues) {
+  const zt::DsConfig defaults = resolve(tb("\"fp16\": {}, \"bf16\": {}"));
+  for (const Decl& d : precision_keys()) {
+    EXPECT_EQ(*resolved_at(defaults, d.path), d.def) << d.path;
+    // Stage 1 and bf16 master weights: the cross-key rules of check_combinations hold for every value.
+    const auto with = [&](const Json& v) {
+      Json section{{d.key, v}};
+      if (d.key == "bf16_optimizer_states") section["bf16_master_weights_and_grads"] = true;
+      return tb("\"zero_optimization\": {\"stage\": 1}, \"" + section_of(d) + "\": " + section.dump());
+    };
+    const std::string err = error_of(with("maybe"));
+    EXPECT_NE(err.find(d.path + ": found \"maybe\""), std::string::npos) << err;
+    if (d.rule == kIntNoBool) {
+      EXPECT_NE(error_of(with(true)).find("a boolean is not accepted here"), std::string::npos) << d.path;
+    }
+    if (d.rule == kInt) {
+      EXPECT_EQ(error_of(with(true)), "") << d.path << ": a boolean counts as 1";
+    }
+    if (d.rule != kFlag) continue;
+    const zt::DsConfig c = resolve(with(!d.def.get<bool>()));
+    EXPECT_EQ(*resolved_at(c, d.path), !d.def.get<bool>()) << d.path;
+    EXPECT_EQ(c.provenance.at(d.path).source, zt::ConfigSource::kFile) << d.path;
+  }
+}
+
+TEST(PrecisionKeys, KeyTableRowsComeFromTheDeclaration) {
+  std::vector<std::string> declared;
+  const std::string F16 = "fp16.", B16 = "bf16.", DT = "data_types.", TA = "torch_autocast.", TOP;
+#define ZT_PRECISION_KEY(sec, name, ...) declared.push_back(sec + #name);
+#define ZT_PRECISION_SPECIAL(sec, path, ...) declared.push_back(sec + path);
+#include "zerotrain/config/precision_keys.h"
+  std::vector<std::string> rows;
+  for (const zt::KeyEntry& e : zt::key_table()) {
+    for (const char* s : {"fp16.", "bf16.", "data_types.", "torch_autocast."}) {
+      if (e.path.rfind(s, 0) == 0) rows.push_back(e.path);
+    }
+    if (e.path == "bfloat16") rows.push_back(e.path);
+  }
+  EXPECT_EQ(rows, declared);
 }

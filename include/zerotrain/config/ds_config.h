@@ -61,26 +61,31 @@ struct ConfigOptions {
   std::string recompute_flag;
 };
 
+// fp16 and bf16: the ZT_PRECISION_KEY entries of config/precision_keys.h, `type name = default;`.
+#define ZT_PRECISION_FIELD(name, type, def) type name = def;
+#define ZT_PRECISION_FIELD_SKIP(name, type, def)
+
 struct Fp16Config {
-  bool enabled = false;
-  bool auto_cast = false;
-  double loss_scale = ds_defaults::kFp16LossScale;                    // 0: dynamic loss scaling; > 0: static scale
-  int64_t initial_scale_power = ds_defaults::kFp16InitialScalePower;  // dynamic: initial scale 2^p
-  int64_t loss_scale_window = ds_defaults::kFp16LossScaleWindow;      // steps
-  int64_t hysteresis = ds_defaults::kFp16Hysteresis;                  // overflows
-  bool consecutive_hysteresis = false;
-  int64_t min_loss_scale = ds_defaults::kFp16MinLossScale;
-  bool fp16_master_weights_and_grads = false;
+  double loss_scale = 0.0;  // 0: dynamic loss scaling; > 0: static scale
+#define ZT_PRECISION_KEY(sec, name, type, def, ...) ZT_PRECISION_FIELD_##sec(name, type, def)
+#define ZT_PRECISION_FIELD_F16 ZT_PRECISION_FIELD
+#define ZT_PRECISION_FIELD_B16 ZT_PRECISION_FIELD_SKIP
+#include "zerotrain/config/precision_keys.h"
+#undef ZT_PRECISION_FIELD_F16
+#undef ZT_PRECISION_FIELD_B16
   bool dynamic() const { return loss_scale == 0.0; }
 };
 
 struct Bf16Config {
-  bool enabled = false;
-  bool immediate_grad_update = false;
-  bool check_grad_overflow = ds_defaults::kBf16CheckGradOverflow;
-  bool bf16_master_weights_and_grads = false;
-  bool bf16_optimizer_states = false;
+#define ZT_PRECISION_KEY(sec, name, type, def, ...) ZT_PRECISION_FIELD_##sec(name, type, def)
+#define ZT_PRECISION_FIELD_F16 ZT_PRECISION_FIELD_SKIP
+#define ZT_PRECISION_FIELD_B16 ZT_PRECISION_FIELD
+#include "zerotrain/config/precision_keys.h"
+#undef ZT_PRECISION_FIELD_F16
+#undef ZT_PRECISION_FIELD_B16
 };
+#undef ZT_PRECISION_FIELD
+#undef ZT_PRECISION_FIELD_SKIP
 
 // The ZT_ZERO_KEY entries of config/zero_keys.h for one section: `type name = default;`.
 #define ZT_ZERO_FIELD(name, type, def) type name = def;

@@ -1,5 +1,6 @@
 // ds_defaults.h — DeepSpeed 0.19.5's defaults for the config keys zerotrain reads outside
-// zero_optimization (declared with its defaults in config/zero_keys.h) and the optimizer and
+// zero_optimization, fp16 and bf16 (declared with their defaults in config/zero_keys.h and
+// config/precision_keys.h) and the optimizer and
 // scheduler params (whose defaults optim/ owns: optim/hparam_defaults.h). The config
 // reader fills absent keys from here and the typed config structs (ds_config.h) start from here.
 // EngineOptions (zero/engine.h) repeats the engine's share; tests/config/test_defaults_agree.cpp
@@ -20,13 +21,5 @@ inline constexpr bool kPrescaleGradients = false;
 inline constexpr double kGradientPredivideFactor = 1.0;
 inline constexpr bool kManagedGradientAccumulation = true;
 inline constexpr const char* kGradientAllreduceOp = "mean";
-
-// fp16 / bf16
-inline constexpr double kFp16LossScale = 0.0;            // 0: dynamic loss scaling
-inline constexpr int64_t kFp16InitialScalePower = 16;    // initial dynamic scale 2^16
-inline constexpr int64_t kFp16LossScaleWindow = 1000;    // steps without overflow before the scale doubles
-inline constexpr int64_t kFp16Hysteresis = 2;            // overflows tolerated before the scale halves
-inline constexpr int64_t kFp16MinLossScale = 1;
-inline constexpr bool kBf16CheckGradOverflow = true;
 
 }  // namespace zt::ds_defaults
