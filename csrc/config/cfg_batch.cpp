@@ -43,195 +43,237 @@ std::optional<int64_t> batch_key(Ctx& c, Section& top, const std::string& key, S
   return to_int(c, p, v, BoolAsInt::kReject);
 }
 
+void read_steps_per_print(Ctx& c, Section& top) {
+  Section::Lookup l = top.take("steps_per_print");
+  if (!l.present() || l.value->is_null()) {
+    top.put_lookup("steps_per_print", nullptr, l);
+    return;
+  }
+  std::string p = top.key_path(l.key);
+  int64_t v = to_int(c, p, *l.value, BoolAsInt::kReject);
+  if (v < 0) c.fail(p, *l.value, "an integer >= 0 (0 or null: no periodic progress line)");
+  c.cfg.steps_per_print = v;
+  top.put_lookup("steps_per_print", v, l);
+}
+
+void read_predivide_factor(Ctx& c, Section& top) {
+  Section::Lookup l = top.take("gradient_predivide_factor");
+  double f = ds_defaults::kGradientPredivideFactor;
+  if (l.present()) {
+    std::string p = top.key_path(l.key);
+    f = to_float(c, p, *l.value, false, false);
+    if (!(f > 0.0) || !std::isfinite(f)) c.fail(p, *l.value, "a number > 0");
+  }
+  c.cfg.gradient_predivide_factor = f;
+  top.put_lookup("gradient_predivide_factor", f, l);
+}
+
+void read_allreduce_op(Ctx& c, Section& top) {
+  Section::Lookup l = top.take("gradient_allreduce_op");
+  std::string op = ds_defaults::kGradientAllreduceOp;
+  if (l.present()) {
+    std::string p = top.key_path(l.key);
+    if (!l.value->is_string()) c.fail(p, *l.value, "\"mean\" or \"sum\"");
+    op = l.value->get<std::string>();
+    std::transform(op.begin(), op.end(), op.begin(), [](unsigned char ch) { return std::tolower(ch); });
+    if (op != "mean" && op != "sum") {
+      c.fail(p, *l.value, "\"mean\" or \"sum\" (Invalid gradient_allreduce_op. Supported operations: ['mean', 'sum'])");
+    }
+  }
+  c.cfg.gradient_allreduce_op = op;
+  top.put_lookup("gradient_allreduce_op", op, l);
+}
+
+// "auto" -> DeepSpeed's default (1.0), unless the command line gives a value.
+void read_gradient_clipping(Ctx& c, Section& top) {
+  top.auto_rule("gradient_clipping", ds_defaults::kGradientClipping, "\"auto\" -> 1.0");
+  Section::Lookup l = top.take("gradient_clipping");
+  double v = ds_defaults::kGradientClipping;
+  if (l.present()) {
+    std::string p = top.key_path(l.key);
+    if (!l.value->is_number()) c.fail(p, *l.value, "a number (> 0 clips to that global L2 norm; 0 disables clipping)");
+    v = l.value->get<double>();
+    if (!std::isfinite(v)) c.fail(p, *l.value, "a finite number");
+  }
+  c.cfg.gradient_clipping = v;
+  top.put_lookup("gradient_clipping", v, l);
+}
+
+// A boolean whose true turns on a feature zerotrain does not implement.
+void refuse_flag(Ctx& c, Section& top, const char* key, const std::string& message) {
+  if (top.get_bool(key, false)) c.error(key, message);
+}
+
+void read_log_level(Ctx& c, Section& top) {
+  Section::Lookup l = top.take("log_level");
+  if (l.present() && !l.value->is_null() && !l.value->is_string()) {
+    c.fail(top.key_path(l.key), *l.value, "a log level name (a string) or null");
+  }
+  top.put_lookup("log_level", l.present() ? *l.value : Json(nullptr), l);
+}
+
+void read_vocabulary_size(Ctx& c, Section& top) {
+  Section::Lookup l = top.take("vocabulary_size");
+  if (!l.present() || l.value->is_null()) {
+    top.put_lookup("vocabulary_size", nullptr, l);
+    return;
+  }
+  std::string p = top.key_path(l.key);
+  int64_t v = to_int(c, p, *l.value, BoolAsInt::kReject);
+  if (v <= 0) c.fail(p, *l.value, "an integer > 0");
+  c.cfg.vocabulary_size = v;
+  if (v % 8 != 0) c.warn(p, "not a multiple of 8; tensor cores are used less efficiently");
+  top.put_lookup("vocabulary_size", v, l);
+}
+
+// §17.2: for config files DeepSpeed's sequence_parallel_size check never fires; W is the
+// plain data-parallel world size. Accepted, with a note when it would look meaningful.
+void read_parallel_sizes(Ctx& c, Section& top) {
+  for (const char* k : {"sequence_parallel_size", "data_parallel_size"}) {
+    Section::Lookup l = top.take(k);
+    if (!l.present()) continue;
+    std::string p = top.key_path(l.key);
+    int64_t v = to_int(c, p, *l.value, BoolAsInt::kReject);
+    if (v != 1) c.warn(p, "has no effect for a config file (as in DeepSpeed); the world size is the data-parallel size " + std::to_string(c.opt.world_size));
+    top.put_lookup(k, v, l);
+  }
+}
+
 }  // namespace
 
 void read_top_level_scalars(Ctx& c, Section& top) {
   DsConfig& g = c.cfg;
   g.managed_gradient_accumulation =
       top.get_bool("managed_gradient_accumulation", ds_defaults::kManagedGradientAccumulation);
-  {
-    Section::Lookup l = top.take("steps_per_print");
-    if (!l.present() || l.value->is_null()) {
-      top.put_lookup("steps_per_print", nullptr, l);
-    } else {
-      std::string p = top.key_path(l.key);
-      int64_t v = to_int(c, p, *l.value, BoolAsInt::kReject);
-      if (v < 0) c.fail(p, *l.value, "an integer >= 0 (0 or null: no periodic progress line)");
-      g.steps_per_print = v;
-      top.put_lookup("steps_per_print", v, l);
-    }
-  }
+  read_steps_per_print(c, top);
   g.dump_state = top.get_bool("dump_state", false);
   g.disable_allgather = top.get_bool("disable_allgather", false);
   g.communication_data_type = read_dtype_choice(c, top, "communication_data_type", nullptr);
   read_dtype_choice(c, top, "seq_parallel_communication_data_type", "fp32");
   g.prescale_gradients = top.get_bool("prescale_gradients", ds_defaults::kPrescaleGradients);
-  {
-    Section::Lookup l = top.take("gradient_predivide_factor");
-    double f = ds_defaults::kGradientPredivideFactor;
-    if (l.present()) {
-      std::string p = top.key_path(l.key);
-      f = to_float(c, p, *l.value, false, false);
-      if (!(f > 0.0) || !std::isfinite(f)) c.fail(p, *l.value, "a number > 0");
-    }
-    g.gradient_predivide_factor = f;
-    top.put_lookup("gradient_predivide_factor", f, l);
-  }
-  {
-    Section::Lookup l = top.take("gradient_allreduce_op");
-    std::string op = ds_defaults::kGradientAllreduceOp;
-    if (l.present()) {
-      std::string p = top.key_path(l.key);
-      if (!l.value->is_string()) c.fail(p, *l.value, "\"mean\" or \"sum\"");
-      op = l.value->get<std::string>();
-      std::transform(op.begin(), op.end(), op.begin(), [](unsigned char ch) { return std::tolower(ch); });
-      if (op != "mean" && op != "sum") {
-        c.fail(p, *l.value, "\"mean\" or \"sum\" (Invalid gradient_allreduce_op. Supported operations: ['mean', 'sum'])");
-      }
-    }
-    g.gradient_allreduce_op = op;
-    top.put_lookup("gradient_allreduce_op", op, l);
-  }
-  if (top.get_bool("sparse_gradients", false)) {
-    c.error("sparse_gradients", "true is not supported by zerotrain (sparse CSR embedding gradients); remove it or set false");
-  }
-  {
-    // "auto" -> DeepSpeed's default (1.0), unless the command line gives a value.
-    top.auto_rule("gradient_clipping", ds_defaults::kGradientClipping, "\"auto\" -> 1.0");
-    Section::Lookup l = top.take("gradient_clipping");
-    double v = ds_defaults::kGradientClipping;
-    if (l.present()) {
-      std::string p = top.key_path(l.key);
-      if (!l.value->is_number()) c.fail(p, *l.value, "a number (> 0 clips to that global L2 norm; 0 disables clipping)");
-      v = l.value->get<double>();
-      if (!std::isfinite(v)) c.fail(p, *l.value, "a finite number");
-    }
-    g.gradient_clipping = v;
-    top.put_lookup("gradient_clipping", v, l);
-  }
+  read_predivide_factor(c, top);
+  read_allreduce_op(c, top);
+  refuse_flag(c, top, "sparse_gradients",
+              "true is not supported by zerotrain (sparse CSR embedding gradients); remove it or set false");
+  read_gradient_clipping(c, top);
   g.wall_clock_breakdown = top.get_bool("wall_clock_breakdown", false);
   g.memory_breakdown = top.get_bool("memory_breakdown", false);
-  if (top.get_bool("graph_harvesting", false)) {
-    c.error("graph_harvesting", "true is not supported by zerotrain (CUDA graph capture); remove it or set false");
-  }
+  refuse_flag(c, top, "graph_harvesting", "true is not supported by zerotrain (CUDA graph capture); remove it or set false");
   g.dataloader_drop_last = top.get_bool("dataloader_drop_last", false);
   g.zero_allow_untested_optimizer = top.get_bool("zero_allow_untested_optimizer", false);
   g.zero_force_ds_cpu_optimizer = top.get_bool("zero_force_ds_cpu_optimizer", true);
   top.get_bool("use_data_before_expert_parallelism", false);
-  {
-    Section::Lookup l = top.take("log_level");
-    if (l.present() && !l.value->is_null() && !l.value->is_string()) {
-      c.fail(top.key_path(l.key), *l.value, "a log level name (a string) or null");
-    }
-    top.put_lookup("log_level", l.present() ? *l.value : Json(nullptr), l);
-  }
-  {
-    Section::Lookup l = top.take("vocabulary_size");
-    if (l.present() && !l.value->is_null()) {
-      std::string p = top.key_path(l.key);
-      int64_t v = to_int(c, p, *l.value, BoolAsInt::kReject);
-      if (v <= 0) c.fail(p, *l.value, "an integer > 0");
-      g.vocabulary_size = v;
-      if (v % 8 != 0) c.warn(p, "not a multiple of 8; tensor cores are used less efficiently");
-      top.put_lookup("vocabulary_size", v, l);
-    } else {
-      top.put_lookup("vocabulary_size", nullptr, l);
-    }
-  }
-  // §17.2: for config files DeepSpeed's sequence_parallel_size check never fires; W is the
-  // plain data-parallel world size. Accepted, with a note when it would look meaningful.
-  for (const char* k : {"sequence_parallel_size", "data_parallel_size"}) {
-    Section::Lookup l = top.take(k);
-    if (l.present()) {
-      std::string p = top.key_path(l.key);
-      int64_t v = to_int(c, p, *l.value, BoolAsInt::kReject);
-      if (v != 1) c.warn(p, "has no effect for a config file (as in DeepSpeed); the world size is the data-parallel size " + std::to_string(c.opt.world_size));
-      top.put_lookup(k, v, l);
-    }
+  read_log_level(c, top);
+  read_vocabulary_size(c, top);
+  read_parallel_sizes(c, top);
+}
+
+namespace {
+
+// The three batch keys while they are resolved: value (nullopt: not given), lookup, derivation note.
+struct Triad {
+  std::optional<int64_t> tbs, mbs, gas;
+  Section::Lookup lt, lm, lg;
+  std::string nt, nm, ng;
+};
+
+// Products of the batch keys must not overflow: each given value is capped far above any real batch.
+void cap_batch_keys(Ctx& c, Section& top, const Triad& t) {
+  const int64_t kMaxBatch = int64_t(1) << 40;
+  const std::pair<const std::optional<int64_t>*, const Section::Lookup*> keys[] = {
+      {&t.tbs, &t.lt}, {&t.mbs, &t.lm}, {&t.gas, &t.lg}};
+  for (const auto& [v, l] : keys) {
+    if (*v && (**v > kMaxBatch || **v < -kMaxBatch)) c.fail(top.key_path(l->key), *l->value, "an integer below 2^40");
   }
 }
 
-void resolve_batch(Ctx& c, Section& top) {
-  DsConfig& g = c.cfg;
-  const int64_t W = c.opt.world_size;
-  const std::string ws = "world size " + std::to_string(W) + " (" + c.opt.world_size_origin + ")";
-  Section::Lookup lt, lm, lg;
-  std::optional<int64_t> tbs = batch_key(c, top, "train_batch_size", &lt);
-  std::optional<int64_t> mbs = batch_key(c, top, "train_micro_batch_size_per_gpu", &lm);
-  std::optional<int64_t> gas = batch_key(c, top, "gradient_accumulation_steps", &lg);
-  auto nonzero = [&](const std::optional<int64_t>& v, const Section::Lookup& l, const char* key) {
-    if (*v == 0) {
-      c.fail(top.key_path(l.key.empty() ? key : l.key), *l.value, "an integer > 0 (it is a divisor in the batch-size rule)");
-    }
-  };
-  // Products below must not overflow: cap each given value far above any real batch.
-  const int64_t kMaxBatch = int64_t(1) << 40;
-  for (auto* e : {&tbs, &mbs, &gas}) {
-    if (*e && (**e > kMaxBatch || **e < -kMaxBatch)) {
-      const Section::Lookup& l = e == &tbs ? lt : e == &mbs ? lm : lg;
-      c.fail(top.key_path(l.key), *l.value, "an integer below 2^40");
-    }
+int64_t checked_mul(Ctx& c, int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r)) c.error("train_batch_size", "the batch-size product overflows a 64-bit integer");
+  return r;
+}
+
+void require_nonzero(Ctx& c, Section& top, const std::optional<int64_t>& v, const Section::Lookup& l, const char* key) {
+  if (*v == 0) {
+    c.fail(top.key_path(l.key.empty() ? key : l.key), *l.value, "an integer > 0 (it is a divisor in the batch-size rule)");
   }
-  auto mul = [&](int64_t a, int64_t b) {
-    int64_t r = 0;
-    if (__builtin_mul_overflow(a, b, &r)) c.error("train_batch_size", "the batch-size product overflows a 64-bit integer");
-    return r;
-  };
-  std::string nt, nm, ng;  // derivation notes
-  if (tbs && mbs && gas) {
-  } else if (tbs && mbs) {
-    nonzero(mbs, lm, "train_micro_batch_size_per_gpu");
-    gas = (*tbs / *mbs) / W;
-    ng = "= train_batch_size / train_micro_batch_size_per_gpu / " + ws;
-  } else if (tbs && gas) {
-    nonzero(gas, lg, "gradient_accumulation_steps");
-    mbs = (*tbs / W) / *gas;
-    nm = "= train_batch_size / " + ws + " / gradient_accumulation_steps";
-  } else if (mbs && gas) {
-    tbs = mul(mul(*mbs, *gas), W);
-    nt = "= train_micro_batch_size_per_gpu * gradient_accumulation_steps * " + ws;
-  } else if (tbs) {
-    gas = ds_defaults::kGradientAccumulationSteps;
-    mbs = *tbs / W;
-    ng = "= 1 (only train_batch_size given)";
-    nm = "= train_batch_size / " + ws;
-  } else if (mbs) {
-    tbs = mul(*mbs, W);
-    gas = ds_defaults::kGradientAccumulationSteps;
-    nt = "= train_micro_batch_size_per_gpu * " + ws;
-    ng = "= 1 (only train_micro_batch_size_per_gpu given)";
+}
+
+// DeepSpeed's rule: the keys not given are derived from those given (gas defaults to 1).
+void derive_missing(Ctx& c, Section& top, Triad& t, int64_t W, const std::string& ws) {
+  if (t.tbs && t.mbs && t.gas) return;
+  if (t.tbs && t.mbs) {
+    require_nonzero(c, top, t.mbs, t.lm, "train_micro_batch_size_per_gpu");
+    t.gas = (*t.tbs / *t.mbs) / W;
+    t.ng = "= train_batch_size / train_micro_batch_size_per_gpu / " + ws;
+  } else if (t.tbs && t.gas) {
+    require_nonzero(c, top, t.gas, t.lg, "gradient_accumulation_steps");
+    t.mbs = (*t.tbs / W) / *t.gas;
+    t.nm = "= train_batch_size / " + ws + " / gradient_accumulation_steps";
+  } else if (t.mbs && t.gas) {
+    t.tbs = checked_mul(c, checked_mul(c, *t.mbs, *t.gas), W);
+    t.nt = "= train_micro_batch_size_per_gpu * gradient_accumulation_steps * " + ws;
+  } else if (t.tbs) {
+    t.gas = ds_defaults::kGradientAccumulationSteps;
+    t.mbs = *t.tbs / W;
+    t.ng = "= 1 (only train_batch_size given)";
+    t.nm = "= train_batch_size / " + ws;
+  } else if (t.mbs) {
+    t.tbs = checked_mul(c, *t.mbs, W);
+    t.gas = ds_defaults::kGradientAccumulationSteps;
+    t.nt = "= train_micro_batch_size_per_gpu * " + ws;
+    t.ng = "= 1 (only train_micro_batch_size_per_gpu given)";
   } else {
     c.error("train_batch_size", "missing; expected train_batch_size or train_micro_batch_size_per_gpu (or both) "
                                 "to be given (DeepSpeed: \"Either train_batch_size or train_micro_batch_size_per_gpu "
                                 "needs to be provided\")");
   }
-  auto put = [&](const char* key, int64_t v, const Section::Lookup& l, const std::string& note) {
-    if (note.empty()) {
-      top.put_lookup(key, v, l);
-    } else {
-      // Derived; "auto" in the file makes it the auto rule's result.
-      top.put(key, v, l.source == ConfigSource::kAuto ? ConfigSource::kAuto : ConfigSource::kDerived, note);
-    }
-  };
-  put("train_batch_size", *tbs, lt, nt);
-  put("train_micro_batch_size_per_gpu", *mbs, lm, nm);
-  put("gradient_accumulation_steps", *gas, lg, ng);
-  const std::string triad = " (train_batch_size " + std::to_string(*tbs) + ", train_micro_batch_size_per_gpu " +
-                            std::to_string(*mbs) + ", gradient_accumulation_steps " + std::to_string(*gas) + ", " +
+}
+
+void put_batch_key(Section& top, const char* key, int64_t v, const Section::Lookup& l, const std::string& note) {
+  if (note.empty()) {
+    top.put_lookup(key, v, l);
+  } else {
+    // Derived; "auto" in the file makes it the auto rule's result.
+    top.put(key, v, l.source == ConfigSource::kAuto ? ConfigSource::kAuto : ConfigSource::kDerived, note);
+  }
+}
+
+void check_triad(Ctx& c, const Triad& t, int64_t W, const std::string& ws) {
+  const int64_t tbs = *t.tbs, mbs = *t.mbs, gas = *t.gas;
+  const std::string triad = " (train_batch_size " + std::to_string(tbs) + ", train_micro_batch_size_per_gpu " +
+                            std::to_string(mbs) + ", gradient_accumulation_steps " + std::to_string(gas) + ", " +
                             ws + ")";
-  if (*tbs <= 0) c.error("train_batch_size", std::to_string(*tbs) + " has to be greater than 0" + triad);
-  if (*mbs <= 0) c.error("train_micro_batch_size_per_gpu", std::to_string(*mbs) + " has to be greater than 0" + triad);
-  if (*gas <= 0) c.error("gradient_accumulation_steps", std::to_string(*gas) + " has to be greater than 0" + triad);
-  if (*tbs != mul(mul(*mbs, *gas), W)) {
+  if (tbs <= 0) c.error("train_batch_size", std::to_string(tbs) + " has to be greater than 0" + triad);
+  if (mbs <= 0) c.error("train_micro_batch_size_per_gpu", std::to_string(mbs) + " has to be greater than 0" + triad);
+  if (gas <= 0) c.error("gradient_accumulation_steps", std::to_string(gas) + " has to be greater than 0" + triad);
+  if (tbs != checked_mul(c, checked_mul(c, mbs, gas), W)) {
     c.error("train_batch_size",
-            "found " + std::to_string(*tbs) + "; expected train_batch_size == train_micro_batch_size_per_gpu * "
-            "gradient_accumulation_steps * world size, but " + std::to_string(*tbs) + " != " + std::to_string(*mbs) +
-            " * " + std::to_string(*gas) + " * " + std::to_string(W) + " [" + ws + "]; give two of the three keys "
+            "found " + std::to_string(tbs) + "; expected train_batch_size == train_micro_batch_size_per_gpu * "
+            "gradient_accumulation_steps * world size, but " + std::to_string(tbs) + " != " + std::to_string(mbs) +
+            " * " + std::to_string(gas) + " * " + std::to_string(W) + " [" + ws + "]; give two of the three keys "
             "and let the third be derived, or make them consistent");
   }
-  g.train_batch_size = *tbs;
-  g.train_micro_batch_size_per_gpu = *mbs;
-  g.gradient_accumulation_steps = *gas;
+}
+
+}  // namespace
+
+void resolve_batch(Ctx& c, Section& top) {
+  const int64_t W = c.opt.world_size;
+  const std::string ws = "world size " + std::to_string(W) + " (" + c.opt.world_size_origin + ")";
+  Triad t;
+  t.tbs = batch_key(c, top, "train_batch_size", &t.lt);
+  t.mbs = batch_key(c, top, "train_micro_batch_size_per_gpu", &t.lm);
+  t.gas = batch_key(c, top, "gradient_accumulation_steps", &t.lg);
+  cap_batch_keys(c, top, t);
+  derive_missing(c, top, t, W, ws);
+  put_batch_key(top, "train_batch_size", *t.tbs, t.lt, t.nt);
+  put_batch_key(top, "train_micro_batch_size_per_gpu", *t.mbs, t.lm, t.nm);
+  put_batch_key(top, "gradient_accumulation_steps", *t.gas, t.lg, t.ng);
+  check_triad(c, t, W, ws);
+  c.cfg.train_batch_size = *t.tbs;
+  c.cfg.train_micro_batch_size_per_gpu = *t.mbs;
+  c.cfg.gradient_accumulation_steps = *t.gas;
 }
 
 }  // namespace zt::cfg

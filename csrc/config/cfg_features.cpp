@@ -3,6 +3,7 @@
 // while disabled, rejected when enabled: docs/config.md rule 5), cross-section rules, and the key
 // tables behind "did you mean" hints.
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "config_reader.h"
@@ -69,6 +70,20 @@ bool contains_enabled(const Json& v) {
   return false;
 }
 
+// Whether a feature section turns its feature on: any `enabled`/`deepcompile` true inside it, a
+// non-boolean `enabled` that reads as true, any sparse_attention setting, tensor parallelism > 1.
+bool feature_on(Ctx& c, const std::string& k, const Json& v) {
+  bool on = contains_enabled(v);
+  if (v.contains("enabled") && !v["enabled"].is_boolean()) on = to_bool(c, k + ".enabled", v["enabled"]);
+  if (k == "sparse_attention" && !v.empty()) on = true;
+  if (k == "tensor_parallel") {
+    for (const char* tp : {"autotp_size", "tp_size"}) {
+      if (v.contains(tp) && to_int(c, k + "." + tp, v[tp], BoolAsInt::kReject) > 1) on = true;
+    }
+  }
+  return on;
+}
+
 void read_feature(Ctx& c, Section& top, const Feature& f) {
   Section::Lookup l = top.take(f.key);
   if (!l.present() || l.value->is_null()) return;
@@ -83,17 +98,31 @@ void read_feature(Ctx& c, Section& top, const Feature& f) {
     for (const char* known : f.strict_keys) s.accept(known);
     s.finish();
   }
-  bool on = contains_enabled(v);
-  if (v.contains("enabled") && !v["enabled"].is_boolean()) on = to_bool(c, k + ".enabled", v["enabled"]);
-  if (k == "sparse_attention" && !v.empty()) on = true;
-  if (k == "tensor_parallel") {
-    for (const char* tp : {"autotp_size", "tp_size"}) {
-      if (v.contains(tp) && to_int(c, k + "." + tp, v[tp], BoolAsInt::kReject) > 1) on = true;
-    }
+  if (feature_on(c, k, v)) {
+    c.error(k, std::string("enables ") + f.what + ", which is not supported by zerotrain; remove the section or disable it");
   }
-  if (on) c.error(k, std::string("enables ") + f.what + ", which is not supported by zerotrain; remove the section or disable it");
   c.cfg.resolved[k] = v;
   c.record(k, ConfigSource::kFile, "disabled");
+}
+
+// zerotrain's granularity key (DeepSpeed ignores unknown keys of this section): "none" | "block"
+// | "selective". Without it, number_checkpoints >= 1 turns on block recompute of every block.
+std::string read_recompute(Ctx& c, Section& s) {
+  Section::Lookup ln = s.take("number_checkpoints");
+  int64_t checkpoints = 0;
+  if (ln.present() && !ln.value->is_null()) checkpoints = to_int(c, s.key_path(ln.key), *ln.value, BoolAsInt::kReject);
+  s.put_lookup("number_checkpoints", ln.present() ? *ln.value : Json(nullptr), ln);
+  Section::Lookup lr = s.take("zerotrain_recompute");
+  std::string recompute = checkpoints >= 1 ? "block" : "none";
+  if (lr.present()) {
+    const Json& v = *lr.value;
+    const std::string w = v.is_string() ? v.get<std::string>() : "";
+    if (w != "none" && w != "block" && w != "selective") c.fail(s.key_path("zerotrain_recompute"), v, "\"none\", \"block\" or \"selective\"");
+    recompute = w;
+  }
+  s.put("zerotrain_recompute", recompute, lr.present() ? ConfigSource::kFile : ConfigSource::kDefault,
+        lr.present() ? "" : (checkpoints >= 1 ? "number_checkpoints >= 1: block recompute" : ""));
+  return recompute;
 }
 
 void read_activation_checkpointing(Ctx& c, Section& top) {
@@ -106,22 +135,7 @@ void read_activation_checkpointing(Ctx& c, Section& top) {
   // Accepted: zerotrain allocates every kept block input once at start-up (nothing to defragment).
   s.get_bool("contiguous_memory_optimization", false);
   bool cpu = s.get_bool("cpu_checkpointing", false);
-  Section::Lookup ln = s.take("number_checkpoints");
-  int64_t checkpoints = 0;
-  if (ln.present() && !ln.value->is_null()) checkpoints = to_int(c, s.key_path(ln.key), *ln.value, BoolAsInt::kReject);
-  s.put_lookup("number_checkpoints", ln.present() ? *ln.value : Json(nullptr), ln);
-  // zerotrain's granularity key (DeepSpeed ignores unknown keys of this section): "none" | "block"
-  // | "selective". Without it, number_checkpoints >= 1 turns on block recompute of every block.
-  Section::Lookup lr = s.take("zerotrain_recompute");
-  std::string recompute = checkpoints >= 1 ? "block" : "none";
-  if (lr.present()) {
-    const Json& v = *lr.value;
-    const std::string w = v.is_string() ? v.get<std::string>() : "";
-    if (w != "none" && w != "block" && w != "selective") c.fail(s.key_path("zerotrain_recompute"), v, "\"none\", \"block\" or \"selective\"");
-    recompute = w;
-  }
-  s.put("zerotrain_recompute", recompute, lr.present() ? ConfigSource::kFile : ConfigSource::kDefault,
-        lr.present() ? "" : (checkpoints >= 1 ? "number_checkpoints >= 1: block recompute" : ""));
+  const std::string recompute = read_recompute(c, s);
   c.cfg.activation_recompute = recompute;
   s.get_bool("synchronize_checkpoint_boundary", false);
   s.get_bool("profile", false);
@@ -138,10 +152,7 @@ void read_activation_checkpointing(Ctx& c, Section& top) {
   c.cfg.resolved["activation_checkpointing"] = s.out();
 }
 
-void read_checkpoint(Ctx& c, Section& top) {
-  Section::Lookup l = top.take("checkpoint");
-  if (l.present() && !l.value->is_object()) c.fail("checkpoint", *l.value, "an object");
-  Section s(c, l.present() ? l.value : nullptr, "checkpoint", Section::Kind::kLoose);
+std::string read_tag_validation(Ctx& c, Section& s) {
   Section::Lookup lt = s.take("tag_validation");
   std::string tv = "WARN";
   if (lt.present()) {
@@ -154,11 +165,10 @@ void read_checkpoint(Ctx& c, Section& top) {
     }
   }
   s.put_lookup("tag_validation", tv, lt);
-  c.cfg.checkpoint_tag_validation = tv;
-  if (s.get_bool("load_universal", false)) {
-    c.error("checkpoint.load_universal", "true is not supported by zerotrain (universal checkpoints)");
-  }
-  s.get_bool("use_node_local_storage", false);
+  return tv;
+}
+
+void read_parallel_write(Ctx& c, Section& s) {
   Section::Lookup lp = s.take("parallel_write");
   Json pw = Json{{"pipeline_stage", false}};
   if (lp.present()) {
@@ -171,6 +181,18 @@ void read_checkpoint(Ctx& c, Section& top) {
     }
   }
   s.put_lookup("parallel_write", pw, lp);
+}
+
+void read_checkpoint(Ctx& c, Section& top) {
+  Section::Lookup l = top.take("checkpoint");
+  if (l.present() && !l.value->is_object()) c.fail("checkpoint", *l.value, "an object");
+  Section s(c, l.present() ? l.value : nullptr, "checkpoint", Section::Kind::kLoose);
+  c.cfg.checkpoint_tag_validation = read_tag_validation(c, s);
+  if (s.get_bool("load_universal", false)) {
+    c.error("checkpoint.load_universal", "true is not supported by zerotrain (universal checkpoints)");
+  }
+  s.get_bool("use_node_local_storage", false);
+  read_parallel_write(c, s);
   Section::Lookup lw = s.take("writer");
   if (lw.present()) s.put_lookup("writer", *lw.value, lw);
   s.finish();
@@ -187,12 +209,16 @@ std::string home_section_of(const std::string& key) {
   if (in(kFp16Keys)) return "fp16";
   if (in(kBf16Keys)) return "bf16";
   if (in(kOffloadKeys)) return "zero_optimization.offload_optimizer";
-  if (key == "lr" || key == "betas" || key == "eps" || key == "weight_decay") return "optimizer.params";
-  if (key == "warmup_num_steps" || key == "warmup_max_lr" || key == "total_num_steps") return "scheduler.params";
-  if (key == "train_batch_size" || key == "train_micro_batch_size_per_gpu" || key == "gradient_accumulation_steps" ||
-      key == "gradient_clipping" || key == "steps_per_print" || key == "communication_data_type" ||
-      key == "prescale_gradients" || key == "gradient_predivide_factor" || key == "wall_clock_breakdown") {
-    return kTopLevel;
+  static const std::pair<const char*, const char*> kHomes[] = {
+      {"lr", "optimizer.params"}, {"betas", "optimizer.params"}, {"eps", "optimizer.params"},
+      {"weight_decay", "optimizer.params"}, {"warmup_num_steps", "scheduler.params"},
+      {"warmup_max_lr", "scheduler.params"}, {"total_num_steps", "scheduler.params"},
+      {"train_batch_size", kTopLevel}, {"train_micro_batch_size_per_gpu", kTopLevel},
+      {"gradient_accumulation_steps", kTopLevel}, {"gradient_clipping", kTopLevel}, {"steps_per_print", kTopLevel},
+      {"communication_data_type", kTopLevel}, {"prescale_gradients", kTopLevel},
+      {"gradient_predivide_factor", kTopLevel}, {"wall_clock_breakdown", kTopLevel}};
+  for (const auto& [k, home] : kHomes) {
+    if (key == k) return home;
   }
   return "";
 }
@@ -249,9 +275,9 @@ void read_other_sections(Ctx& c, Section& top) {
   }
 }
 
-void check_combinations(Ctx& c) {
-  const DsConfig& g = c.cfg;
-  const int stage = g.zero.stage;
+namespace {
+
+void check_master_weights(Ctx& c, const DsConfig& g, int stage) {
   if (g.fp16.fp16_master_weights_and_grads && stage == 0) {
     c.error("fp16.fp16_master_weights_and_grads",
             "found true with zero_optimization.stage 0; expected ZeRO stage 1, 2 or 3 "
@@ -268,6 +294,10 @@ void check_combinations(Ctx& c) {
                 : "found true; expected bf16_master_weights_and_grads true as well (bf16_optimizer_states "
                   "requires bf16_master_weights_and_grads to be enabled)");
   }
+}
+
+// Rules DeepSpeed applies when it builds the engine or the optimizer for stages 2-3.
+void check_reduction_rules(Ctx& c, const DsConfig& g, int stage) {
   if (!g.managed_gradient_accumulation && g.zero.overlap_comm && stage != 2) {
     c.error("managed_gradient_accumulation", "false supports ZeRO overlap_comm only with ZeRO stage 2 (stage is " +
             std::to_string(stage) + "; DeepSpeed rejects this when it builds the engine)");
@@ -275,25 +305,35 @@ void check_combinations(Ctx& c) {
   if (g.gradient_allreduce_op == "sum" && stage == 3) {
     c.error("gradient_allreduce_op", "\"sum\" is not supported with ZeRO stage 3 (DeepSpeed rejects it too)");
   }
-  if ((stage == 2 || stage == 3) && g.zero.reduce_scatter) {
-    if (g.gradient_predivide_factor != 1.0) {
-      c.error("gradient_predivide_factor", "found " + describe(Json(g.gradient_predivide_factor)) +
-              "; expected 1.0 with ZeRO stage " + std::to_string(stage) + " and reduce_scatter (DeepSpeed rejects this "
-              "when it builds the optimizer)");
-    }
-    if (g.prescale_gradients) {
-      c.error("prescale_gradients", "true is not supported with ZeRO stage " + std::to_string(stage) +
-              " and reduce_scatter (DeepSpeed rejects this when it builds the optimizer)");
-    }
+  if (!(stage == 2 || stage == 3) || !g.zero.reduce_scatter) return;
+  if (g.gradient_predivide_factor != 1.0) {
+    c.error("gradient_predivide_factor", "found " + describe(Json(g.gradient_predivide_factor)) +
+            "; expected 1.0 with ZeRO stage " + std::to_string(stage) + " and reduce_scatter (DeepSpeed rejects this "
+            "when it builds the optimizer)");
   }
-  if (stage == 0 && g.grad_accum_dtype) {
-    DType model = g.fp16.enabled ? DType::F16 : g.bf16.enabled ? DType::BF16 : DType::F32;
-    if (*g.grad_accum_dtype != model) {
-      c.error("data_types.grad_accum_dtype",
-              std::string("found \"") + dtype_name(*g.grad_accum_dtype) + "\"; expected \"" + dtype_name(model) +
-              "\" (the model dtype) without ZeRO (DeepSpeed: unsupported mix of model dtype and grad_accum_dtype)");
-    }
+  if (g.prescale_gradients) {
+    c.error("prescale_gradients", "true is not supported with ZeRO stage " + std::to_string(stage) +
+            " and reduce_scatter (DeepSpeed rejects this when it builds the optimizer)");
   }
+}
+
+void check_grad_accum_dtype(Ctx& c, const DsConfig& g, int stage) {
+  if (stage != 0 || !g.grad_accum_dtype) return;
+  DType model = g.fp16.enabled ? DType::F16 : g.bf16.enabled ? DType::BF16 : DType::F32;
+  if (*g.grad_accum_dtype != model) {
+    c.error("data_types.grad_accum_dtype",
+            std::string("found \"") + dtype_name(*g.grad_accum_dtype) + "\"; expected \"" + dtype_name(model) +
+            "\" (the model dtype) without ZeRO (DeepSpeed: unsupported mix of model dtype and grad_accum_dtype)");
+  }
+}
+
+}  // namespace
+
+void check_combinations(Ctx& c) {
+  const DsConfig& g = c.cfg;
+  check_master_weights(c, g, g.zero.stage);
+  check_reduction_rules(c, g, g.zero.stage);
+  check_grad_accum_dtype(c, g, g.zero.stage);
 }
 
 }  // namespace zt::cfg

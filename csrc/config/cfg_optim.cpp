@@ -1,10 +1,14 @@
-// cfg_optim.cpp — the "optimizer" section (docs/config.md §4): type normalisation (Adam,
-// AdamW, SGD, Lion, Adagrad, LAMB),
-// params with DeepSpeed's defaults, the max_grad_norm rule (§4, §17.4), "auto" params.
+// cfg_optim.cpp — the "optimizer" section (docs/config.md §4), read once into the
+// OptimizerHparams the optimizer uses: type normalisation (Adam, AdamW, SGD, Lion, Adagrad, LAMB),
+// params with DeepSpeed's defaults and checks, the max_grad_norm rule (§4, §17.4), "auto" params.
+// parse_optimizer() runs the same reader for callers without a config file (the client optimizer).
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 
 #include "config_reader.h"
+#include "zerotrain/config/optim_inputs.h"
+#include "zerotrain/core/check.h"
 
 namespace zt::cfg {
 namespace {
@@ -15,6 +19,11 @@ const char* const kDsLowerNames[] = {"adagrad", "adam", "adamw", "lamb", "onebit
 // torch.optim classes DeepSpeed would accept by exact name (case-sensitive).
 const char* const kTorchOptimNames[] = {"SGD", "ASGD", "Adadelta", "Adafactor", "Adamax", "LBFGS", "NAdam",
                                         "RAdam", "RMSprop", "Rprop", "SparseAdam"};
+
+void set_kind(OptimizerConfig& o, OptimizerKind rule, ConfigOptimizerKind config_kind) {
+  o.OptimizerHparams::kind = rule;
+  o.kind = config_kind;
+}
 
 double read_number(Ctx& c, Section& s, const std::string& key, double def, double min_value) {
   Section::Lookup l = s.take(key);
@@ -56,12 +65,12 @@ void read_betas(Ctx& c, Section& s, OptimizerConfig& o) {
 }
 
 void read_adam_params(Ctx& c, Section& s, OptimizerConfig& o) {
-  o.lr = read_number(c, s, "lr", ds_defaults::kLr, 0.0);
+  o.lr = read_number(c, s, "lr", optim_defaults::kLr, 0.0);
   read_betas(c, s, o);
-  o.eps = read_number(c, s, "eps", ds_defaults::kAdamEps, 0.0);
-  o.weight_decay = read_number(c, s, "weight_decay", ds_defaults::kWeightDecay, 0.0);
-  o.bias_correction = read_flag(c, s, "bias_correction", ds_defaults::kAdamBiasCorrection);
-  o.adam_w_mode = read_flag(c, s, "adam_w_mode", ds_defaults::kAdamWMode);
+  o.eps = read_number(c, s, "eps", optim_defaults::kAdamEps, 0.0);
+  o.weight_decay = read_number(c, s, "weight_decay", optim_defaults::kWeightDecay, 0.0);
+  o.bias_correction = read_flag(c, s, "bias_correction", optim_defaults::kAdamBiasCorrection);
+  const bool w_mode_param = read_flag(c, s, "adam_w_mode", optim_defaults::kAdamWMode);
   if (read_flag(c, s, "amsgrad", false)) {
     c.error(s.key_path("amsgrad"), "true is not supported (DeepSpeed's FusedAdam rejects it too)");
   }
@@ -69,8 +78,9 @@ void read_adam_params(Ctx& c, Section& s, OptimizerConfig& o) {
   read_flag(c, s, "fp32_optimizer_states", true);
   read_flag(c, s, "set_grad_none", true);
   // Effective decoupled weight decay: "adamw" always; "adam" unless adam_w_mode is false.
-  o.decoupled_weight_decay = o.type == "adamw" || o.adam_w_mode;
-  o.kind = o.decoupled_weight_decay ? ConfigOptimizerKind::kAdamW : ConfigOptimizerKind::kAdam;
+  o.adam_w_mode = o.type == "adamw" || w_mode_param;
+  o.decoupled_weight_decay = o.adam_w_mode;
+  set_kind(o, OptimizerKind::Adam, o.adam_w_mode ? ConfigOptimizerKind::kAdamW : ConfigOptimizerKind::kAdam);
 }
 
 // torch's implementation switches: null or a bool, no effect here.
@@ -84,11 +94,11 @@ void read_torch_switches(Ctx& c, Section& s) {
 }
 
 void read_sgd_params(Ctx& c, Section& s, OptimizerConfig& o) {
-  o.kind = ConfigOptimizerKind::kSGD;
-  o.lr = read_number(c, s, "lr", ds_defaults::kLr, 0.0);
-  o.momentum = read_number(c, s, "momentum", ds_defaults::kSgdMomentum, 0.0);
-  o.dampening = read_number(c, s, "dampening", ds_defaults::kSgdDampening, -INFINITY);
-  o.weight_decay = read_number(c, s, "weight_decay", ds_defaults::kWeightDecay, 0.0);
+  set_kind(o, OptimizerKind::SGD, ConfigOptimizerKind::kSGD);
+  o.lr = read_number(c, s, "lr", optim_defaults::kLr, 0.0);
+  o.momentum = read_number(c, s, "momentum", optim_defaults::kSgdMomentum, 0.0);
+  o.dampening = read_number(c, s, "dampening", optim_defaults::kSgdDampening, -INFINITY);
+  o.weight_decay = read_number(c, s, "weight_decay", optim_defaults::kWeightDecay, 0.0);
   o.nesterov = read_flag(c, s, "nesterov", false);
   if (read_flag(c, s, "maximize", false)) c.error(s.key_path("maximize"), "true is not supported by zerotrain");
   read_torch_switches(c, s);
@@ -100,23 +110,23 @@ void read_sgd_params(Ctx& c, Section& s, OptimizerConfig& o) {
 
 // FusedLion (set_grad_none) and DeepSpeedCPULion (fp32_optimizer_states): the union is accepted.
 void read_lion_params(Ctx& c, Section& s, OptimizerConfig& o) {
-  o.kind = ConfigOptimizerKind::kLion;
-  o.lr = read_number(c, s, "lr", ds_defaults::kLr, 0.0);
-  o.beta2 = ds_defaults::kLionBeta2;
+  set_kind(o, OptimizerKind::Lion, ConfigOptimizerKind::kLion);
+  o.lr = read_number(c, s, "lr", optim_defaults::kLr, 0.0);
+  o.beta2 = optim_defaults::kLionBeta2;
   read_betas(c, s, o);
-  o.weight_decay = read_number(c, s, "weight_decay", ds_defaults::kWeightDecay, 0.0);
+  o.weight_decay = read_number(c, s, "weight_decay", optim_defaults::kWeightDecay, 0.0);
   read_flag(c, s, "set_grad_none", true);
   read_flag(c, s, "fp32_optimizer_states", true);
 }
 
 // torch.optim.Adagrad (no offload) and DeepSpeedCPUAdagrad (offload): the union is accepted.
 void read_adagrad_params(Ctx& c, Section& s, OptimizerConfig& o) {
-  o.kind = ConfigOptimizerKind::kAdagrad;
-  o.lr = read_number(c, s, "lr", ds_defaults::kAdagradLr, 0.0);
+  set_kind(o, OptimizerKind::Adagrad, ConfigOptimizerKind::kAdagrad);
+  o.lr = read_number(c, s, "lr", optim_defaults::kAdagradLr, 0.0);
   o.lr_decay = read_number(c, s, "lr_decay", 0.0, 0.0);
-  o.weight_decay = read_number(c, s, "weight_decay", ds_defaults::kWeightDecay, 0.0);
+  o.weight_decay = read_number(c, s, "weight_decay", optim_defaults::kWeightDecay, 0.0);
   o.initial_accumulator_value = read_number(c, s, "initial_accumulator_value", 0.0, 0.0);
-  o.eps = read_number(c, s, "eps", ds_defaults::kAdagradEps, 0.0);
+  o.eps = read_number(c, s, "eps", optim_defaults::kAdagradEps, 0.0);
   if (read_flag(c, s, "maximize", false)) c.error(s.key_path("maximize"), "true is not supported by zerotrain");
   if (read_flag(c, s, "amsgrad", false)) c.error(s.key_path("amsgrad"), "true is not supported (Adagrad has no AMSGrad variant)");
   read_flag(c, s, "fp32_optimizer_states", true);
@@ -125,15 +135,15 @@ void read_adagrad_params(Ctx& c, Section& s, OptimizerConfig& o) {
 
 // FusedLamb. DeepSpeed's engine requires dynamic loss scaling with it.
 void read_lamb_params(Ctx& c, Section& s, OptimizerConfig& o) {
-  o.kind = ConfigOptimizerKind::kLamb;
-  o.lr = read_number(c, s, "lr", ds_defaults::kLr, 0.0);
-  o.bias_correction = read_flag(c, s, "bias_correction", ds_defaults::kAdamBiasCorrection);
+  set_kind(o, OptimizerKind::Lamb, ConfigOptimizerKind::kLamb);
+  o.lr = read_number(c, s, "lr", optim_defaults::kLr, 0.0);
+  o.bias_correction = read_flag(c, s, "bias_correction", optim_defaults::kAdamBiasCorrection);
   read_betas(c, s, o);
-  o.eps = read_number(c, s, "eps", ds_defaults::kAdamEps, 0.0);
+  o.eps = read_number(c, s, "eps", optim_defaults::kAdamEps, 0.0);
   o.eps_inside_sqrt = read_flag(c, s, "eps_inside_sqrt", false);
-  o.weight_decay = read_number(c, s, "weight_decay", ds_defaults::kWeightDecay, 0.0);
-  o.max_coeff = read_number(c, s, "max_coeff", ds_defaults::kLambMaxCoeff, 0.0);
-  o.min_coeff = read_number(c, s, "min_coeff", ds_defaults::kLambMinCoeff, 0.0);
+  o.weight_decay = read_number(c, s, "weight_decay", optim_defaults::kWeightDecay, 0.0);
+  o.max_coeff = read_number(c, s, "max_coeff", optim_defaults::kLambMaxCoeff, 0.0);
+  o.min_coeff = read_number(c, s, "min_coeff", optim_defaults::kLambMinCoeff, 0.0);
   if (read_flag(c, s, "amsgrad", false)) {
     c.error(s.key_path("amsgrad"), "true is not supported (DeepSpeed's FusedLamb rejects it too)");
   }
@@ -146,6 +156,75 @@ void read_lamb_params(Ctx& c, Section& s, OptimizerConfig& o) {
                               "fp16.loss_scale of " + describe(Json(c.cfg.fp16.loss_scale)));
   }
 }
+
+// What an optimizer name is to DeepSpeed: the normalised name (lower-cased where DeepSpeed
+// lower-cases it) and whether zerotrain supports it.
+enum class TypeClass { kSupported, kCompressed, kDeepSpeedOther, kUnknown };
+struct TypeName {
+  std::string type;
+  TypeClass cls;
+};
+
+TypeName classify_type(const std::string& given) {
+  std::string lower = given;
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  const bool ds_lower = std::find(std::begin(kDsLowerNames), std::end(kDsLowerNames), lower) != std::end(kDsLowerNames);
+  TypeName t{ds_lower ? lower : given, TypeClass::kUnknown};
+  const bool torch = std::find(std::begin(kTorchOptimNames), std::end(kTorchOptimNames), t.type) != std::end(kTorchOptimNames);
+  if (t.type == "adam" || t.type == "adamw" || t.type == "SGD" || t.type == "lion" || t.type == "adagrad" ||
+      t.type == "lamb") {
+    t.cls = TypeClass::kSupported;
+  } else if (t.type == "onebitadam" || t.type == "zerooneadam" || t.type == "onebitlamb") {
+    t.cls = TypeClass::kCompressed;
+  } else if (ds_lower || torch) {
+    t.cls = TypeClass::kDeepSpeedOther;
+  }
+  return t;
+}
+
+[[noreturn]] void fail_unsupported_type(Ctx& c, const Json& v, const std::string& given, const TypeName& t) {
+  const std::string kinds = "\"Adam\", \"AdamW\", \"SGD\", \"Lion\", \"Adagrad\" or \"LAMB\"";
+  if (t.cls == TypeClass::kCompressed) {
+    c.fail("optimizer.type", v, kinds + " (" + given + " is one of DeepSpeed's compressed-communication "
+           "optimizers, which replace the gradient all-reduce with 1-bit error-compensated exchanges; DeepSpeed "
+           "refuses them with ZeRO, and zerotrain, whose every stage is ZeRO, does not implement them)",
+           t.type == "onebitlamb" ? "use \"LAMB\"" : "use \"Adam\" or \"AdamW\"");
+  }
+  if (t.cls == TypeClass::kDeepSpeedOther) {
+    c.fail("optimizer.type", v, kinds + " (" + given + " is a DeepSpeed optimizer that is not supported by "
+           "zerotrain)");
+  }
+  std::string near = nearest_key(given, {"Adam", "AdamW", "SGD", "Adagrad", "Lamb", "Lion", "OneBitAdam"});
+  c.fail("optimizer.type", v, kinds + " (DeepSpeed does not know `" + given + "` either)",
+         near.empty() ? "" : "did you mean `" + near + "`?");
+}
+
+// max_grad_norm (§4, §17.4): DeepSpeed zeroes it when fp16 is off, and refuses the key when it
+// builds the optimizer (optimizer_of). Clipping is the top-level gradient_clipping. Returns
+// whether the key was given (and takes it out of `params_in`).
+bool take_max_grad_norm(Ctx& c, Json& params_in) {
+  if (!params_in.contains("max_grad_norm")) return false;
+  const Json mgn = params_in["max_grad_norm"];
+  params_in.erase("max_grad_norm");
+  if (!mgn.is_number()) c.fail("optimizer.params.max_grad_norm", mgn, "a number (better: remove it and use gradient_clipping)");
+  if (c.cfg.fp16.enabled) {
+    c.error("optimizer.params.max_grad_norm", "is not supported as an optimizer parameter (DeepSpeed rejects it when "
+            "building the optimizer); use the top-level `gradient_clipping` instead");
+  }
+  return true;
+}
+
+void read_params(Ctx& c, Section& ps, OptimizerConfig& o) {
+  if (o.type == "SGD") read_sgd_params(c, ps, o);
+  else if (o.type == "lion") read_lion_params(c, ps, o);
+  else if (o.type == "adagrad") read_adagrad_params(c, ps, o);
+  else if (o.type == "lamb") read_lamb_params(c, ps, o);
+  else read_adam_params(c, ps, o);
+}
+
+const char* const kMaxGradNormRefused =
+    "optimizer.params.max_grad_norm: 'max_grad_norm' is not supported as an optimizer parameter, please switch to "
+    "using the deepspeed parameter 'gradient_clipping'";
 
 }  // namespace
 
@@ -168,58 +247,18 @@ void read_optimizer(Ctx& c, Section& top) {
   }
   if (!lt.value->is_string()) c.fail("optimizer.type", *lt.value, "an optimizer name (a string), e.g. \"AdamW\"");
   const std::string given = lt.value->get<std::string>();
-  std::string lower = given;
-  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  const TypeName t = classify_type(given);
+  if (t.cls != TypeClass::kSupported) fail_unsupported_type(c, *lt.value, given, t);
   OptimizerConfig o;
-  if (std::find(std::begin(kDsLowerNames), std::end(kDsLowerNames), lower) != std::end(kDsLowerNames)) {
-    o.type = lower;
-  } else {
-    o.type = given;
-  }
-  const bool supported = o.type == "adam" || o.type == "adamw" || o.type == "SGD" || o.type == "lion" ||
-                         o.type == "adagrad" || o.type == "lamb";
-  if (!supported) {
-    const std::string kinds = "\"Adam\", \"AdamW\", \"SGD\", \"Lion\", \"Adagrad\" or \"LAMB\"";
-    if (o.type == "onebitadam" || o.type == "zerooneadam" || o.type == "onebitlamb") {
-      c.fail("optimizer.type", *lt.value, kinds + " (" + given + " is one of DeepSpeed's compressed-communication "
-             "optimizers, which replace the gradient all-reduce with 1-bit error-compensated exchanges; DeepSpeed "
-             "refuses them with ZeRO, and zerotrain, whose every stage is ZeRO, does not implement them)",
-             o.type == "onebitlamb" ? "use \"LAMB\"" : "use \"Adam\" or \"AdamW\"");
-    }
-    bool ds_known = std::find(std::begin(kDsLowerNames), std::end(kDsLowerNames), o.type) != std::end(kDsLowerNames) ||
-                    std::find(std::begin(kTorchOptimNames), std::end(kTorchOptimNames), o.type) != std::end(kTorchOptimNames);
-    if (ds_known) {
-      c.fail("optimizer.type", *lt.value, kinds + " (" + given + " is a DeepSpeed optimizer that is not supported by "
-             "zerotrain)");
-    }
-    std::string near = nearest_key(given, {"Adam", "AdamW", "SGD", "Adagrad", "Lamb", "Lion", "OneBitAdam"});
-    c.fail("optimizer.type", *lt.value, kinds + " (DeepSpeed does not know `" + given + "` either)",
-           near.empty() ? "" : "did you mean `" + near + "`?");
-  }
+  o.type = t.type;
   Json params_in = Json::object();
   if (lp.present()) {
     if (!lp.value->is_object()) c.fail("optimizer.params", *lp.value, "an object of optimizer parameters");
     params_in = *lp.value;
   }
-  // max_grad_norm (§4, §17.4): DeepSpeed zeroes it when fp16 is off, and refuses the key when it
-  // builds the optimizer. Clipping is the top-level gradient_clipping.
-  bool has_mgn = params_in.contains("max_grad_norm");
-  Json mgn;
-  if (has_mgn) {
-    mgn = params_in["max_grad_norm"];
-    params_in.erase("max_grad_norm");
-    if (!mgn.is_number()) c.fail("optimizer.params.max_grad_norm", mgn, "a number (better: remove it and use gradient_clipping)");
-    if (c.cfg.fp16.enabled) {
-      c.error("optimizer.params.max_grad_norm", "is not supported as an optimizer parameter (DeepSpeed rejects it when "
-              "building the optimizer); use the top-level `gradient_clipping` instead");
-    }
-  }
+  const bool has_mgn = take_max_grad_norm(c, params_in);
   Section ps(c, &params_in, "optimizer.params", Section::Kind::kStrict);
-  if (o.type == "SGD") read_sgd_params(c, ps, o);
-  else if (o.type == "lion") read_lion_params(c, ps, o);
-  else if (o.type == "adagrad") read_adagrad_params(c, ps, o);
-  else if (o.type == "lamb") read_lamb_params(c, ps, o);
-  else read_adam_params(c, ps, o);
+  read_params(c, ps, o);
   ps.finish();
   if (has_mgn) {
     ps.put("max_grad_norm", 0.0, ConfigSource::kDerived, "set to 0.0 because fp16 is off (as DeepSpeed does)");
@@ -232,3 +271,40 @@ void read_optimizer(Ctx& c, Section& top) {
 }
 
 }  // namespace zt::cfg
+
+namespace zt {
+
+OptimizerHparams parse_optimizer(const std::string& type, const Json& params) {
+  static const char* kSupported = "(supported: Adam, AdamW, SGD, Lion, Adagrad, LAMB)";
+  if (type.empty())
+    throw InputError("optimizer.type: missing; zerotrain needs an optimizer (Adam, AdamW, SGD, Lion, Adagrad or LAMB)");
+  const cfg::TypeName t = cfg::classify_type(type);
+  if (t.cls == cfg::TypeClass::kCompressed)
+    throw InputError("optimizer.type: '" + type + "' is a DeepSpeed compressed-communication optimizer (1-bit / 0-1 "
+                     "error-compensated gradient exchange), which DeepSpeed refuses with ZeRO and zerotrain does not "
+                     "implement " + kSupported);
+  if (t.cls == cfg::TypeClass::kDeepSpeedOther)
+    throw InputError("optimizer.type: '" + type + "' is a DeepSpeed optimizer that zerotrain does not support " + kSupported);
+  if (t.cls == cfg::TypeClass::kUnknown) {
+    std::string hint = t.type == "sgd" ? " (did you mean 'SGD'? torch optimizer names are case-sensitive)" : "";
+    throw InputError("optimizer.type: '" + type + "' is not supported " + kSupported + hint);
+  }
+  if (params.is_object() && params.contains("max_grad_norm")) throw InputError(cfg::kMaxGradNormRefused);
+  Json section{{"type", type}};
+  if (!params.is_null()) section["params"] = params;
+  const Json doc{{"optimizer", section}};
+  const ConfigOptions opt;
+  DsConfig cfg;
+  cfg::Ctx c{"(optimizer arguments)", opt, cfg};
+  cfg::Section top(c, &doc, "", cfg::Section::Kind::kLoose);
+  cfg::read_optimizer(c, top);
+  return *cfg.optimizer;
+}
+
+OptimizerHparams optimizer_of(const DsConfig& cfg) {
+  ZT_CHECK(cfg.optimizer.has_value(), "optimizer_of: the config has no optimizer (engine_options_from uses the client optimizer)");
+  if (cfg.optimizer->params.contains("max_grad_norm")) throw InputError(cfg::kMaxGradNormRefused);
+  return *cfg.optimizer;
+}
+
+}  // namespace zt

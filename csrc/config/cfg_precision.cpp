@@ -1,5 +1,6 @@
 // cfg_precision.cpp — fp16 (docs/config.md §6), bf16 / bfloat16 (§7), data_types and torch_autocast (§9).
 #include <cmath>
+#include <utility>
 
 #include "config_reader.h"
 
@@ -11,11 +12,15 @@ std::optional<DType> parse_ds_dtype(Ctx& c, const std::string& path, const Json&
   if (v.is_null()) return std::nullopt;
   static const char* kExpected = "one of \"fp32\"/\"float32\"/\"float\"/\"torch.float32\", "
                                  "\"fp16\"/\"float16\"/\"half\"/\"torch.float16\", \"bf16\"/\"bfloat16\"/\"torch.bfloat16\", or null";
+  static const std::pair<const char*, DType> kSpellings[] = {
+      {"fp32", DType::F32}, {"float32", DType::F32}, {"float", DType::F32}, {"torch.float32", DType::F32},
+      {"fp16", DType::F16}, {"float16", DType::F16}, {"half", DType::F16}, {"torch.float16", DType::F16},
+      {"bf16", DType::BF16}, {"bfloat16", DType::BF16}, {"torch.bfloat16", DType::BF16}};
   if (!v.is_string()) c.fail(path, v, kExpected);
-  std::string s = v.get<std::string>();
-  if (s == "fp32" || s == "float32" || s == "float" || s == "torch.float32") return DType::F32;
-  if (s == "fp16" || s == "float16" || s == "half" || s == "torch.float16") return DType::F16;
-  if (s == "bf16" || s == "bfloat16" || s == "torch.bfloat16") return DType::BF16;
+  const std::string s = v.get<std::string>();
+  for (const auto& [name, t] : kSpellings) {
+    if (s == name) return t;
+  }
   if (s == "int8" || s == "torch.int8") c.error(path, "\"int8\" is not supported by zerotrain");
   c.fail(path, v, kExpected);
 }
@@ -26,38 +31,24 @@ const Json* section_object(Ctx& c, const Section::Lookup& l, const std::string& 
   return l.value;
 }
 
-// loss_scale_window / min_loss_scale: int, bools rejected; > 0 only under dynamic scaling.
-int64_t read_dynamic_int(Ctx& c, Section& s, const std::string& key, int64_t def) {
-  return s.get_int(key, def, Section::IntRule{BoolAsInt::kReject, std::nullopt});
+// 0: dynamic loss scaling; > 0: a static scale. A number (numeric strings accepted), no boolean.
+void read_loss_scale(Ctx& c, Section& s, Fp16Config& f) {
+  Section::Lookup ls = s.take("loss_scale");
+  double v = Fp16Config{}.loss_scale;
+  if (ls.present()) {
+    std::string p = s.key_path(ls.key);
+    const Json& x = *ls.value;
+    if (x.is_array() || x.is_object()) c.fail(p, x, "a number (fp16.loss_scale must be a number)");
+    if (x.is_boolean()) c.fail(p, x, "a number (0 = dynamic loss scaling, > 0 = static scale); not a boolean");
+    v = to_float(c, p, x, false, true);
+    if (!std::isfinite(v) || v < 0) c.fail(p, x, "a finite number >= 0 (0 = dynamic loss scaling, > 0 = static scale)");
+  }
+  f.loss_scale = v;
+  s.put_lookup("loss_scale", v, ls);
 }
 
-void read_fp16(Ctx& c, Section& top) {
-  Fp16Config& f = c.cfg.fp16;
-  Section::Lookup l = top.take("fp16");
-  Section s(c, section_object(c, l, "fp16"), "fp16", Section::Kind::kStrict);
-  f.enabled = s.get_bool("enabled", false);
-  f.auto_cast = s.get_bool("auto_cast", false);
-  {
-    Section::Lookup ls = s.take("loss_scale");
-    double v = ds_defaults::kFp16LossScale;
-    if (ls.present()) {
-      std::string p = s.key_path(ls.key);
-      const Json& x = *ls.value;
-      if (x.is_array() || x.is_object()) c.fail(p, x, "a number (fp16.loss_scale must be a number)");
-      if (x.is_boolean()) c.fail(p, x, "a number (0 = dynamic loss scaling, > 0 = static scale); not a boolean");
-      v = to_float(c, p, x, false, true);
-      if (!std::isfinite(v) || v < 0) c.fail(p, x, "a finite number >= 0 (0 = dynamic loss scaling, > 0 = static scale)");
-    }
-    f.loss_scale = v;
-    s.put_lookup("loss_scale", v, ls);
-  }
-  f.initial_scale_power = s.get_int("initial_scale_power", ds_defaults::kFp16InitialScalePower);
-  f.loss_scale_window = read_dynamic_int(c, s, "loss_scale_window", ds_defaults::kFp16LossScaleWindow);
-  f.hysteresis = s.get_int("hysteresis", ds_defaults::kFp16Hysteresis);
-  f.consecutive_hysteresis = s.get_bool("consecutive_hysteresis", false);
-  f.min_loss_scale = read_dynamic_int(c, s, "min_loss_scale", ds_defaults::kFp16MinLossScale);
-  f.fp16_master_weights_and_grads = s.get_bool("fp16_master_weights_and_grads", false);
-  s.finish();
+// The dynamic-scaling bounds DeepSpeed checks once fp16 is on.
+void check_fp16(Ctx& c, const Fp16Config& f) {
   if (f.enabled && f.dynamic()) {
     if (f.loss_scale_window <= 0) {
       c.fail("fp16.loss_scale_window", f.loss_scale_window,
@@ -70,6 +61,32 @@ void read_fp16(Ctx& c, Section& top) {
   if (f.enabled && f.initial_scale_power > 1023) {
     c.fail("fp16.initial_scale_power", f.initial_scale_power, "an integer <= 1023 (2^p must be a finite number)");
   }
+}
+
+// Every fp16 key of precision_keys.h in its order: ordinary keys by the generic reader.
+void read_fp16(Ctx& c, Section& top) {
+  Fp16Config& f = c.cfg.fp16;
+  Section::Lookup l = top.take("fp16");
+  Section s(c, section_object(c, l, "fp16"), "fp16", Section::Kind::kStrict);
+#define ZT_PRECISION_KEY(sec, name, type, def, rule, ...) ZT_PRECISION_READ_##sec(name, def, rule)
+#define ZT_PRECISION_READ_F16(name, def, rule) f.name = read_key(s, #name, decltype(f.name)(def), rule);
+#define ZT_PRECISION_READ_B16(name, def, rule)
+#define ZT_PRECISION_SPECIAL(sec, path, ...) ZT_PRECISION_SPECIAL_##sec
+#define ZT_PRECISION_SPECIAL_F16 read_loss_scale(c, s, f);  // the one special fp16 key
+#define ZT_PRECISION_SPECIAL_B16
+#define ZT_PRECISION_SPECIAL_TOP
+#define ZT_PRECISION_SPECIAL_DT
+#define ZT_PRECISION_SPECIAL_TA
+#include "zerotrain/config/precision_keys.h"
+#undef ZT_PRECISION_READ_F16
+#undef ZT_PRECISION_READ_B16
+#undef ZT_PRECISION_SPECIAL_F16
+#undef ZT_PRECISION_SPECIAL_B16
+#undef ZT_PRECISION_SPECIAL_TOP
+#undef ZT_PRECISION_SPECIAL_DT
+#undef ZT_PRECISION_SPECIAL_TA
+  s.finish();
+  check_fp16(c, f);
   c.cfg.resolved["fp16"] = s.out();
 }
 
@@ -88,11 +105,12 @@ void read_bf16(Ctx& c, Section& top) {
     l = Section::Lookup{};
   }
   Section s(c, section_object(c, l, name), name, Section::Kind::kStrict);
-  b.enabled = s.get_bool("enabled", false);
-  b.immediate_grad_update = s.get_bool("immediate_grad_update", false);
-  b.check_grad_overflow = s.get_bool("check_grad_overflow", ds_defaults::kBf16CheckGradOverflow);
-  b.bf16_master_weights_and_grads = s.get_bool("bf16_master_weights_and_grads", false);
-  b.bf16_optimizer_states = s.get_bool("bf16_optimizer_states", false);
+#define ZT_PRECISION_KEY(sec, name, type, def, rule, ...) ZT_PRECISION_READ_##sec(name, def, rule)
+#define ZT_PRECISION_READ_F16(name, def, rule)
+#define ZT_PRECISION_READ_B16(name, def, rule) b.name = read_key(s, #name, decltype(b.name)(def), rule);
+#include "zerotrain/config/precision_keys.h"
+#undef ZT_PRECISION_READ_F16
+#undef ZT_PRECISION_READ_B16
   s.finish();
   c.cfg.resolved["bf16"] = s.out();
   if (name == "bfloat16") {  // provenance under the DeepSpeed name of the section

@@ -1,9 +1,14 @@
 // cfg_sched.cpp — the "scheduler" section (docs/config.md §5): the five DeepSpeed
 // schedules, their params with defaults, and the construction-time checks done at config time.
+// The section is read once into SchedulerConfig; lr_schedule_of() turns that into the
+// LrScheduleSpec optim/ builds the schedule from, and parse_lr_schedule() runs the same reader
+// for callers without a config file.
 #include <algorithm>
 #include <cmath>
 
 #include "config_reader.h"
+#include "zerotrain/config/optim_inputs.h"
+#include "zerotrain/core/check.h"
 
 namespace zt::cfg {
 namespace {
@@ -64,8 +69,10 @@ double read_real(Ctx& c, Section& s, const std::string& key, double def, double 
   return v;
 }
 
-// An integer step count. DeepSpeed requires a Python int (a JSON whole number from a file).
-int64_t read_count(Ctx& c, Section& s, const std::string& key, std::optional<int64_t> def, int64_t min_value) {
+// An integer step count. DeepSpeed requires a Python int (a JSON whole number from a file), except
+// for total_num_steps (`whole_floats`: a whole float such as 1e12 counts).
+int64_t read_count(Ctx& c, Section& s, const std::string& key, std::optional<int64_t> def, int64_t min_value,
+                   bool whole_floats = false) {
   Section::Lookup l = s.take(key);
   if (!l.present()) {
     if (!def) missing(c, s, key, l);
@@ -75,7 +82,7 @@ int64_t read_count(Ctx& c, Section& s, const std::string& key, std::optional<int
   std::string p = s.key_path(l.key);
   const Json& v = *l.value;
   std::string expected = "an integer >= " + std::to_string(min_value);
-  if (!v.is_number()) c.fail(p, v, expected);
+  if (!v.is_number() || (v.is_number_float() && !whole_floats)) c.fail(p, v, expected);
   int64_t n = to_int(c, p, v, BoolAsInt::kReject);
   if (n < min_value) c.fail(p, v, expected);
   s.put_lookup(key, n, l);
@@ -98,7 +105,7 @@ std::string read_warmup_type(Ctx& c, Section& s) {
 }
 
 void read_warmup_family(Ctx& c, Section& s, SchedulerConfig& r) {
-  const std::vector<double> zero{ds_defaults::kWarmupMinLr};
+  const std::vector<double> zero{sched_defaults::kWarmupMinLr};
   if (r.type != "WarmupCosineLR") {
     r.warmup_min_lr = read_group_values(c, s, "warmup_min_lr", &zero);
     if (r.type == "WarmupLR") {
@@ -116,17 +123,17 @@ void read_warmup_family(Ctx& c, Section& s, SchedulerConfig& r) {
                  c.cfg.optimizer ? "default: the optimizer's lr" : "default: each param group's lr");
       }
     } else {
-      const std::vector<double> def{ds_defaults::kWarmupDecayMaxLr};
+      const std::vector<double> def{sched_defaults::kWarmupDecayMaxLr};
       r.warmup_max_lr = read_group_values(c, s, "warmup_max_lr", &def);
     }
   } else {
-    r.warmup_min_ratio = read_real(c, s, "warmup_min_ratio", ds_defaults::kWarmupMinRatio, -INFINITY, false);
-    r.cos_min_ratio = read_real(c, s, "cos_min_ratio", ds_defaults::kCosMinRatio, -INFINITY, false);
+    r.warmup_min_ratio = read_real(c, s, "warmup_min_ratio", sched_defaults::kWarmupMinRatio, -INFINITY, false);
+    r.cos_min_ratio = read_real(c, s, "cos_min_ratio", sched_defaults::kCosMinRatio, -INFINITY, false);
   }
-  r.warmup_num_steps = read_count(c, s, "warmup_num_steps", ds_defaults::kWarmupNumSteps, 1);
+  r.warmup_num_steps = read_count(c, s, "warmup_num_steps", sched_defaults::kWarmupNumSteps, 1);
   r.warmup_type = read_warmup_type(c, s);
   if (r.type != "WarmupLR") {
-    r.total_num_steps = read_count(c, s, "total_num_steps", std::nullopt, 0);
+    r.total_num_steps = read_count(c, s, "total_num_steps", std::nullopt, 0, true);
     if (r.total_num_steps < r.warmup_num_steps) {
       c.warn(s.key_path("total_num_steps"), "smaller than warmup_num_steps; the schedule never leaves warm-up fully");
     }
@@ -137,7 +144,7 @@ void read_one_cycle(Ctx& c, Section& s, SchedulerConfig& r) {
   r.cycle_min_lr = read_group_values(c, s, "cycle_min_lr", nullptr);
   r.cycle_max_lr = read_group_values(c, s, "cycle_max_lr", nullptr);
   r.decay_lr_rate = read_real(c, s, "decay_lr_rate", 0.0, 0.0, false);
-  r.cycle_first_step_size = read_real(c, s, "cycle_first_step_size", ds_defaults::kCycleFirstStepSize, 0.0, true);
+  r.cycle_first_step_size = read_real(c, s, "cycle_first_step_size", sched_defaults::kCycleFirstStepSize, 0.0, true);
   {
     Section::Lookup l = s.take("cycle_second_step_size");
     if (l.present() && !l.value->is_null()) {
@@ -165,22 +172,43 @@ void read_one_cycle(Ctx& c, Section& s, SchedulerConfig& r) {
     s.put_lookup("cycle_momentum", v, l);
     r.cycle_momentum = v;
   }
-  const std::vector<double> min_mom{ds_defaults::kCycleMinMom}, max_mom{ds_defaults::kCycleMaxMom};
+  const std::vector<double> min_mom{sched_defaults::kCycleMinMom}, max_mom{sched_defaults::kCycleMaxMom};
   r.cycle_min_mom = read_group_values(c, s, "cycle_min_mom", &min_mom);
   r.cycle_max_mom = read_group_values(c, s, "cycle_max_mom", &max_mom);
   r.decay_mom_rate = read_real(c, s, "decay_mom_rate", 0.0, 0.0, false);
 }
 
 void read_range_test(Ctx& c, Section& s, SchedulerConfig& r) {
-  const std::vector<double> def{ds_defaults::kLrRangeTestMinLr};
+  const std::vector<double> def{sched_defaults::kLrRangeTestMinLr};
   r.lr_range_test_min_lr = read_group_values(c, s, "lr_range_test_min_lr", &def);
-  r.lr_range_test_step_size = read_count(c, s, "lr_range_test_step_size", ds_defaults::kLrRangeTestStepSize, 1);
-  r.lr_range_test_step_rate = read_real(c, s, "lr_range_test_step_rate", ds_defaults::kLrRangeTestStepRate, -INFINITY, false);
+  r.lr_range_test_step_size = read_count(c, s, "lr_range_test_step_size", sched_defaults::kLrRangeTestStepSize, 1);
+  r.lr_range_test_step_rate = read_real(c, s, "lr_range_test_step_rate", sched_defaults::kLrRangeTestStepRate, -INFINITY, false);
   Section::Lookup l = s.take("lr_range_test_staircase");
   bool v = false;
   if (l.present()) v = to_bool_strict(c, s.key_path(l.key), *l.value);
   s.put_lookup("lr_range_test_staircase", v, l);
   r.lr_range_test_staircase = v;
+}
+
+[[noreturn]] void fail_unknown_schedule(Ctx& c, const Json& t, const std::string& type) {
+  const std::string five = "one of WarmupLR, WarmupDecayLR, WarmupCosineLR, OneCycle, LRRangeTest (case-sensitive)";
+  if (std::find(std::begin(kTorchSchedulers), std::end(kTorchSchedulers), type) != std::end(kTorchSchedulers)) {
+    c.fail("scheduler.type", t, five, "torch scheduler `" + type + "` is not supported by zerotrain");
+  }
+  std::string near = nearest_key(type, {std::begin(kSchedules), std::end(kSchedules)});
+  c.fail("scheduler.type", t, five + "; DeepSpeed does not recognize this LR scheduler either",
+         near.empty() ? "" : "did you mean `" + near + "`?");
+}
+
+void read_params(Ctx& c, Section& ps, SchedulerConfig& r) {
+  if (r.type == "OneCycle") read_one_cycle(c, ps, r);
+  else if (r.type == "LRRangeTest") read_range_test(c, ps, r);
+  else read_warmup_family(c, ps, r);
+  Section::Lookup li = ps.take("last_batch_iteration");
+  if (li.present()) {
+    int64_t v = to_int(c, ps.key_path(li.key), *li.value, BoolAsInt::kReject);
+    if (v != -1) c.fail(ps.key_path(li.key), *li.value, "-1 (resuming a schedule comes from a checkpoint in zerotrain)");
+  }
 }
 
 }  // namespace
@@ -205,14 +233,8 @@ void read_scheduler(Ctx& c, Section& top) {
   if (!t.is_string()) c.fail("scheduler.type", t, "a scheduler name (a string), e.g. \"WarmupLR\"");
   SchedulerConfig r;
   r.type = t.get<std::string>();
-  const std::string five = "one of WarmupLR, WarmupDecayLR, WarmupCosineLR, OneCycle, LRRangeTest (case-sensitive)";
   if (std::find(std::begin(kSchedules), std::end(kSchedules), r.type) == std::end(kSchedules)) {
-    if (std::find(std::begin(kTorchSchedulers), std::end(kTorchSchedulers), r.type) != std::end(kTorchSchedulers)) {
-      c.fail("scheduler.type", t, five, "torch scheduler `" + r.type + "` is not supported by zerotrain");
-    }
-    std::string near = nearest_key(r.type, {std::begin(kSchedules), std::end(kSchedules)});
-    c.fail("scheduler.type", t, five + "; DeepSpeed does not recognize this LR scheduler either",
-           near.empty() ? "" : "did you mean `" + near + "`?");
+    fail_unknown_schedule(c, t, r.type);
   }
   c.cfg.resolved["scheduler"] = Json{{"type", r.type}};
   Json params_in = Json::object();
@@ -223,14 +245,7 @@ void read_scheduler(Ctx& c, Section& top) {
     c.warn("scheduler.params", "missing (DeepSpeed would fail when building the scheduler); using the defaults");
   }
   Section ps(c, &params_in, "scheduler.params", Section::Kind::kStrict);
-  if (r.type == "OneCycle") read_one_cycle(c, ps, r);
-  else if (r.type == "LRRangeTest") read_range_test(c, ps, r);
-  else read_warmup_family(c, ps, r);
-  Section::Lookup li = ps.take("last_batch_iteration");
-  if (li.present()) {
-    int64_t v = to_int(c, ps.key_path(li.key), *li.value, BoolAsInt::kReject);
-    if (v != -1) c.fail(ps.key_path(li.key), *li.value, "-1 (resuming a schedule comes from a checkpoint in zerotrain)");
-  }
+  read_params(c, ps, r);
   ps.finish();
   r.params = ps.out();
   c.cfg.resolved["scheduler"]["params"] = r.params;
@@ -239,3 +254,93 @@ void read_scheduler(Ctx& c, Section& top) {
 }
 
 }  // namespace zt::cfg
+
+namespace zt {
+namespace {
+
+// zerotrain has one parameter group: a per-group list must have one entry.
+double one_group(const char* key, const std::vector<double>& v) {
+  if (v.size() != 1)
+    throw InputError(std::string("scheduler.params.") + key +
+                     ": a list needs one entry per parameter group (zerotrain has 1), found " + std::to_string(v.size()));
+  return v[0];
+}
+
+LrScheduleType schedule_type_named(const std::string& type) {
+  if (type == "WarmupLR") return LrScheduleType::kWarmupLR;
+  if (type == "WarmupDecayLR") return LrScheduleType::kWarmupDecayLR;
+  if (type == "WarmupCosineLR") return LrScheduleType::kWarmupCosineLR;
+  if (type == "LRRangeTest") return LrScheduleType::kLRRangeTest;
+  return LrScheduleType::kOneCycle;  // the reader admits only the five names
+}
+
+// WarmupLR / WarmupDecayLR / WarmupCosineLR: N as used is max(2, warmup_num_steps).
+void warmup_spec(const SchedulerConfig& r, LrScheduleSpec& s) {
+  s.warmup_num_steps = std::max<int64_t>(2, r.warmup_num_steps);
+  s.warmup_log = r.warmup_type != "linear";
+  s.total_num_steps = static_cast<double>(r.total_num_steps);
+  if (s.type == LrScheduleType::kWarmupCosineLR) {
+    s.warmup_min_ratio = r.warmup_min_ratio;
+    s.cos_min_ratio = r.cos_min_ratio;
+    return;
+  }
+  s.warmup_min_lr = one_group("warmup_min_lr", r.warmup_min_lr);
+  if (!r.warmup_max_lr.empty()) s.warmup_max_lr = one_group("warmup_max_lr", r.warmup_max_lr);
+}
+
+void range_test_spec(const SchedulerConfig& r, LrScheduleSpec& s) {
+  s.range_min_lr = one_group("lr_range_test_min_lr", r.lr_range_test_min_lr);
+  s.range_step_size = static_cast<double>(r.lr_range_test_step_size);
+  s.range_step_rate = r.lr_range_test_step_rate;
+  s.range_staircase = r.lr_range_test_staircase;
+}
+
+void one_cycle_spec(const SchedulerConfig& r, LrScheduleSpec& s) {
+  s.cycle_min_lr = one_group("cycle_min_lr", r.cycle_min_lr);
+  s.cycle_max_lr = one_group("cycle_max_lr", r.cycle_max_lr);
+  s.decay_lr_rate = r.decay_lr_rate;
+  s.cycle_first_step_size = r.cycle_first_step_size;
+  s.cycle_second_step_size = r.cycle_second_step_size;
+  s.cycle_first_stair_count = r.cycle_first_stair_count;
+  s.cycle_second_stair_count = r.cycle_second_stair_count;
+  s.decay_step_size = r.decay_step_size;
+  s.cycle_momentum = r.cycle_momentum;
+  s.cycle_min_mom = one_group("cycle_min_mom", r.cycle_min_mom);
+  s.cycle_max_mom = one_group("cycle_max_mom", r.cycle_max_mom);
+  s.decay_mom_rate = r.decay_mom_rate;
+}
+
+LrScheduleSpec spec_of(const SchedulerConfig& r) {
+  LrScheduleSpec s;
+  s.type = schedule_type_named(r.type);
+  if (s.type == LrScheduleType::kLRRangeTest) range_test_spec(r, s);
+  else if (s.type == LrScheduleType::kOneCycle) one_cycle_spec(r, s);
+  else warmup_spec(r, s);
+  return s;
+}
+
+}  // namespace
+
+LrScheduleSpec lr_schedule_of(const DsConfig& cfg) {
+  if (!cfg.scheduler) return LrScheduleSpec{};
+  return spec_of(*cfg.scheduler);
+}
+
+LrScheduleSpec parse_lr_schedule(const std::string& type, const Json& params) {
+  if (type.empty()) return LrScheduleSpec{};
+  Json section = Json::object();
+  section["type"] = type;
+  section["params"] = params;
+  Json doc = Json::object();
+  doc["scheduler"] = section;
+  const ConfigOptions opt;
+  DsConfig cfg;
+  cfg::Ctx c{"(scheduler arguments)", opt, cfg};
+  cfg::Section top(c, &doc, "", cfg::Section::Kind::kLoose);
+  cfg::read_scheduler(c, top);
+  LrScheduleSpec s = spec_of(*cfg.scheduler);
+  s.warnings = cfg.warnings;
+  return s;
+}
+
+}  // namespace zt

@@ -177,44 +177,65 @@ void Section::auto_rule(const std::string& key, Json value, std::string note) {
   auto_rules_[key] = {std::move(value), std::move(note)};
 }
 
+namespace {
+
+using AutoRules = std::map<std::string, std::pair<Json, std::string>>;
+
+// "auto": the command line's value for `path`, else the section's auto rule for `key`, else the
+// default (value nullptr).
+Section::Lookup resolve_auto(const ConfigOptions& opt, const AutoRules& rules, const std::string& path,
+                             const std::string& key, Section::Lookup l) {
+  auto cl = opt.command_line.find(path);
+  if (cl != opt.command_line.end()) {
+    l.value = &cl->second;
+    l.source = ConfigSource::kCommandLine;
+    l.note = "\"auto\" in the file";
+    return l;
+  }
+  l.source = ConfigSource::kAuto;
+  auto rule = rules.find(key);
+  if (rule != rules.end()) {
+    l.value = &rule->second.first;
+    l.note = rule->second.second;
+    return l;
+  }
+  l.note = "\"auto\" -> DeepSpeed default";
+  return l;
+}
+
+}  // namespace
+
+namespace {
+
+// The spelling of a setting the section gives: `key`, `alias`, or "" (neither). Both given is an
+// error, except that in a strict section DeepSpeed drops "auto" keys first, so "auto" under one
+// spelling yields to the other.
+std::string given_spelling(const Ctx& c, const Json& in, const std::string& key, const std::string& alias,
+                           bool strict, const std::string& alias_path) {
+  bool has_key = in.contains(key);
+  bool has_alias = !alias.empty() && in.contains(alias);
+  if (has_key && has_alias && strict) {
+    if (Section::is_auto(in.at(key)) && !Section::is_auto(in.at(alias))) has_key = false;
+    else if (Section::is_auto(in.at(alias))) has_alias = false;
+  }
+  if (has_key && has_alias) {
+    c.error(alias_path, "`" + alias + "` and `" + key + "` are two spellings of the same setting; give only one");
+  }
+  if (has_key) return key;
+  return has_alias ? alias : "";
+}
+
+}  // namespace
+
 Section::Lookup Section::take(const std::string& key, const std::string& alias) {
   known_.push_back(key);
   if (!alias.empty()) known_.push_back(alias);
   Lookup l;
   if (!in_) return l;
-  bool has_key = in_->contains(key);
-  bool has_alias = !alias.empty() && in_->contains(alias);
-  if (has_key && has_alias && kind_ == Kind::kStrict) {
-    // DeepSpeed drops "auto" keys first, so "auto" under one spelling yields to the other.
-    if (is_auto(in_->at(key)) && !is_auto(in_->at(alias))) has_key = false;
-    else if (is_auto(in_->at(alias))) has_alias = false;
-  }
-  if (has_key && has_alias) {
-    c_.error(key_path(alias), "`" + alias + "` and `" + key + "` are two spellings of the same setting; give only one");
-  }
-  if (!has_key && !has_alias) return l;
-  l.key = has_key ? key : alias;
+  l.key = given_spelling(c_, *in_, key, alias, kind_ == Kind::kStrict, key_path(alias));
+  if (l.key.empty()) return l;
   const Json& v = in_->at(l.key);
-  if (v.is_string() && v.get<std::string>() == "auto") {
-    std::string p = key_path(key);
-    auto cl = c_.opt.command_line.find(p);
-    if (cl != c_.opt.command_line.end()) {
-      l.value = &cl->second;
-      l.source = ConfigSource::kCommandLine;
-      l.note = "\"auto\" in the file";
-      return l;
-    }
-    auto rule = auto_rules_.find(key);
-    if (rule != auto_rules_.end()) {
-      l.value = &rule->second.first;
-      l.source = ConfigSource::kAuto;
-      l.note = rule->second.second;
-      return l;
-    }
-    l.source = ConfigSource::kAuto;
-    l.note = "\"auto\" -> DeepSpeed default";
-    return l;  // value nullptr: caller applies the default
-  }
+  if (is_auto(v)) return resolve_auto(c_.opt, auto_rules_, key_path(key), key, l);
   l.value = &v;
   l.source = ConfigSource::kFile;
   return l;
@@ -265,36 +286,61 @@ double Section::get_float(const std::string& key, double def, bool allow_bool, b
   return v;
 }
 
+namespace {
+
+// The hint for an unknown key `k` in section `path`: a near known key, or the section it belongs in.
+std::string unknown_key_hint(const std::string& k, const std::vector<std::string>& known, const std::string& path) {
+  std::string near = nearest_key(k, known);
+  if (!near.empty()) return "did you mean `" + near + "`?";
+  std::string home = home_section_of(k);
+  if (home == "(top level)" && !path.empty()) return "`" + k + "` belongs at the top level, not inside `" + path + "`";
+  if (home.empty() || home == path || home == "(top level)") return "";
+  std::string hint = "`" + k + "` belongs in `" + home + "`";
+  if (home == "fp16" && (path == "bf16" || path == "bfloat16")) hint += " (bf16 needs no loss scaling)";
+  return hint;
+}
+
+}  // namespace
+
 void Section::finish() {
   if (!in_) return;
   for (auto it = in_->begin(); it != in_->end(); ++it) {
     const std::string& k = it.key();
     if (std::find(known_.begin(), known_.end(), k) != known_.end()) continue;
     std::string p = key_path(k);
-    std::string hint;
-    std::string near = nearest_key(k, known_);
-    std::string home = home_section_of(k);
-    if (!near.empty()) {
-      hint = "did you mean `" + near + "`?";
-    } else if (home == "(top level)" && !path_.empty()) {
-      hint = "`" + k + "` belongs at the top level, not inside `" + path_ + "`";
-    } else if (!home.empty() && home != path_ && home != "(top level)") {
-      hint = "`" + k + "` belongs in `" + home + "`";
-      if (home == "fp16" && (path_ == "bf16" || path_ == "bfloat16")) hint += " (bf16 needs no loss scaling)";
-    }
+    const std::string hint = unknown_key_hint(k, known_, path_);
+    const std::string tail = hint.empty() ? "" : "; " + hint;
     if (kind_ == Kind::kStrict && is_auto(it.value()) && !c_.opt.strict) {
-      c_.warn(p, "unknown key, ignored (its value is \"auto\", which DeepSpeed drops before validating)" +
-                     (hint.empty() ? std::string() : "; " + hint));
+      c_.warn(p, "unknown key, ignored (its value is \"auto\", which DeepSpeed drops before validating)" + tail);
       continue;
     }
     if (kind_ == Kind::kStrict) {
-      std::string msg = "unknown key (DeepSpeed rejects unknown keys in `" + path_ + "` too)";
-      c_.error(p, msg + (hint.empty() ? "" : "; " + hint));
+      c_.error(p, "unknown key (DeepSpeed rejects unknown keys in `" + path_ + "` too)" + tail);
     }
-    std::string msg = "unknown key, ignored (DeepSpeed ignores it silently)";
-    if (c_.opt.strict) c_.error(p, "unknown key (--strict)" + (hint.empty() ? "" : "; " + hint));
-    c_.warn(p, msg + (hint.empty() ? "" : "; " + hint));
+    if (c_.opt.strict) c_.error(p, "unknown key (--strict)" + tail);
+    c_.warn(p, "unknown key, ignored (DeepSpeed ignores it silently)" + tail);
   }
+}
+
+bool read_key(Section& s, const char* key, bool def, Rule, const char* alias) { return s.get_bool(key, def, alias); }
+
+int64_t read_key(Section& s, const char* key, int64_t def, Rule rule, const char* alias) {
+  IntRule r;
+  if (rule == Rule::kCount) r.min = 0;
+  if (rule == Rule::kIntNoBool) r.bools = BoolAsInt::kReject;
+  return s.get_int(key, def, r, alias);
+}
+
+double read_key(Section& s, const char* key, double def, Rule, const char*) {  // kFraction
+  Section::Lookup l = s.take(key);
+  double v = def;
+  if (l.present()) {
+    std::string p = s.key_path(l.key);
+    v = to_float(s.ctx(), p, *l.value, true, true);
+    if (!(v >= 0.0 && v <= 1.0)) s.ctx().fail(p, *l.value, "a number in [0, 1]");
+  }
+  s.put_lookup(key, v, l);
+  return v;
 }
 
 }  // namespace zt::cfg

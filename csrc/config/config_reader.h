@@ -2,6 +2,7 @@
 // file-specific rules of docs/config.md §17), "auto" resolution, provenance recording
 // and unknown-key detection for one config section.
 #pragma once
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -100,6 +101,24 @@ class Section {
   std::vector<std::string> known_;
   std::map<std::string, std::pair<Json, std::string>> auto_rules_;
 };
+
+// The reading rules of declared keys (config/zero_keys.h, config/precision_keys.h).
+enum class Rule {
+  kFlag,       // a boolean (strict sections: pydantic's lax rules)
+  kCount,      // an integer >= 0 (a boolean counts as 0/1)
+  kInt,        // an integer (a boolean counts as 0/1)
+  kIntNoBool,  // an integer (a boolean is rejected)
+  kFraction,   // a number in [0, 1]
+};
+inline constexpr Rule kFlag = Rule::kFlag, kCount = Rule::kCount, kInt = Rule::kInt, kIntNoBool = Rule::kIntNoBool,
+                      kFraction = Rule::kFraction;
+inline constexpr double kNever = std::numeric_limits<double>::infinity();  // a refusal threshold never crossed
+
+// The generic reader of a declared key: type (by the default's type) and `rule`, bounds, alias,
+// "auto", provenance. Returns the resolved value.
+bool read_key(Section& s, const char* key, bool def, Rule rule, const char* alias = "");
+int64_t read_key(Section& s, const char* key, int64_t def, Rule rule, const char* alias = "");
+double read_key(Section& s, const char* key, double def, Rule rule, const char* alias = "");
 
 // Section bodies (one file each). Each reads its part of `doc` into c.cfg and c.cfg.resolved.
 void read_top_level_scalars(Ctx& c, Section& top);

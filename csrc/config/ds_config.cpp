@@ -140,6 +140,22 @@ bool set_to_non_default(const Json& doc, const DsConfig& cfg, const KeyEntry& e,
   }
 }
 
+// --explain tags a "not used" key that is in the resolved document; a key recorded only as part of
+// its section inherits the section's source.
+void tag_unused_key(DsConfig& cfg, const KeyEntry& e) {
+  if (!cfg.provenance.count(e.path)) {
+    for (std::string p = e.path; p.find('.') != std::string::npos;) {
+      p = p.substr(0, p.rfind('.'));
+      if (cfg.provenance.count(p)) {
+        cfg.provenance[e.path] = cfg.provenance[p];
+        break;
+      }
+    }
+  }
+  Provenance& p = cfg.provenance[e.path];
+  p.note += std::string(p.note.empty() ? "" : "; ") + "not used by zerotrain: " + e.why;
+}
+
 // A key classed "not used" and set to a non-default value is never silent: one warning lists
 // them all, and --explain tags every not-used key.
 void flag_unused_keys(const Json& doc, DsConfig& cfg, const ConfigOptions& opt) {
@@ -147,20 +163,7 @@ void flag_unused_keys(const Json& doc, DsConfig& cfg, const ConfigOptions& opt) 
   std::string listed;
   for (const KeyEntry& e : key_table()) {
     if (e.use != KeyUse::kNotUsed) continue;
-    if (json_at_path(cfg.resolved, e.path)) {
-      // Tag the key itself; a key recorded only as part of its section inherits the section's source.
-      if (!cfg.provenance.count(e.path)) {
-        for (std::string p = e.path; p.find('.') != std::string::npos;) {
-          p = p.substr(0, p.rfind('.'));
-          if (cfg.provenance.count(p)) {
-            cfg.provenance[e.path] = cfg.provenance[p];
-            break;
-          }
-        }
-      }
-      Provenance& p = cfg.provenance[e.path];
-      p.note += std::string(p.note.empty() ? "" : "; ") + "not used by zerotrain: " + e.why;
-    }
+    if (json_at_path(cfg.resolved, e.path)) tag_unused_key(cfg, e);
     if (legacy_zero && (e.path == "allgather_size" || e.path.rfind("zero_optimization.", 0) == 0)) continue;
     const std::string spelling = spelling_in(doc, e);
     if (spelling.empty() || !set_to_non_default(doc, cfg, e, spelling, opt)) continue;

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 #include <unordered_set>
+#include <utility>
 
 #include "zerotrain/core/check.h"
 #include "zerotrain/core/file_io.h"
@@ -31,33 +32,42 @@ std::string child_path(const std::string& parent, const std::string& key) {
   return parent.empty() ? key : parent + "." + key;
 }
 
-// Parses the JSON number grammar -?(0|[1-9]\d*)(\.\d+)?([eE][-+]?\d+)? over the whole of `t`.
-// Applies the integer rule of docs/config.md §17.1. Returns false when `t` is not a number.
-bool parse_number(const std::string& t, Json* out, bool* overflow) {
+size_t skip_digits(const std::string& t, size_t i) {
+  while (i < t.size() && std::isdigit(static_cast<unsigned char>(t[i]))) ++i;
+  return i;
+}
+
+bool digit_at(const std::string& t, size_t i) { return i < t.size() && std::isdigit(static_cast<unsigned char>(t[i])); }
+
+// Whether the whole of `t` matches the JSON number grammar -?(0|[1-9]\d*)(\.\d+)?([eE][-+]?\d+)?;
+// *is_float: it has a fraction or an exponent.
+bool json_number_grammar(const std::string& t, bool* is_float) {
   size_t i = 0, n = t.size();
-  *overflow = false;
+  *is_float = false;
   if (i < n && t[i] == '-') ++i;
-  if (i >= n || !std::isdigit(static_cast<unsigned char>(t[i]))) return false;
-  if (t[i] == '0') {
-    ++i;
-  } else {
-    while (i < n && std::isdigit(static_cast<unsigned char>(t[i]))) ++i;
-  }
-  bool is_float = false;
+  if (!digit_at(t, i)) return false;
+  i = t[i] == '0' ? i + 1 : skip_digits(t, i);
   if (i < n && t[i] == '.') {
-    ++i;
-    if (i >= n || !std::isdigit(static_cast<unsigned char>(t[i]))) return false;
-    while (i < n && std::isdigit(static_cast<unsigned char>(t[i]))) ++i;
-    is_float = true;
+    if (!digit_at(t, i + 1)) return false;
+    i = skip_digits(t, i + 1);
+    *is_float = true;
   }
   if (i < n && (t[i] == 'e' || t[i] == 'E')) {
     ++i;
     if (i < n && (t[i] == '+' || t[i] == '-')) ++i;
-    if (i >= n || !std::isdigit(static_cast<unsigned char>(t[i]))) return false;
-    while (i < n && std::isdigit(static_cast<unsigned char>(t[i]))) ++i;
-    is_float = true;
+    if (!digit_at(t, i)) return false;
+    i = skip_digits(t, i);
+    *is_float = true;
   }
-  if (i != n) return false;
+  return i == n;
+}
+
+// Parses the JSON number grammar over the whole of `t`. Applies the integer rule of
+// docs/config.md §17.1. Returns false when `t` is not a number.
+bool parse_number(const std::string& t, Json* out, bool* overflow) {
+  *overflow = false;
+  bool is_float = false;
+  if (!json_number_grammar(t, &is_float)) return false;
   if (!is_float) {
     errno = 0;
     char* end = nullptr;
@@ -81,6 +91,21 @@ bool parse_number(const std::string& t, Json* out, bool* overflow) {
   return true;
 }
 
+// A UTF-8 lead byte: the sequence length (0: not a valid lead byte) and its payload bits.
+size_t utf8_lead(unsigned char c, unsigned* cp) {
+  if (c >= 0xC2 && c <= 0xDF) { *cp = c & 0x1F; return 2; }
+  if (c >= 0xE0 && c <= 0xEF) { *cp = c & 0x0F; return 3; }
+  if (c >= 0xF0 && c <= 0xF4) { *cp = c & 0x07; return 4; }
+  return 0;
+}
+
+// Overlong forms, surrogates and values above U+10FFFF are invalid.
+bool utf8_codepoint_ok(size_t len, unsigned cp) {
+  if (len == 3 && cp < 0x800) return false;
+  if (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) return false;
+  return !(cp >= 0xD800 && cp <= 0xDFFF);
+}
+
 }  // namespace
 
 size_t first_invalid_utf8(const std::string& s) {
@@ -89,21 +114,15 @@ size_t first_invalid_utf8(const std::string& s) {
   while (i < n) {
     const unsigned char c = static_cast<unsigned char>(s[i]);
     if (c < 0x80) { ++i; continue; }
-    size_t len = 0;
     unsigned cp = 0;
-    if (c >= 0xC2 && c <= 0xDF) { len = 2; cp = c & 0x1F; }
-    else if (c >= 0xE0 && c <= 0xEF) { len = 3; cp = c & 0x0F; }
-    else if (c >= 0xF0 && c <= 0xF4) { len = 4; cp = c & 0x07; }
-    else return i;
-    if (i + len > n) return i;
+    const size_t len = utf8_lead(c, &cp);
+    if (len == 0 || i + len > n) return i;
     for (size_t k = 1; k < len; ++k) {
       const unsigned char t = static_cast<unsigned char>(s[i + k]);
       if ((t & 0xC0) != 0x80) return i + k;
       cp = (cp << 6) | (t & 0x3F);
     }
-    // Overlong forms, surrogates and values above U+10FFFF are invalid.
-    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) || (cp >= 0xD800 && cp <= 0xDFFF))
-      return i;
+    if (!utf8_codepoint_ok(len, cp)) return i;
     i += len;
   }
   return std::string::npos;
@@ -267,40 +286,66 @@ class Parser {
     return parse_quoteless(path);
   }
 
+  // Whether position p ends a quoteless value (end of line, `,`, `}`, `]`, a comment); *eol: at
+  // the end of a line or of the text.
+  bool quoteless_end(size_t p, bool* eol) const {
+    *eol = p >= s_.size() || s_[p] == '\n' || s_[p] == '\r';
+    if (*eol) return true;
+    const char c = s_[p];
+    return c == ',' || c == '}' || c == ']' || c == '#' ||
+           (c == '/' && p + 1 < s_.size() && (s_[p + 1] == '/' || s_[p + 1] == '*'));
+  }
+
+  // true / false / null / a number; false when `t` is none of them.
+  bool quoteless_literal(const std::string& t, Json* v, size_t start, const std::string& path) {
+    bool overflow = false;
+    if (t == "true") *v = true;
+    else if (t == "false") *v = false;
+    else if (t == "null") *v = nullptr;
+    else if (!parse_number(t, v, &overflow)) return false;
+    if (overflow) fail_at(start, "`" + path + "`: number " + t + " is out of range");
+    return true;
+  }
+
   // A quoteless value: true/false/null/number when followed by a delimiter, else a string
   // running to the end of the line.
   Json parse_quoteless(const std::string& path) {
     size_t start = i_;
-    size_t p = i_;
-    for (;;) {
-      bool eol = p >= s_.size() || s_[p] == '\n' || s_[p] == '\r';
-      char c = eol ? '\0' : s_[p];
-      bool delim = eol || c == ',' || c == '}' || c == ']' || c == '#' ||
-                   (c == '/' && p + 1 < s_.size() && (s_[p + 1] == '/' || s_[p + 1] == '*'));
+    for (size_t p = i_;; ++p) {
+      bool eol = false;
+      const bool delim = quoteless_end(p, &eol);
       if (delim && p > start) {
         std::string t = trim(s_.substr(start, p - start));
         Json v;
-        bool overflow = false;
-        if (t == "true") v = true;
-        else if (t == "false") v = false;
-        else if (t == "null") v = nullptr;
-        else if (parse_number(t, &v, &overflow)) {
-          if (overflow) fail_at(start, "`" + path + "`: number " + t + " is out of range");
-        } else if (eol) {
+        if (quoteless_literal(t, &v, start, path)) {
+          i_ = start + (s_.substr(start, p - start).find_last_not_of(" \t") + 1);
+          return v;
+        }
+        if (eol) {
           i_ = p;
           return Json(t);
-        } else {
-          ++p;
-          continue;
         }
-        i_ = start + (s_.substr(start, p - start).find_last_not_of(" \t") + 1);
-        return v;
+        continue;
       }
       if (eol) {  // only reachable with p == start, which parse_value rules out
         fail("expected a value for `" + path + "`");
       }
-      ++p;
     }
+  }
+
+  // The character a backslash escape stands for (`u`: four hex digits, as UTF-8).
+  void append_escape(char e, std::string* out) {
+    static const std::pair<char, char> kEscapes[] = {{'"', '"'},  {'\'', '\''}, {'\\', '\\'}, {'/', '/'},
+                                                     {'b', '\b'}, {'f', '\f'},   {'n', '\n'},   {'r', '\r'},
+                                                     {'t', '\t'}};
+    for (const auto& [k, v] : kEscapes) {
+      if (e == k) {
+        *out += v;
+        return;
+      }
+    }
+    if (e != 'u') fail_at(i_ - 2, std::string("invalid escape '\\") + e + "' in a string");
+    append_utf8(read_hex4(), out);
   }
 
   std::string parse_quoted(char q) {
@@ -316,20 +361,7 @@ class Parser {
         continue;
       }
       if (eof()) fail_at(open, "unterminated string");
-      char e = s_[i_++];
-      switch (e) {
-        case '"': out += '"'; break;
-        case '\'': out += '\''; break;
-        case '\\': out += '\\'; break;
-        case '/': out += '/'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
-        case 'u': append_utf8(read_hex4(), &out); break;
-        default: fail_at(i_ - 2, std::string("invalid escape '\\") + e + "' in a string");
-      }
+      append_escape(s_[i_++], &out);
     }
   }
 

@@ -21,11 +21,6 @@ KeyEntry unused(std::string path, std::string why, std::string probe, std::strin
 KeyEntry rejected(std::string path, std::string why, std::string probe, std::string context = "") {
   return {std::move(path), KeyUse::kRejected, std::move(why), std::move(probe), "", std::move(context), "", false, ""};
 }
-KeyEntry input_only(KeyEntry e, std::string input_default) {
-  e.input_only = true;
-  e.input_default = std::move(input_default);
-  return e;
-}
 
 // Probe contexts (JSON merge patches over the test's base config: stage 2, AdamW, fp32).
 const char* const kStage1 = R"({"zero_optimization":{"stage":1}})";
@@ -85,132 +80,38 @@ std::vector<KeyEntry> build_top_level() {
   };
 }
 
+KeyEntry row(KeyUse use, std::string path, std::string why, std::string probe, std::string effects,
+             std::string context, std::string alias, bool input_only, std::string input_default) {
+  return {std::move(path), use, std::move(why), std::move(probe), std::move(effects), std::move(context),
+          std::move(alias), input_only, std::move(input_default)};
+}
+
+// fp16 / bf16 / data_types / torch_autocast rows, from their declaration (config/precision_keys.h).
 std::vector<KeyEntry> build_precision() {
-  return {
-      impl("fp16.enabled", "fp16 compute with dynamic loss scaling", "true", "LM"),
-      input_only(impl("bfloat16", "deprecated spelling of the bf16 section", R"({"enabled":true})", "LM"), ""),
-      unused("fp16.auto_cast", "zerotrain's kernels cast explicitly; there is no autocast", "true", kFp16),
-      impl("fp16.loss_scale", "a static loss scale (0: dynamic)", "128", "L", kFp16),
-      impl("fp16.initial_scale_power", "dynamic scaling starts at 2^power", "8", "L", kFp16),
-      impl("fp16.loss_scale_window", "clean steps before the scale doubles", "1", "L", kFp16),
-      impl("fp16.hysteresis", "overflows tolerated before the scale halves", "1", "L", kFp16Overflow),
-      impl("fp16.consecutive_hysteresis", "refill the hysteresis after each clean step", "true",
-           "=LossScaler.Item27And29", kFp16Overflow),
-      impl("fp16.min_loss_scale", "floor of the dynamic scale", "1099511627776",
-           "=LossScaler.Item26And28NonZeroFloorsWithoutError", kFp16Overflow),
-      rejected("fp16.fp16_master_weights_and_grads", "fp16 master weights are not supported (use bf16 or fp32)", "true",
-               kFp16),
-      impl("bf16.enabled", "bf16 compute", "true", "LM"),
-      unused("bf16.immediate_grad_update", "gradients always accumulate in grad_accum_dtype buffers (no hooks)", "true",
-             kBf16),
-      impl("bf16.check_grad_overflow", "bf16 steps check the gradients for NaN/Inf", "false",
-           "=Engine.Fp16InjectedOverflowSkipsOnEveryRank", kBf16),
-      impl("bf16.bf16_master_weights_and_grads", "bf16 master weights and gradients", "true", "LM", kBf16),
-      impl("bf16.bf16_optimizer_states", "bf16 Adam moments", "true", "LM",
-           R"({"bf16":{"enabled":true,"bf16_master_weights_and_grads":true}})"),
-      impl("data_types.grad_accum_dtype", "dtype gradients accumulate in", "\"bf16\"", "M", kBf16),
-      rejected("data_types.param_dtype", "parameter dtypes follow fp16/bf16", "\"bf16\""),
-      rejected("data_types.buffer_dtype", "buffer dtypes follow fp16/bf16", "\"bf16\""),
-      rejected("torch_autocast.enabled", "no torch autocast (use fp16 or bf16)", "true"),
-      unused("torch_autocast.dtype", "torch autocast is not supported; the section is only accepted while disabled",
-             "\"torch.float16\""),
-      unused("torch_autocast.lower_precision_safe_modules", "torch autocast is not supported", R"(["torch.nn.Linear"])"),
-  };
+  const std::string F16 = "fp16.", B16 = "bf16.", DT = "data_types.", TA = "torch_autocast.", TOP;
+  std::vector<KeyEntry> t;
+#define ZT_PRECISION_KEY(sec, name, type, def, rule, use, why, probe, effects, context) \
+  t.push_back(row(KeyUse::use, sec + #name, why, probe, effects, context, "", false, ""));
+#define ZT_PRECISION_SPECIAL(sec, path, use, why, probe, effects, context, input_only, input_default) \
+  t.push_back(row(KeyUse::use, sec + path, why, probe, effects, context, "", input_only, input_default));
+#include "zerotrain/config/precision_keys.h"
+  return t;
 }
 
+// zero_optimization's rows, from its declaration (config/zero_keys.h).
 std::vector<KeyEntry> build_zero() {
-  const std::string z = "zero_optimization.";
-  return {
-      impl(z + "stage", "ZeRO stage 0-3: what is sharded", "3", "MC"),
-      impl(z + "contiguous_gradients", "false keeps a full gradient buffer next to the buckets (more memory here)",
-           "false", "M"),
-      unused(z + "reduce_scatter", "stages 2-3 always reduce-scatter (all-reduce would move twice the bytes)", "false"),
-      impl(z + "reduce_bucket_size", "elements per gradient bucket", "2000", "MC"),
-      unused(z + "use_multi_rank_bucket_allreduce", "buckets are reduced one collective each", "false"),
-      unused(z + "allgather_partitions", "stages 1-2 always all-gather (no broadcast fallback)", "false"),
-      impl(z + "allgather_bucket_size", "elements per parameter all-gather group (stages 1-2)", "2000", "C", kStage1),
-      impl(z + "overlap_comm", "reductions run on the comm stream during backward", "true",
-           "=StepTiming.OverlapOnPhasesSumToTheStep"),
-      unused(z + "load_from_fp32_weights", "checkpoints always hold fp32 master weights and resume loads them", "false"),
-      unused(z + "elastic_checkpoint", "every checkpoint reshards to any world size", "true"),
-      impl(z + "offload_optimizer.device", "\"cpu\": master weights and moments live in host memory", "\"cpu\"", "M"),
-      unused(z + "offload_optimizer.nvme_path", "NVMe offload is not supported; the path is never read", "\"/tmp\"",
-             kOffload),
-      impl(z + "offload_optimizer.buffer_count", "host staging slots of the offload pipeline", "8", "M", kOffload),
-      impl(z + "offload_optimizer.pin_memory", "pinned host buffers", "false", "M", kOffload),
-      unused(z + "offload_optimizer.pipeline_read", "NVMe only", "true", kOffload),
-      unused(z + "offload_optimizer.pipeline_write", "NVMe only", "true", kOffload),
-      unused(z + "offload_optimizer.fast_init", "NVMe only", "true", kOffload),
-      rejected(z + "offload_optimizer.ratio", "partial optimizer offload is not supported", "0.5", kStage3),
-      rejected(z + "offload_optimizer.super_offload", "SuperOffload is not supported", "true", kOffload),
-      impl(z + "offload_optimizer.cpuadam_cores_perc", "share of the cores the CPU optimizer uses", "0.5",
-           "=OffloadThreads.CpuadamCoresPercSharesTheCores", kOffload),
-      impl(z + "offload_param.device", "stage 3: the parameter shard lives in host memory", "\"cpu\"", "M",
-           R"({"zero_optimization":{"stage":3,"stage3_param_persistence_threshold":0,"offload_optimizer":{"device":"cpu"}}})"),
-      unused(z + "offload_param.nvme_path", "NVMe offload is not supported; the path is never read", "\"/tmp\"",
-             kOffloadParam),
-      unused(z + "offload_param.buffer_count", "the gathered buffers of stage 3 are the staging buffers", "8",
-             kOffloadParam),
-      unused(z + "offload_param.buffer_size", "the gathered buffers of stage 3 are the staging buffers", "1000",
-             kOffloadParam),
-      unused(z + "offload_param.max_in_cpu", "NVMe only", "1000", kOffloadParam),
-      impl(z + "offload_param.pin_memory", "pinned host parameter shard", "false", "M", kOffloadParam),
-      rejected(z + "zenflow", "ZenFlow is not supported", R"({"topk_ratio":0.1})"),
-      impl(z + "sub_group_size", "elements per optimizer kernel call / offload chunk", "1000", "M", kOffload),
-      impl(z + "stage3_prefetch_bucket_size", "stage 3: elements gathered ahead of use", "0",
-           "=EnginePlan.Stage3GatherSchedule", kStage3,
-           "prefetch_bucket_size"),
-      impl(z + "stage3_param_persistence_threshold", "stage 3: parameters this small stay gathered", "0", "C",
-           R"({"zero_optimization":{"stage":3}})", "param_persistence_threshold"),
-      unused(z + "stage3_model_persistence_threshold", "persistence is decided per parameter only", "1000", kStage3,
-             "model_persistence_threshold"),
-      impl(z + "stage3_max_live_parameters", "stage 3: gathered elements alive at once", "1000",
-           "=EnginePlan.Stage3GatherSchedule", kStage3,
-           "max_live_parameters"),
-      impl(z + "stage3_max_reuse_distance", "stage 3: keep a gathered unit that is reused this soon", "0", "C",
-           kStage3, "max_reuse_distance"),
-      impl(z + "stage3_gather_16bit_weights_on_model_save", "stage 3: --save-weights gathers the 16-bit weights",
-           "true", "=test_checkpoint_e2e.test_hf_folders_and_16bit_export", kStage3, "gather_16bit_weights_on_model_save"),
-      input_only(impl(z + "stage3_gather_fp16_weights_on_model_save",
-                      "deprecated spelling of stage3_gather_16bit_weights_on_model_save", "true",
-                      "=test_checkpoint_e2e.test_hf_folders_and_16bit_export", kStage3), "false"),
-      unused(z + "stage3_module_granularity_threshold", kNoHooks, "1000", kStage3, "module_granularity_threshold"),
-      unused(z + "stage3_use_all_reduce_for_fetch_params", "stage 3 always fetches with all-gather", "true", kStage3,
-             "use_all_reduce_for_fetch_params"),
-      unused(z + "stage3_allgather_sequential", "gathers follow the plan's prefetch order", "true", kStage3,
-             "allgather_sequential"),
-      unused(z + "ignore_unused_parameters", "every parameter of zerotrain's models gets a gradient", "false"),
-      rejected(z + "legacy_stage1", "legacy stage 1 (DeepSpeed rejects it too)", "true"),
-      unused(z + "round_robin_gradients", "gradients are not copied to a CPU buffer; nothing to round-robin", "true"),
-      rejected(z + "zero_hpz_partition_size", "ZeRO++ hierarchical partitioning", "2"),
-      rejected(z + "zero_quantized_weights", "ZeRO++ quantized weights", "true"),
-      rejected(z + "zero_quantized_nontrainable_weights", "ZeRO++ quantized weights", "true"),
-      rejected(z + "zero_quantized_gradients", "ZeRO++ quantized gradients", "true"),
-      rejected(z + "zeropp_loco_param", "ZeRO++ LoCo", R"({"err_beta":0.8})"),
-      rejected(z + "mics_shard_size", "MiCS", "2"),
-      unused(z + "mics_hierarchical_params_gather", "MiCS is not supported", "true"),
-      unused(z + "memory_efficient_linear", kNoHooks, "false"),
-      unused(z + "pipeline_loading_checkpoint", "no pipeline parallelism", "true"),
-      unused(z + "override_module_apply", kNoHooks, "false"),
-      unused(z + "log_trace_cache_warnings", "there is no trace cache: the plan is static", "true"),
-      unused(z + "enable_sanity_checks", "the plan hash is always compared across ranks", "true"),
-      unused(z + "save_muon_momentum_buffer_in_memory", "zerotrain has no Muon optimizer", "true"),
-      unused(z + "leaf_module.classes", kNoMoE, R"(["X"])"),
-      unused(z + "leaf_module.names", kNoMoE, R"(["X"])"),
-      unused(z + "leaf_module.name_suffixes", kNoMoE, R"(["X"])"),
-      input_only(impl(z + "cpu_offload", "deprecated spelling of offload_optimizer: {\"device\": \"cpu\"}", "true", "M"),
-                 "false"),
-      input_only(impl(z + "cpu_offload_param", "deprecated spelling of offload_param: {\"device\": \"cpu\"}", "true", "M",
-                      R"({"zero_optimization":{"stage":3,"stage3_param_persistence_threshold":0,"cpu_offload":true}})"),
-                 "false"),
-      input_only(unused(z + "cpu_offload_use_pin_memory", "deprecated; use offload_optimizer.pin_memory", "true"), ""),
-      input_only(unused("allgather_size", "read only with the legacy `\"zero_optimization\": true`", "1000"),
-                 "500000000"),
-  };
+  const std::string Z = "zero_optimization.", OO = Z + "offload_optimizer.", OP = Z + "offload_param.", TOP;
+  std::vector<KeyEntry> t;
+#define ZT_ZERO_KEY(sec, name, type, def, rule, alias, refuse_above, refused, use, why, probe, effects, context) \
+  t.push_back(row(KeyUse::use, sec + #name, why, probe, effects, context, alias, false, ""));
+#define ZT_ZERO_SPECIAL(sec, path, handler, use, why, probe, effects, context, alias, input_only, input_default) \
+  t.push_back(row(KeyUse::use, sec + path, why, probe, effects, context, alias, input_only, input_default));
+#include "zerotrain/config/zero_keys.h"
+  return t;
 }
 
-std::vector<KeyEntry> build_optimizer_scheduler() {
-  const std::string p = "optimizer.params.", s = "scheduler.params.";
+std::vector<KeyEntry> build_optimizer() {
+  const std::string p = "optimizer.params.";
   return {
       impl("optimizer.type", "Adam, AdamW, SGD, Lion, Adagrad or LAMB", "\"SGD\"", "LM"),
       impl(p + "lr", "learning rate", "0.01", "L"),
@@ -236,6 +137,12 @@ std::vector<KeyEntry> build_optimizer_scheduler() {
       unused(p + "foreach", "a torch implementation switch", "true", kSgd),
       unused(p + "differentiable", "a torch implementation switch", "true", kSgd),
       unused(p + "fused", "a torch implementation switch", "true", kSgd),
+  };
+}
+
+std::vector<KeyEntry> build_scheduler() {
+  const std::string s = "scheduler.params.";
+  return {
       impl("scheduler.type", "the learning-rate schedule", "\"WarmupLR\"", "L"),
       impl(s + "warmup_min_lr", "lr at the start of warm-up", "0.0001", "L", kWarmupLR),
       impl(s + "warmup_max_lr", "lr at the end of warm-up", "0.01", "L", kWarmupLR),
@@ -303,6 +210,12 @@ std::vector<KeyEntry> build_sections() {
   }
   t.back().probe = "\"profile.txt\"";   // output_file
   t[t.size() - 2].probe = "false";      // detailed
+  return t;
+}
+
+// The monitors, then the sections and features zerotrain accepts only while they change nothing.
+std::vector<KeyEntry> build_monitors_and_features() {
+  std::vector<KeyEntry> t;
   const std::pair<std::string, const char*> kFileMonitors[] = {
       {"tensorboard", "rank 0 writes each step's loss, lr, loss scale (and breakdown) as TensorBoard events"},
       {"csv_monitor", "rank 0 writes each step's loss, lr, loss scale (and breakdown), one CSV file per event"}};
@@ -340,7 +253,8 @@ std::vector<KeyEntry> build_sections() {
 
 std::vector<KeyEntry> build_table() {
   std::vector<KeyEntry> t;
-  for (auto part : {build_top_level, build_precision, build_zero, build_optimizer_scheduler, build_sections}) {
+  for (auto part : {build_top_level, build_precision, build_zero, build_optimizer, build_scheduler, build_sections,
+                    build_monitors_and_features}) {
     std::vector<KeyEntry> p = part();
     t.insert(t.end(), p.begin(), p.end());
   }

@@ -1,5 +1,5 @@
 // optimizer_hparams.cpp — per-step Adam / SGD / Lion / Adagrad / LAMB parameters from OptimizerHparams (which
-// config/optim_inputs.cpp reads from the DeepSpeed `optimizer` section).
+// config/cfg_optim.cpp reads from the DeepSpeed `optimizer` section).
 #include "zerotrain/optim/optimizer_hparams.h"
 
 #include <cmath>

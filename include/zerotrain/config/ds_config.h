@@ -28,6 +28,7 @@
 #include "zerotrain/config/ds_defaults.h"
 #include "zerotrain/config/hjson.h"
 #include "zerotrain/core/dtype.h"
+#include "zerotrain/optim/optimizer_hparams.h"
 
 namespace zt {
 
@@ -60,103 +61,95 @@ struct ConfigOptions {
   std::string recompute_flag;
 };
 
+// fp16 and bf16: the ZT_PRECISION_KEY entries of config/precision_keys.h, `type name = default;`.
+#define ZT_PRECISION_FIELD(name, type, def) type name = def;
+#define ZT_PRECISION_FIELD_SKIP(name, type, def)
+
 struct Fp16Config {
-  bool enabled = false;
-  bool auto_cast = false;
-  double loss_scale = ds_defaults::kFp16LossScale;                    // 0: dynamic loss scaling; > 0: static scale
-  int64_t initial_scale_power = ds_defaults::kFp16InitialScalePower;  // dynamic: initial scale 2^p
-  int64_t loss_scale_window = ds_defaults::kFp16LossScaleWindow;      // steps
-  int64_t hysteresis = ds_defaults::kFp16Hysteresis;                  // overflows
-  bool consecutive_hysteresis = false;
-  int64_t min_loss_scale = ds_defaults::kFp16MinLossScale;
-  bool fp16_master_weights_and_grads = false;
+  double loss_scale = 0.0;  // 0: dynamic loss scaling; > 0: static scale
+#define ZT_PRECISION_KEY(sec, name, type, def, ...) ZT_PRECISION_FIELD_##sec(name, type, def)
+#define ZT_PRECISION_FIELD_F16 ZT_PRECISION_FIELD
+#define ZT_PRECISION_FIELD_B16 ZT_PRECISION_FIELD_SKIP
+#include "zerotrain/config/precision_keys.h"
+#undef ZT_PRECISION_FIELD_F16
+#undef ZT_PRECISION_FIELD_B16
   bool dynamic() const { return loss_scale == 0.0; }
 };
 
 struct Bf16Config {
-  bool enabled = false;
-  bool immediate_grad_update = false;
-  bool check_grad_overflow = ds_defaults::kBf16CheckGradOverflow;
-  bool bf16_master_weights_and_grads = false;
-  bool bf16_optimizer_states = false;
+#define ZT_PRECISION_KEY(sec, name, type, def, ...) ZT_PRECISION_FIELD_##sec(name, type, def)
+#define ZT_PRECISION_FIELD_F16 ZT_PRECISION_FIELD_SKIP
+#define ZT_PRECISION_FIELD_B16 ZT_PRECISION_FIELD
+#include "zerotrain/config/precision_keys.h"
+#undef ZT_PRECISION_FIELD_F16
+#undef ZT_PRECISION_FIELD_B16
 };
+#undef ZT_PRECISION_FIELD
+#undef ZT_PRECISION_FIELD_SKIP
+
+// The ZT_ZERO_KEY entries of config/zero_keys.h for one section: `type name = default;`.
+#define ZT_ZERO_FIELD(name, type, def) type name = def;
+#define ZT_ZERO_FIELD_SKIP(name, type, def)
 
 struct OffloadParamConfig {
   std::string device = "none";  // "none" | "cpu" ("nvme" is rejected: not supported)
   std::optional<std::string> nvme_path;
-  int64_t buffer_count = ds_defaults::kOffloadParamBufferCount;
-  int64_t buffer_size = ds_defaults::kOffloadParamBufferSize;  // elements
-  int64_t max_in_cpu = ds_defaults::kMaxInCpu;                 // elements
-  bool pin_memory = ds_defaults::kOffloadPinMemory;
+#define ZT_ZERO_KEY(sec, name, type, def, ...) ZT_ZERO_FIELD_##sec(name, type, def)
+#define ZT_ZERO_FIELD_OP ZT_ZERO_FIELD
+#define ZT_ZERO_FIELD_OO ZT_ZERO_FIELD_SKIP
+#define ZT_ZERO_FIELD_Z ZT_ZERO_FIELD_SKIP
+#include "zerotrain/config/zero_keys.h"
+#undef ZT_ZERO_FIELD_OP
+#undef ZT_ZERO_FIELD_OO
+#undef ZT_ZERO_FIELD_Z
 };
 
 struct OffloadOptimizerConfig {
   std::string device = "none";  // "none" | "cpu"
   std::optional<std::string> nvme_path;
-  int64_t buffer_count = ds_defaults::kOffloadOptimizerBufferCount;
-  bool pin_memory = ds_defaults::kOffloadPinMemory;
-  bool pipeline_read = false;
-  bool pipeline_write = false;
-  bool fast_init = false;
-  double ratio = ds_defaults::kOffloadOptimizerRatio;
-  bool super_offload = false;
-  double cpuadam_cores_perc = ds_defaults::kCpuadamCoresPerc;
+#define ZT_ZERO_KEY(sec, name, type, def, ...) ZT_ZERO_FIELD_##sec(name, type, def)
+#define ZT_ZERO_FIELD_OP ZT_ZERO_FIELD_SKIP
+#define ZT_ZERO_FIELD_OO ZT_ZERO_FIELD
+#define ZT_ZERO_FIELD_Z ZT_ZERO_FIELD_SKIP
+#include "zerotrain/config/zero_keys.h"
+#undef ZT_ZERO_FIELD_OP
+#undef ZT_ZERO_FIELD_OO
+#undef ZT_ZERO_FIELD_Z
 };
 
+// zero_optimization: the special keys (zero_keys.h ZT_ZERO_SPECIAL) by hand, then every ordinary
+// key. Sizes, thresholds and distances count elements.
 struct ZeroConfig {
-  int stage = ds_defaults::kStage;
-  bool contiguous_gradients = ds_defaults::kContiguousGradients;
-  bool reduce_scatter = ds_defaults::kReduceScatter;
-  int64_t reduce_bucket_size = ds_defaults::kReduceBucketSize;        // elements
-  bool use_multi_rank_bucket_allreduce = ds_defaults::kUseMultiRankBucketAllreduce;
-  bool allgather_partitions = ds_defaults::kAllgatherPartitions;
-  int64_t allgather_bucket_size = ds_defaults::kAllgatherBucketSize;  // elements
-  bool overlap_comm = ds_defaults::kOverlapComm;  // resolved: explicit value, else stage == 3
-  bool load_from_fp32_weights = ds_defaults::kLoadFromFp32Weights;
-  bool elastic_checkpoint = ds_defaults::kElasticCheckpoint;
+  int stage = 0;
+  bool overlap_comm = false;  // resolved: explicit value, else stage == 3
   std::optional<OffloadParamConfig> offload_param;          // null / absent -> nullopt
   std::optional<OffloadOptimizerConfig> offload_optimizer;  // null / absent -> nullopt
-  // Sizes, thresholds and distances below count elements.
-  int64_t sub_group_size = ds_defaults::kSubGroupSize;
-  int64_t stage3_prefetch_bucket_size = ds_defaults::kStage3PrefetchBucketSize;
-  int64_t stage3_param_persistence_threshold = ds_defaults::kStage3ParamPersistenceThreshold;
-  int64_t stage3_model_persistence_threshold = ds_defaults::kStage3ModelPersistenceThreshold;
-  int64_t stage3_max_live_parameters = ds_defaults::kStage3MaxLiveParameters;
-  int64_t stage3_max_reuse_distance = ds_defaults::kStage3MaxReuseDistance;
-  bool stage3_gather_16bit_weights_on_model_save = ds_defaults::kStage3Gather16bitWeightsOnModelSave;
-  int64_t stage3_module_granularity_threshold = ds_defaults::kStage3ModuleGranularityThreshold;
-  bool stage3_use_all_reduce_for_fetch_params = ds_defaults::kStage3UseAllReduceForFetchParams;
-  bool stage3_allgather_sequential = ds_defaults::kStage3AllgatherSequential;
-  bool ignore_unused_parameters = ds_defaults::kIgnoreUnusedParameters;
-  bool round_robin_gradients = ds_defaults::kRoundRobinGradients;
-  bool memory_efficient_linear = ds_defaults::kMemoryEfficientLinear;
-  bool pipeline_loading_checkpoint = ds_defaults::kPipelineLoadingCheckpoint;
+  bool stage3_gather_16bit_weights_on_model_save = false;  // or its deprecated fp16 spelling
+#define ZT_ZERO_KEY(sec, name, type, def, ...) ZT_ZERO_FIELD_##sec(name, type, def)
+#define ZT_ZERO_FIELD_OP ZT_ZERO_FIELD_SKIP
+#define ZT_ZERO_FIELD_OO ZT_ZERO_FIELD_SKIP
+#define ZT_ZERO_FIELD_Z ZT_ZERO_FIELD
+#include "zerotrain/config/zero_keys.h"
+#undef ZT_ZERO_FIELD_OP
+#undef ZT_ZERO_FIELD_OO
+#undef ZT_ZERO_FIELD_Z
   bool optimizer_offloaded() const { return offload_optimizer && offload_optimizer->device != "none"; }
   bool params_offloaded() const { return offload_param && offload_param->device != "none"; }
 };
+#undef ZT_ZERO_FIELD
+#undef ZT_ZERO_FIELD_SKIP
 
 enum class ConfigOptimizerKind { kAdam, kAdamW, kSGD, kLion, kAdagrad, kLamb };
 
-struct OptimizerConfig {
-  std::string type;        // as DeepSpeed names it: "adam", "adamw", "lion", "adagrad", "lamb" (lower-cased) or "SGD"
+// The `optimizer` section, read once straight into the hyper-parameters the optimizer uses (the
+// base; its `type` is DeepSpeed's lower-cased name, or "SGD", and its `adam_w_mode` is the
+// effective decoupled-weight-decay rule: type "adamw" || params.adam_w_mode).
+struct OptimizerConfig : OptimizerHparams {
+  // The config's view of the update rule: OptimizerHparams::kind with Adam split by
+  // decoupled_weight_decay (shadows the base's `kind`; optimizer_of() hands out the base).
   ConfigOptimizerKind kind = ConfigOptimizerKind::kAdamW;
-  Json params;             // resolved params, every default filled (DeepSpeed names)
-  // Adam / AdamW
-  double lr = ds_defaults::kLr;
-  double beta1 = ds_defaults::kAdamBeta1, beta2 = ds_defaults::kAdamBeta2;
-  double eps = ds_defaults::kAdamEps;
-  double weight_decay = ds_defaults::kWeightDecay;
-  bool bias_correction = ds_defaults::kAdamBiasCorrection;
-  bool adam_w_mode = ds_defaults::kAdamWMode;
-  bool decoupled_weight_decay = true;  // effective: type "adamw" || adam_w_mode (DeepSpeed's rule)
-  // SGD
-  double momentum = ds_defaults::kSgdMomentum, dampening = ds_defaults::kSgdDampening;
-  bool nesterov = false;
-  // Adagrad
-  double lr_decay = 0.0, initial_accumulator_value = 0.0;
-  // LAMB
-  double max_coeff = ds_defaults::kLambMaxCoeff, min_coeff = ds_defaults::kLambMinCoeff;
-  bool eps_inside_sqrt = false;
+  bool decoupled_weight_decay = true;  // == adam_w_mode for Adam/AdamW; kept for the kind split
+  Json params;                         // resolved params, every default filled (DeepSpeed names)
 };
 
 // The five DeepSpeed schedules. Learning-rate and momentum values may be per-param-group
@@ -166,27 +159,27 @@ struct SchedulerConfig {
   Json params;       // resolved params, every default filled
   // WarmupLR / WarmupDecayLR / WarmupCosineLR
   // Steps count optimizer steps.
-  std::vector<double> warmup_min_lr{ds_defaults::kWarmupMinLr};
+  std::vector<double> warmup_min_lr{sched_defaults::kWarmupMinLr};
   std::vector<double> warmup_max_lr;  // WarmupLR: empty = each group's optimizer lr
-  int64_t warmup_num_steps = ds_defaults::kWarmupNumSteps;
+  int64_t warmup_num_steps = sched_defaults::kWarmupNumSteps;
   std::string warmup_type = "log";    // "log" | "linear"
   int64_t total_num_steps = 0;        // required by WarmupDecayLR / WarmupCosineLR
-  double warmup_min_ratio = ds_defaults::kWarmupMinRatio;
-  double cos_min_ratio = ds_defaults::kCosMinRatio;
+  double warmup_min_ratio = sched_defaults::kWarmupMinRatio;
+  double cos_min_ratio = sched_defaults::kCosMinRatio;
   // LRRangeTest
-  std::vector<double> lr_range_test_min_lr{ds_defaults::kLrRangeTestMinLr};
-  int64_t lr_range_test_step_size = ds_defaults::kLrRangeTestStepSize;
-  double lr_range_test_step_rate = ds_defaults::kLrRangeTestStepRate;
+  std::vector<double> lr_range_test_min_lr{sched_defaults::kLrRangeTestMinLr};
+  int64_t lr_range_test_step_size = sched_defaults::kLrRangeTestStepSize;
+  double lr_range_test_step_rate = sched_defaults::kLrRangeTestStepRate;
   bool lr_range_test_staircase = false;
   // OneCycle
   std::vector<double> cycle_min_lr, cycle_max_lr;
   double decay_lr_rate = 0.0;
-  double cycle_first_step_size = ds_defaults::kCycleFirstStepSize;   // steps
-  double cycle_second_step_size = ds_defaults::kCycleFirstStepSize;  // steps; null -> first
+  double cycle_first_step_size = sched_defaults::kCycleFirstStepSize;   // steps
+  double cycle_second_step_size = sched_defaults::kCycleFirstStepSize;  // steps; null -> first
   int64_t cycle_first_stair_count = 0, cycle_second_stair_count = 0;   // second: null -> first
   double decay_step_size = 0;
   bool cycle_momentum = true;
-  std::vector<double> cycle_min_mom{ds_defaults::kCycleMinMom}, cycle_max_mom{ds_defaults::kCycleMaxMom};
+  std::vector<double> cycle_min_mom{sched_defaults::kCycleMinMom}, cycle_max_mom{sched_defaults::kCycleMaxMom};
   double decay_mom_rate = 0.0;
 };
 

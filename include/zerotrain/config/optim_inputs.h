@@ -1,10 +1,12 @@
-// optim_inputs.h — the typed inputs of optim/ (optimizer hyper-parameters, LR schedule spec),
-// read from the DeepSpeed `optimizer` and `scheduler` sections. optim/ never sees JSON.
+// optim_inputs.h — the typed inputs of optim/ (optimizer hyper-parameters, LR schedule spec)
+// from the DeepSpeed `optimizer` and `scheduler` sections. optim/ never sees JSON.
 //
-// The readers follow DeepSpeed's kwargs semantics: an unknown parameter is an InputError naming
-// its JSON path ("optimizer.params.lrr: unknown parameter for optimizer Adam"), a missing one takes
-// DeepSpeed's default. load_ds_config() has already validated and resolved both sections;
-// these readers turn the resolved params into what the optimizer and the schedule use.
+// load_ds_config() reads both sections once (csrc/config/cfg_optim.cpp, cfg_sched.cpp) and keeps
+// the result typed; optimizer_of / lr_schedule_of hand it over with the checks DeepSpeed makes only
+// when it builds the optimizer or the schedule (max_grad_norm, one parameter group).
+// parse_optimizer / parse_lr_schedule run the same readers on a bare section (client optimizer
+// flags, tests): DeepSpeed's kwargs semantics, so an unknown parameter is an InputError naming its
+// JSON path and a missing one takes DeepSpeed's default.
 #pragma once
 #include <string>
 

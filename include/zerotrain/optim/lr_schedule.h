@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "zerotrain/config/ds_defaults.h"
+#include "zerotrain/optim/hparam_defaults.h"
 
 namespace zt {
 
@@ -66,28 +66,28 @@ struct LrScheduleSpec {
   LrScheduleType type = LrScheduleType::kConstant;  // kConstant: the optimizer's lr throughout
   std::vector<std::string> warnings;                // found while reading the params, in order
   // WarmupLR / WarmupDecayLR / WarmupCosineLR
-  int64_t warmup_num_steps = ds_defaults::kWarmupNumSteps;  // N as used: max(2, configured value)
+  int64_t warmup_num_steps = sched_defaults::kWarmupNumSteps;  // N as used: max(2, configured value)
   bool warmup_log = true;                                   // false: linear warm-up
   // WarmupLR / WarmupDecayLR
-  double warmup_min_lr = ds_defaults::kWarmupMinLr;
+  double warmup_min_lr = sched_defaults::kWarmupMinLr;
   std::optional<double> warmup_max_lr;              // nullopt: the optimizer's lr (WarmupLR only)
   // WarmupDecayLR / WarmupCosineLR
   double total_num_steps = 0;
   // WarmupCosineLR
-  double warmup_min_ratio = ds_defaults::kWarmupMinRatio, cos_min_ratio = ds_defaults::kCosMinRatio;
+  double warmup_min_ratio = sched_defaults::kWarmupMinRatio, cos_min_ratio = sched_defaults::kCosMinRatio;
   // LRRangeTest
-  double range_min_lr = ds_defaults::kLrRangeTestMinLr;
-  double range_step_size = ds_defaults::kLrRangeTestStepSize;  // steps, > 0
-  double range_step_rate = ds_defaults::kLrRangeTestStepRate;
+  double range_min_lr = sched_defaults::kLrRangeTestMinLr;
+  double range_step_size = sched_defaults::kLrRangeTestStepSize;  // steps, > 0
+  double range_step_rate = sched_defaults::kLrRangeTestStepRate;
   bool range_staircase = false;
   // OneCycle (second_* already resolved: null -> first_*)
   double cycle_min_lr = 0, cycle_max_lr = 0, decay_lr_rate = 0;
-  double cycle_first_step_size = ds_defaults::kCycleFirstStepSize;   // steps, > 0
-  double cycle_second_step_size = ds_defaults::kCycleFirstStepSize;  // steps, >= 0
+  double cycle_first_step_size = sched_defaults::kCycleFirstStepSize;   // steps, > 0
+  double cycle_second_step_size = sched_defaults::kCycleFirstStepSize;  // steps, >= 0
   int64_t cycle_first_stair_count = 0, cycle_second_stair_count = 0;   // >= 0
   double decay_step_size = 0;
   bool cycle_momentum = true;
-  double cycle_min_mom = ds_defaults::kCycleMinMom, cycle_max_mom = ds_defaults::kCycleMaxMom, decay_mom_rate = 0;
+  double cycle_min_mom = sched_defaults::kCycleMinMom, cycle_max_mom = sched_defaults::kCycleMaxMom, decay_mom_rate = 0;
 };
 
 // Builds the schedule `spec` describes, at t = -1.

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "zerotrain/config/ds_defaults.h"
+#include "zerotrain/optim/hparam_defaults.h"
 #include "zerotrain/kernels/math.h"
 #include "zerotrain/optim/lr_schedule.h"
 #include "zerotrain/kernels/optimizer_math.h"
@@ -28,19 +28,19 @@ enum class OptimizerKind { Adam, SGD, Lion, Adagrad, Lamb };
 struct OptimizerHparams {
   OptimizerKind kind = OptimizerKind::Adam;
   std::string type;        // resolved name: "adam", "adamw", "SGD", "lion", "adagrad" or "lamb"
-  double lr = ds_defaults::kLr;  // base lr (before the schedule)
+  double lr = optim_defaults::kLr;  // base lr (before the schedule)
   // Adam / AdamW (defaults: FusedAdam's)
-  double beta1 = ds_defaults::kAdamBeta1, beta2 = ds_defaults::kAdamBeta2, eps = ds_defaults::kAdamEps;
-  double weight_decay = ds_defaults::kWeightDecay;
-  bool bias_correction = ds_defaults::kAdamBiasCorrection;
-  bool adam_w_mode = ds_defaults::kAdamWMode;  // effective (see above)
+  double beta1 = optim_defaults::kAdamBeta1, beta2 = optim_defaults::kAdamBeta2, eps = optim_defaults::kAdamEps;
+  double weight_decay = optim_defaults::kWeightDecay;
+  bool bias_correction = optim_defaults::kAdamBiasCorrection;
+  bool adam_w_mode = optim_defaults::kAdamWMode;  // effective (see above)
   // SGD (defaults: torch's)
-  double momentum = ds_defaults::kSgdMomentum, dampening = ds_defaults::kSgdDampening;
+  double momentum = optim_defaults::kSgdMomentum, dampening = optim_defaults::kSgdDampening;
   bool nesterov = false;
   // Adagrad (torch.optim.Adagrad's defaults; lr and eps default to 1e-2 and 1e-10)
   double lr_decay = 0.0, initial_accumulator_value = 0.0;
   // LAMB (FusedLamb's defaults; betas, eps, bias_correction as Adam's)
-  double max_coeff = ds_defaults::kLambMaxCoeff, min_coeff = ds_defaults::kLambMinCoeff;
+  double max_coeff = optim_defaults::kLambMaxCoeff, min_coeff = optim_defaults::kLambMinCoeff;
   bool eps_inside_sqrt = false;
 
   // OneCycle momentum cycling needs betas (it cycles beta1).

@@ -41,7 +41,6 @@
 #include <vector>
 
 #include "zerotrain/comm/communicator.h"
-#include "zerotrain/config/ds_defaults.h"
 #include "zerotrain/core/device.h"
 #include "zerotrain/model/model.h"
 #include "zerotrain/optim/loss_scaler.h"
@@ -67,21 +66,23 @@ struct OffloadOptions {
   bool param_pin_memory = false;  // offload_param.pin_memory
 };
 
+// Defaults are DeepSpeed 0.19.5's; options built from an empty config equal them
+// (tests/config/test_defaults_agree.cpp).
 struct EngineOptions {
-  int stage = ds_defaults::kStage;
-  bool overlap_comm = ds_defaults::kOverlapComm;
-  bool contiguous_gradients = ds_defaults::kContiguousGradients;
-  int64_t reduce_bucket_size = ds_defaults::kReduceBucketSize;        // elements, >= 1 (config clamps)
-  int64_t allgather_bucket_size = ds_defaults::kAllgatherBucketSize;  // elements (stages 1-2 post-step all-gather groups)
-  int64_t sub_group_size = ds_defaults::kSubGroupSize;                // elements per optimizer call, >= 1
-  int64_t prefetch_bucket_size = ds_defaults::kStage3PrefetchBucketSize;          // stage 3
-  int64_t max_live_parameters = ds_defaults::kStage3MaxLiveParameters;            // stage 3
-  int64_t max_reuse_distance = ds_defaults::kStage3MaxReuseDistance;              // stage 3
-  int64_t param_persistence_threshold = ds_defaults::kStage3ParamPersistenceThreshold;  // stage 3
-  int gradient_accumulation_steps = ds_defaults::kGradientAccumulationSteps;
-  double gradient_clipping = ds_defaults::kGradientClipping;  // <= 0: off
-  bool prescale_gradients = ds_defaults::kPrescaleGradients;
-  double gradient_predivide_factor = ds_defaults::kGradientPredivideFactor;
+  int stage = 0;
+  bool overlap_comm = false;
+  bool contiguous_gradients = true;
+  int64_t reduce_bucket_size = 500000000;          // elements, >= 1 (config clamps)
+  int64_t allgather_bucket_size = 500000000;       // elements (stages 1-2 post-step all-gather groups)
+  int64_t sub_group_size = 1000000000;             // elements per optimizer call, >= 1
+  int64_t prefetch_bucket_size = 50000000;         // stage 3
+  int64_t max_live_parameters = 1000000000;        // stage 3
+  int64_t max_reuse_distance = 1000000000;         // stage 3
+  int64_t param_persistence_threshold = 100000;    // stage 3
+  int gradient_accumulation_steps = 1;
+  double gradient_clipping = 1.0;                  // <= 0: off
+  bool prescale_gradients = false;
+  double gradient_predivide_factor = 1.0;
   DType compute_dtype = DType::F32;
   DType master_dtype = DType::F32;             // BF16 with bf16_master_weights_and_grads
   DType moments_dtype = DType::F32;            // BF16 with bf16_optimizer_states
