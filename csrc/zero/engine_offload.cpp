@@ -18,9 +18,9 @@ HostOptimizer::HostOptimizer(EngineContext& cx, ModelStates& st)
     : cx_(cx),
       st_(st),
       chunks_(optimizer_chunks(cx.plan, cx.rank, cx.opt.sub_group_size)),
-      pool_(std::make_unique<host_optim::HostThreadPool>(
-          cx.opt.offload.host_threads > 0 ? cx.opt.offload.host_threads : host_optim::default_host_threads())),
-      isa_(host_optim::active_isa()) {
+      pool_(std::make_unique<cpu::HostThreadPool>(
+          cx.opt.offload.host_threads > 0 ? cx.opt.offload.host_threads : cpu::default_host_threads())),
+      isa_(cpu::active_isa()) {
   int64_t widest = 0;
   for (const OptimizerChunk& c : chunks_) widest = std::max(widest, c.master.count);
   const bool pinned = cx.opt.offload.pin_memory;
