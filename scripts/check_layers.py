@@ -30,8 +30,8 @@ class InputError(Exception):
     pass
 
 
-def parse_layers(design_path):
-    """[(rank, layer name, path prefix)] from the §2 table of design.md."""
+def table_rows(design_path):
+    """The data rows of the §2 table of design.md, as lists of cells."""
     try:
         text = open(design_path, encoding="utf-8").read()
     except OSError as e:
@@ -39,22 +39,25 @@ def parse_layers(design_path):
     section = re.search(r"^## 2\. Layers\n(.*?)(?=^## )", text, re.S | re.M)
     if not section:
         raise InputError(f"{design_path}: expected a section '## 2. Layers' with the layer table")
-    rows = [l for l in section.group(1).splitlines() if l.startswith("|")]
+    rows = []
+    for line in section.group(1).splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")] if line.startswith("|") else []
+        if len(cells) >= 3 and cells[0] not in ("layer", "") and not set(cells[0]) <= set("-: "):
+            rows.append(cells)
+    return rows
+
+
+def parse_layers(design_path):
+    """[(rank, layer name, path prefix)] from the §2 table of design.md."""
     layers = []
-    rank = 0
-    for row in rows:
-        cells = [c.strip() for c in row.strip().strip("|").split("|")]
-        if len(cells) < 3 or cells[0] in ("layer", "") or set(cells[0]) <= set("-: "):
-            continue
-        paths = re.findall(r"`([^`]+)`", cells[-1])
-        paths = [p.rstrip("/") for p in paths if "/" in p or os.path.splitext(p)[1]]
+    rows = table_rows(design_path)
+    for rank, cells in enumerate(rows):
+        paths = [p.rstrip("/") for p in re.findall(r"`([^`]+)`", cells[-1]) if "/" in p or os.path.splitext(p)[1]]
         if not paths:
             raise InputError(f"{design_path}: layer row '{cells[0]}' names no folder or file in backticks")
-        for p in paths:
-            layers.append((rank, cells[0], p))
-        rank += 1
-    if rank < 2:
-        raise InputError(f"{design_path}: the §2 layer table has {rank} rows, expected at least 2")
+        layers += [(rank, cells[0], p) for p in paths]
+    if len(rows) < 2:
+        raise InputError(f"{design_path}: the §2 layer table has {len(rows)} rows, expected at least 2")
     return layers
 
 
