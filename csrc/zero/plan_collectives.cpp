@@ -85,19 +85,18 @@ std::vector<PlannedCollective> ZeroPlan::step_collectives(int gradient_accumulat
 
 std::string ZeroPlan::describe_ownership(const std::vector<std::string>& param_names) const {
   std::string out = "ownership (rank r owns slice r of every bucket; elements of each parameter, [begin, end)):\n";
+  std::vector<std::vector<std::pair<int, PlanPiece>>> owners(params.size());  // per parameter: (rank, piece)
+  for (int r = 0; r < world; ++r)
+    for (const PlanPiece& pc : pieces(r)) owners[static_cast<size_t>(pc.param)].push_back({r, pc});
   for (const PlanParam& p : params) {
     const PlanBucket& b = bucket(p.bucket);
     const std::string name = static_cast<size_t>(p.index) < param_names.size() ? param_names[p.index] : "";
     std::string line = "  param " + std::to_string(p.index) + (name.empty() ? "" : " " + name) + " (b" + std::to_string(b.id) + ", " +
                        std::to_string(p.numel) + " elements):";
     bool any = false;
-    for (int r = 0; r < world; ++r) {
-      // Rank r's slice of the bucket, intersected with the parameter, in the parameter's own index.
-      const int64_t lo = std::max(p.flat_begin, b.flat_begin + r * b.slice);
-      const int64_t hi = std::min(p.flat_begin + p.numel, b.flat_begin + (r + 1) * b.slice);
-      if (hi <= lo) continue;
-      line += (any ? ", r" : " r") + std::to_string(r) + " [" + std::to_string(lo - p.flat_begin) + ", " +
-              std::to_string(hi - p.flat_begin) + ")";
+    for (const auto& [r, pc] : owners[static_cast<size_t>(p.index)]) {
+      line += (any ? ", r" : " r") + std::to_string(r) + " [" + std::to_string(pc.begin) + ", " +
+              std::to_string(pc.begin + pc.count) + ")";
       any = true;
     }
     out += line + (flow.optimizer == Layout::Full ? " (stage 0: every rank updates all of it)" : "") + "\n";
