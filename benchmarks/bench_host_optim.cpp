@@ -20,6 +20,7 @@
 
 using namespace zt;
 using namespace zt::host_optim;
+using namespace zt::cpu;
 
 namespace {
 

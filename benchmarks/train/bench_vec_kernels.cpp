@@ -1,7 +1,7 @@
-// bench_vec_kernels.cpp — per-kernel time of the SIMD paths of csrc/kernels/cpu_vec_kernels.h on
+// bench_vec_kernels.cpp — per-kernel time of the SIMD paths of csrc/kernels/cpu/cpu_vec_kernels.h on
 // the CPU matrix's shapes (GPT V=256, T=128, C=128, B=8; one thread), each ISA path this CPU supports
 // against the scalar path and, for softmax-cross-entropy, against the previous kernel (glibc
-// expf, one sequential sum; csrc/kernels/cpu_loss.cpp before 1e31992); then the CPU ops that
+// expf, one sequential sum; csrc/kernels/cpu/cpu_loss.cpp before 1e31992); then the CPU ops that
 // run on these paths (tiled attention, LayerNorm, AdamW) under each ZT_CPU_ISA (scalar = the
 // reference loops). Median of --reps calls.
 // Not a test: nothing is asserted. docs/benchmarks.md, section 3.
@@ -18,7 +18,7 @@
 #include "../../csrc/kernels/cpu/cpu_vec_kernels.h"
 #include "zerotrain/kernels/attention_tile.h"
 #include "zerotrain/kernels/cpu_ops.h"
-#include "zerotrain/kernels/host_optim.h"
+#include "zerotrain/core/cpu_isa.h"
 
 namespace {
 
@@ -67,9 +67,9 @@ void bench_ops(int reps, std::mt19937& rng) {
   a.bias_correction1 = 0.1f, a.bias_correction2 = 0.05f;
   auto tv = [](std::vector<float>& f) { return TensorView(f.data(), DType::F32, {static_cast<int64_t>(f.size())}); };
   double base[3] = {0, 0, 0};
-  for (zt::host_optim::Isa isa : {zt::host_optim::Isa::Scalar, zt::host_optim::Isa::Avx2, zt::host_optim::Isa::Avx512}) {
-    if (!zt::host_optim::isa_supported(isa)) continue;
-    setenv("ZT_CPU_ISA", zt::host_optim::isa_name(isa), 1);
+  for (zt::cpu::Isa isa : {zt::cpu::Isa::Scalar, zt::cpu::Isa::Avx2, zt::cpu::Isa::Avx512}) {
+    if (!zt::cpu::isa_supported(isa)) continue;
+    setenv("ZT_CPU_ISA", zt::cpu::isa_name(isa), 1);
     const double t_att = median_us(reps, [&] {
       zt::cpu_ops::attention_tiled_forward(tv(out), tv(stats), tv(qkv), B, T, C, H, 0, 0);
       zt::cpu_ops::attention_tiled_backward(tv(dqkv), tv(dout), tv(qkv), tv(out), tv(stats), B, T, C, H, 0, 0);
@@ -85,7 +85,7 @@ void bench_ops(int reps, std::mt19937& rng) {
                             "adam_step fp32 (857088)"};
     for (int i = 0; i < 3; ++i) {
       if (base[i] == 0) base[i] = t[i];
-      std::printf("%-34s %-8s %10.1f %9.2f\n", names[i], zt::host_optim::isa_name(isa), t[i], base[i] / t[i]);
+      std::printf("%-34s %-8s %10.1f %9.2f\n", names[i], zt::cpu::isa_name(isa), t[i], base[i] / t[i]);
     }
   }
   unsetenv("ZT_CPU_ISA");
@@ -103,8 +103,8 @@ int main(int argc, char** argv) {
   for (float& v : g) v = u(rng);
   for (float& v : logits) v = u(rng);
   std::vector<const Kernels*> ks{&zt::cpu_ops::vec::kScalar};
-  if (zt::host_optim::isa_supported(zt::host_optim::Isa::Avx2)) ks.push_back(&zt::cpu_ops::vec::kAvx2);
-  if (zt::host_optim::isa_supported(zt::host_optim::Isa::Avx512)) ks.push_back(&zt::cpu_ops::vec::kAvx512);
+  if (zt::cpu::isa_supported(zt::cpu::Isa::Avx2)) ks.push_back(&zt::cpu_ops::vec::kAvx2);
+  if (zt::cpu::isa_supported(zt::cpu::Isa::Avx512)) ks.push_back(&zt::cpu_ops::vec::kAvx512);
   std::printf("per-kernel time, one thread, median of %d calls (us per call; speedup = scalar or old / path)\n", reps);
   std::printf("%-34s %-8s %10s %9s\n", "kernel (elements)", "path", "us", "speedup");
   const double old_sx = median_us(reps, [&] {

@@ -156,7 +156,7 @@ void check_inputs(TrainRun& run, const TrainArgs& args, int rank, int world) {
   run.cfg = load_config(args, run.model_cfg, world);
   run.engine_opt = engine_options_from(run.cfg, args.client_optimizer);
   run.sched = schedule_from(run.cfg, run.engine_opt.optimizer);
-  check_model_fits(run.model_cfg, run.engine_opt, run.cfg.train_micro_batch_size_per_gpu, world,
+  check_model_fits(run.cfg, run.model_cfg, world, recompute_of(run.cfg, args.recompute), args.client_optimizer,
                    !wants_cuda(args.device));
   if (args.cuda_graph) {  // opt-in: a run the graphs cannot serve is refused (exit 2), never silently eager
     const std::string refusal = graph_refusal(graph_eligibility(run, args));

@@ -1,5 +1,5 @@
 // observe.cpp — breakdown lines and fields, traces, the comm log JSONL and the comms_logger
-// summary (include/zerotrain/app/observe.h).
+// summary (csrc/app/observe.h).
 #include "observe.h"
 
 #include <algorithm>

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "estimate.h"
 #include "zerotrain/ckpt/weights_export.h"
 #include "zerotrain/core/check.h"
 #include "zerotrain/core/file_io.h"
@@ -20,7 +21,7 @@ namespace {
 
 std::string bytes_text(double b) {
   char buf[64];
-  std::snprintf(buf, sizeof(buf), "%.4g bytes (%.3g GiB)", b, b / (1024.0 * 1024.0 * 1024.0));
+  std::snprintf(buf, sizeof(buf), "%.0f B (%.3g GiB)", b, b / (1024.0 * 1024.0 * 1024.0));
   return buf;
 }
 
@@ -41,30 +42,19 @@ int ranks_on_this_node() {
 
 }  // namespace
 
-double predicted_rank_bytes(const ModelConfig& m, const EngineOptions& eo, int64_t micro_batch, int world) {
-  const double P = model_param_count(m);
-  const double W = world > 0 ? world : 1;
-  const double k = static_cast<double>(dtype_size(eo.compute_dtype));
-  const double params = eo.stage >= 3 ? k * P / W : k * P;
-  const double grads = eo.stage >= 2 ? k * P / W : k * P;
-  const double master = eo.stage >= 1 ? 4.0 * P / W : 4.0 * P;
-  double activations = 0;
-  if (m.type == ModelConfig::Type::GPT)
-    activations = 4.0 * static_cast<double>(micro_batch) * static_cast<double>(m.gpt.n_ctx) *
-                  static_cast<double>(m.gpt.vocab_size);
-  return params + grads + master + activations;
-}
-
-void check_model_fits(const ModelConfig& m, const EngineOptions& eo, int64_t micro_batch, int world, bool cpu_device) {
+void check_model_fits(const DsConfig& cfg, const ModelConfig& m, int world, Recompute recompute,
+                      const ClientOptimizer& client, bool cpu_device) {
   if (!cpu_device) return;  // a CUDA device's memory is known only once it is selected
-  const double need = predicted_rank_bytes(m, eo, micro_batch, world);
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
   if (pages <= 0 || page <= 0) return;
+  const MemoryEstimate e = estimate_memory(cfg, m, world, recompute, CommBackend::MPI, client);
+  const double need = static_cast<double>(e.max_device_total() + e.max_host_total());
   const int local = ranks_on_this_node();
   const double have = static_cast<double>(pages) * static_cast<double>(page) / local;
   if (need > have)
-    throw InputError("model file " + m.source + ": " + count_text(model_param_count(m)) + " parameters need at least " + bytes_text(need) + " per rank (ZeRO stage " +
-                     std::to_string(eo.stage) + ", world " + std::to_string(world) + "), but this node has " +
+    throw InputError("model file " + m.source + ": " + count_text(model_param_count(m)) + " parameters need " +
+                     bytes_text(need) + " per rank as `zerotrain estimate` predicts it (ZeRO stage " +
+                     std::to_string(e.stage) + ", world " + std::to_string(world) + "), but this node has " +
                      bytes_text(have) + " per rank (" + std::to_string(local) +
                      " ranks); expected a smaller model, a higher ZeRO stage or more ranks");
 }

@@ -7,14 +7,12 @@
 
 namespace zt {
 
-// A lower bound of one rank's bytes for this model and config: ZeRO model states (parameters and
-// gradients in the compute dtype, fp32 master weights; each divided by the world size where the
-// stage shards it) plus, for GPT, the fp32 logits of one micro-batch.
-double predicted_rank_bytes(const ModelConfig& m, const EngineOptions& eo, int64_t micro_batch, int world);
-
-// InputError when the lower bound exceeds this node's memory shared by its ranks (CPU device:
-// physical memory / ranks on this node). The message gives the predicted and available bytes.
-void check_model_fits(const ModelConfig& m, const EngineOptions& eo, int64_t micro_batch, int world, bool cpu_device);
+// CPU device: InputError when one rank's bytes as `zerotrain estimate --device cpu` predicts them
+// (estimate_memory: the device total plus the host total, both host memory here) exceed this
+// node's physical memory shared by its ranks. The message gives the predicted and available
+// bytes. No check on a CUDA device.
+void check_model_fits(const DsConfig& cfg, const ModelConfig& m, int world, Recompute recompute,
+                      const ClientOptimizer& client, bool cpu_device);
 
 // Every output path of the run (--metrics, --memory-report, --comm-log, --trace, --save-weights)
 // is writable before the first step, and no two outputs (nor an output and an input file) name

@@ -10,7 +10,7 @@
 #include "observe.h"
 #include "zerotrain/config/optim_inputs.h"
 #include "zerotrain/core/check.h"
-#include "zerotrain/kernels/host_optim.h"
+#include "zerotrain/core/host_thread_pool.h"
 
 namespace zt {
 
@@ -167,7 +167,7 @@ OffloadOptions offload_options_from(const DsConfig& cfg) {
     o.pin_memory = z.offload_optimizer->pin_memory;
     o.buffer_count = static_cast<int>(z.offload_optimizer->buffer_count);
     // cpuadam_cores_perc: DeepSpeed's share of the cores for the CPU optimizer.
-    const int cores = host_optim::default_host_threads();
+    const int cores = cpu::default_host_threads();
     o.host_threads = std::max(1, static_cast<int>(cores * z.offload_optimizer->cpuadam_cores_perc + 0.5));
   }
   if (z.params_offloaded() && z.stage == 3) {

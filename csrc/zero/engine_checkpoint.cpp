@@ -40,14 +40,7 @@ std::vector<ZeroEngine::CheckpointState> ZeroEngine::checkpoint_states() const {
 
 std::vector<ZeroEngine::ParamPiece> ZeroEngine::checkpoint_pieces(int rank) const {
   std::vector<ParamPiece> out;
-  for (const PlanBucket& b : plan_.buckets) {
-    const ElemRange mine = plan_.real_slice(b.id, rank, Layout::Full);
-    for (int p : b.params) {
-      const ElemRange pr = plan_.param_range(p);
-      const int64_t lo = std::max(pr.begin, mine.begin), hi = std::min(pr.end(), mine.end());
-      if (hi > lo) out.push_back({p, lo - pr.begin, hi - lo});
-    }
-  }
+  for (const PlanPiece& pc : plan_.pieces(rank)) out.push_back({pc.param, pc.begin, pc.count});
   return out;
 }
 
@@ -63,19 +56,13 @@ void ZeroEngine::read_checkpoint_state(int s, int64_t chunk_elems, const StateSi
   const bool in_place = e.host_optimizer != nullptr || cx.dev.kind() == DeviceKind::CPU;
   const int64_t chunk = std::max<int64_t>(1, chunk_elems);
   FlatBuffer staging;
-  const std::vector<ParamPiece> pieces = checkpoint_pieces(cx.rank);
-  // Where piece i sits in the state buffer: its flat offset, moved into the optimizer's layout.
-  std::vector<int64_t> at(pieces.size());
+  // Piece i of checkpoint_pieces(rank), where it sits in the state buffer's layout.
+  const std::vector<PlanPiece> pieces = plan_.pieces(cx.rank);
   for (size_t i = 0; i < pieces.size(); ++i) {
-    const PlanParam& p = plan_.param(pieces[i].param);
-    const int64_t flat = p.flat_begin + pieces[i].begin;
-    const ElemRange full = plan_.updated(p.bucket, cx.rank, Layout::Full);
-    at[i] = plan_.updated(p.bucket, cx.rank, plan_.flow.optimizer).begin + (flat - full.begin);
-  }
-  for (size_t i = 0; i < pieces.size(); ++i) {
-    for (int64_t off = 0; off < pieces[i].count; off += chunk) {
-      const int64_t n = std::min(chunk, pieces[i].count - off);
-      const TensorView v = buf.view({at[i] + off, n});
+    const ElemRange at = pieces[i].at(plan_.flow.optimizer);
+    for (int64_t off = 0; off < at.count; off += chunk) {
+      const int64_t n = std::min(chunk, at.count - off);
+      const TensorView v = buf.view(at.sub(off, n));
       if (in_place) {
         sink(i, off, n, v.data);
         continue;
@@ -103,6 +90,8 @@ int64_t ZeroEngine::load_checkpoint_state(const StateSource& src, int64_t chunk_
   FlatBuffer device;  // fp32 staging on the device for states that live there
   if (!e.host_optimizer) device = FlatBuffer(cx.dev, DType::F32, chunk, MemCategory::Workspace, false);
   float* h = static_cast<float*>(host.view().data);
+  std::vector<std::vector<PlanPiece>> bucket_pieces(plan_.buckets.size());  // the updated pieces of each bucket
+  for (const PlanPiece& pc : plan_.pieces(cx.rank, PieceScope::Updated)) bucket_pieces[static_cast<size_t>(pc.bucket)].push_back(pc);
   for (size_t s = 0; s < bufs.size(); ++s) {
     const FlatBuffer& dst = *bufs[s];
     for (const PlanBucket& b : plan_.buckets) {
@@ -112,10 +101,9 @@ int64_t ZeroEngine::load_checkpoint_state(const StateSource& src, int64_t chunk_
         const int64_t n = std::min(chunk, region.count - off);
         const ElemRange r = region.sub(off, n);
         std::fill(h, h + n, 0.0f);  // padding stays zero
-        for (int p : b.params) {
-          const ElemRange pr = plan_.param_range(p);
-          const int64_t lo = std::max(pr.begin, r.begin), hi = std::min(pr.end(), r.end());
-          if (hi > lo) src(static_cast<int>(s), p, lo - pr.begin, hi - lo, h + (lo - r.begin));
+        for (const PlanPiece& pc : bucket_pieces[static_cast<size_t>(b.id)]) {  // the pieces within r
+          const int64_t lo = std::max(pc.flat, r.begin), hi = std::min(pc.flat + pc.count, r.end());
+          if (hi > lo) src(static_cast<int>(s), pc.param, pc.begin + (lo - pc.flat), hi - lo, h + (lo - r.begin));
         }
         const TensorView out = dst.view({dst_at + off, n});
         if (e.host_optimizer) {

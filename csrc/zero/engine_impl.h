@@ -220,8 +220,8 @@ class HostOptimizer {
   EngineContext& cx_;
   ModelStates& st_;
   std::vector<OptimizerChunk> chunks_;
-  std::unique_ptr<host_optim::HostThreadPool> pool_;  // the CPU optimizer's threads
-  host_optim::Isa isa_;
+  std::unique_ptr<cpu::HostThreadPool> pool_;  // the CPU optimizer's threads
+  cpu::Isa isa_;
   std::vector<Slot> slots_;
   std::unique_ptr<Stream> copy_;
   std::unique_ptr<Event> grads_final_, uploads_done_;

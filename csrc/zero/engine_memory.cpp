@@ -12,13 +12,18 @@ namespace zt {
 namespace {
 int64_t bytes_of(int64_t numel, DType t) { return numel * static_cast<int64_t>(dtype_size(t)); }
 
-// buffer_count slots (at least 2), each one widest chunk of grads and of compute-dtype params.
-int64_t host_staging_bytes(const ZeroPlan& plan, int rank, const EngineOptions& o) {
-  int64_t widest = 0;
-  for (const OptimizerChunk& c : optimizer_chunks(plan, rank, o.sub_group_size)) widest = std::max(widest, c.master.count);
-  return std::max(2, o.offload.buffer_count) * (bytes_of(widest, plan.grad_dtype) + bytes_of(widest, plan.compute));
-}
 }  // namespace
+
+OffloadSlots offload_slots(const ZeroPlan& plan, const EngineOptions& o, int rank) {
+  OffloadSlots s;
+  s.count = std::max(2, o.offload.buffer_count);
+  for (const OptimizerChunk& c : optimizer_chunks(plan, rank, o.sub_group_size)) s.elems = std::max(s.elems, c.master.count);
+  return s;
+}
+
+int64_t OffloadSlots::bytes(const ZeroPlan& plan) const {
+  return count * (bytes_of(elems, plan.grad_dtype) + bytes_of(elems, plan.compute));
+}
 
 PlanOptions plan_options_of(const EngineOptions& o, int world) {
   PlanOptions p;
@@ -88,7 +93,7 @@ struct Prediction {
     at(MemCategory::HostMaster) = host ? master : 0;
     at(MemCategory::HostMoments) = host ? moments : 0;
     at(MemCategory::HostParams) = o.offload.params ? params : 0;
-    at(MemCategory::HostStaging) = host ? host_staging_bytes(plan, rank, o) : 0;
+    at(MemCategory::HostStaging) = host ? offload_slots(plan, o, rank).bytes(plan) : 0;
   }
 
   // The bucket ring and wire slots (gradients), stage 3's gathered buffers (parameters).

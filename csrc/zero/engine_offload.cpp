@@ -11,6 +11,7 @@
 #include "engine_impl.h"
 #include "zerotrain/kernels/cpu_ops.h"
 #include "zerotrain/kernels/host_optim.h"
+#include "zerotrain/zero/memory_predict.h"
 
 namespace zt {
 
@@ -18,16 +19,14 @@ HostOptimizer::HostOptimizer(EngineContext& cx, ModelStates& st)
     : cx_(cx),
       st_(st),
       chunks_(optimizer_chunks(cx.plan, cx.rank, cx.opt.sub_group_size)),
-      pool_(std::make_unique<host_optim::HostThreadPool>(
-          cx.opt.offload.host_threads > 0 ? cx.opt.offload.host_threads : host_optim::default_host_threads())),
-      isa_(host_optim::active_isa()) {
-  int64_t widest = 0;
-  for (const OptimizerChunk& c : chunks_) widest = std::max(widest, c.master.count);
+      pool_(std::make_unique<cpu::HostThreadPool>(
+          cx.opt.offload.host_threads > 0 ? cx.opt.offload.host_threads : cpu::default_host_threads())),
+      isa_(cpu::active_isa()) {
+  const OffloadSlots shape = offload_slots(cx.plan, cx.opt, cx.rank);
   const bool pinned = cx.opt.offload.pin_memory;
-  const int slots = std::max(2, cx.opt.offload.buffer_count);
-  for (int k = 0; k < slots; ++k) {
-    slots_.push_back({FlatBuffer::host(cx.dev, cx.plan.grad_dtype, widest, MemCategory::HostStaging, pinned),
-                      FlatBuffer::host(cx.dev, cx.plan.compute, widest, MemCategory::HostStaging, pinned),
+  for (int k = 0; k < shape.count; ++k) {
+    slots_.push_back({FlatBuffer::host(cx.dev, cx.plan.grad_dtype, shape.elems, MemCategory::HostStaging, pinned),
+                      FlatBuffer::host(cx.dev, cx.plan.compute, shape.elems, MemCategory::HostStaging, pinned),
                       cx.dev.create_event(), cx.dev.create_event()});
   }
   copy_ = cx.dev.create_stream("offload copy");

@@ -13,18 +13,10 @@ namespace zt {
 // `begin`. Each bucket's updated range (whole bucket at stage 0, the owned slice otherwise)
 // is read in the flat layout and stored at its place in the master buffer's layout.
 void ZeroEngine::Impl::fill_master(const ZeroEngine::ParamSliceSource& src) {
-  const ZeroPlan& plan = cx.plan;
-  const Layout opt_layout = plan.flow.optimizer;
+  const Layout opt_layout = cx.plan.flow.optimizer;
   std::vector<float> host(states.master.numel(), 0.0f);
-  for (const PlanBucket& b : plan.buckets) {
-    const ElemRange region = plan.updated(b.id, cx.rank, Layout::Full);
-    const int64_t master_at = plan.updated(b.id, cx.rank, opt_layout).begin;
-    for (int p : b.params) {
-      const ElemRange pr = plan.param_range(p);
-      const int64_t lo = std::max(pr.begin, region.begin), hi = std::min(pr.end(), region.end());
-      if (hi > lo) src(p, lo - pr.begin, hi - lo, host.data() + master_at + (lo - region.begin));
-    }
-  }
+  for (const PlanPiece& pc : cx.plan.pieces(cx.rank, PieceScope::Updated))
+    src(pc.param, pc.begin, pc.count, host.data() + pc.at(opt_layout).begin);
   const TensorView from_host(host.data(), DType::F32, {states.master.numel()}, DeviceKind::CPU);
   if (host_optimizer) {
     if (from_host.numel() > 0) cpu_ops::cast(states.master.view(), from_host);  // master lives on the host

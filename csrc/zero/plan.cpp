@@ -117,6 +117,20 @@ ElemRange ZeroPlan::real_slice(int b, int rank, Layout l) const {
   return slice(b, rank, l).sub(0, real);
 }
 
+std::vector<PlanPiece> ZeroPlan::pieces(int rank, PieceScope scope) const {
+  std::vector<PlanPiece> out;
+  for (const PlanBucket& b : buckets) {
+    const ElemRange region = scope == PieceScope::Owned ? slice(b.id, rank, Layout::Full) : updated(b.id, rank, Layout::Full);
+    const ElemRange full = updated(b.id, rank, Layout::Full), shard = updated(b.id, rank, Layout::Shard);
+    for (int p : b.params) {
+      const ElemRange pr = param_range(p);
+      const int64_t lo = std::max(pr.begin, region.begin), hi = std::min(pr.end(), region.end());
+      if (hi > lo) out.push_back({p, b.id, lo - pr.begin, hi - lo, lo, shard.begin + (lo - full.begin)});
+    }
+  }
+  return out;
+}
+
 std::vector<std::pair<int64_t, int64_t>> ZeroPlan::real_shard_runs(int rank) const {
   std::vector<std::pair<int64_t, int64_t>> runs;
   for (const PlanBucket& b : buckets) {

@@ -25,18 +25,18 @@ double ring_bytes_per_rank(CommOp op, size_t buffer_bytes, int world) {
 
 std::string ZeroPlan::describe_ownership(const std::vector<std::string>& param_names) const {
   std::string out = "ownership (rank r owns slice r of every bucket; elements of each parameter, [begin, end)):\n";
+  std::vector<std::vector<std::pair<int, PlanPiece>>> owners(params.size());  // per parameter: (rank, piece)
+  for (int r = 0; r < world; ++r)
+    for (const PlanPiece& pc : pieces(r)) owners[static_cast<size_t>(pc.param)].push_back({r, pc});
   for (const PlanParam& p : params) {
     const PlanBucket& b = bucket(p.bucket);
     const std::string name = static_cast<size_t>(p.index) < param_names.size() ? param_names[p.index] : "";
     std::string line = "  param " + std::to_string(p.index) + (name.empty() ? "" : " " + name) + " (b" + std::to_string(b.id) + ", " +
                        std::to_string(p.numel) + " elements):";
     bool any = false;
-    for (int r = 0; r < world; ++r) {
-      // Rank r's slice of the bucket, intersected with the parameter, in the parameter's own index.
-      const ElemRange mine = intersect(param_range(p.index), slice(b.id, r, Layout::Full));
-      if (mine.count == 0) continue;
-      line += (any ? ", r" : " r") + std::to_string(r) + " [" + std::to_string(mine.begin - p.flat_begin) + ", " +
-              std::to_string(mine.end() - p.flat_begin) + ")";
+    for (const auto& [r, pc] : owners[static_cast<size_t>(p.index)]) {
+      line += (any ? ", r" : " r") + std::to_string(r) + " [" + std::to_string(pc.begin) + ", " +
+              std::to_string(pc.begin + pc.count) + ")";
       any = true;
     }
     out += line + (flow.optimizer == Layout::Full ? " (stage 0: every rank updates all of it)" : "") + "\n";

@@ -7,10 +7,13 @@
   (a bad value exits 2 naming the variable);
 * GPT-2 124M at N=1024 answers in well under a second; a too-small --device-memory exits 1 with
   the deficit;
+* train's fit check on the CPU device refuses a model too large for this node with the same
+  per-rank figure the estimate gives for that config (device total + host total);
 * bad input (bad model, bad config, world size 0, bad size) exits 2 with a message naming it.
 """
 import json
 import os
+import re
 import subprocess
 import tempfile
 import time
@@ -120,6 +123,33 @@ class Estimate(unittest.TestCase):
         c = run(["check-config", cfg, "--model", GPT2, "--world-size", "2"])
         self.assertEqual(c.returncode, 0, c.stderr)
         self.assertIn("memory estimate per rank", c.stderr)
+
+    def test_train_fit_check_is_the_estimate(self):
+        model = os.path.join(self.d, "gpt-10b.json")
+        with open(model, "w") as f:
+            json.dump({"type": "gpt", "name": "gpt-10b", "vocab_size": 50257, "n_ctx": 1024, "n_layer": 48,
+                       "n_head": 32, "n_embd": 4096}, f)
+        for stage in (1, 3):
+            cfg, est = self.config(stage), os.path.join(self.d, f"est{stage}.json")
+            p = run(["estimate", "--config", cfg, "--model", model, "--world-size", "2", "--device", "cpu",
+                     "--json", est])
+            self.assertEqual(p.returncode, 0, p.stderr)
+            totals = re.search(r"device total per rank: (\d+) B .*; host total per rank: (\d+) B", p.stdout)
+            self.assertIsNotNone(totals, p.stdout)
+            figure = int(totals.group(1)) + int(totals.group(2))
+            ranks = json.load(open(est))["ranks"]
+            self.assertEqual(figure, max(sum(c["predicted_bytes"] or 0 for c in r["categories"].values()) for r in ranks))
+            t = subprocess.run([MPIEXEC] + MPI_FLAGS + ["-np", "2", BIN, "train", "--config", cfg, "--model", model,
+                                "--device", "cpu", "--data", "markov:vocab=64,order=1,seed=1", "--steps", "1"],
+                               capture_output=True, text=True, timeout=300)
+            self.assertEqual(t.returncode, 2, t.stdout + t.stderr)
+            m = re.search(r"gpt-10b.json: [0-9.e+]+ parameters need (\d+) B \([0-9.e+]+ GiB\) per rank as "
+                          r"`zerotrain estimate` predicts it \(ZeRO stage (\d), world 2\), but this node has (\d+) B",
+                          t.stderr)
+            self.assertIsNotNone(m, t.stderr)
+            self.assertEqual((int(m.group(1)), int(m.group(2))), (figure, stage))
+            self.assertGreater(figure, int(m.group(3)))
+            self.assertNotIn("Traceback", t.stderr)
 
     def test_bad_input_exits_2(self):
         bad_model = os.path.join(self.d, "bad_model.json")

@@ -1,4 +1,4 @@
-// Lion, Adagrad and LAMB engine ops (kernels/zero_optim.cu) against the CPU backend's kernels
+// Lion, Adagrad and LAMB engine ops (csrc/kernels/cuda/zero_optim.cu) against the CPU backend's kernels
 // (csrc/zero/zero_ops.cpp): the same per-element math (optimizer_math.h), so the results agree
 // to fp32 rounding (nvcc may contract a·b + c into an FMA); exact zeros stay exactly zero (Lion's
 // sign(0) = 0), and LAMB's direction norm is deterministic (two runs bitwise equal) and close to

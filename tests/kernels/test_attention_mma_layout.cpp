@@ -2,7 +2,7 @@
 // checked on the CPU: (1) the fragment layouts against the PTX ISA's formulas for mma.m16n8k16
 // (.bf16/.f16 A and B, .f32 C), written here independently in the ISA's own terms; (2) a host
 // emulation of one warp's ldmatrix.x4 (+ .trans) and mma.sync, driven by the kernels' addressing
-// functions and loop structure (kernels/attention_mma.cuh: load_a, gemm_nt, gemm_nn, acc_to_a),
+// functions and loop structure (csrc/kernels/cuda/attention_mma.cuh: load_a, gemm_nt, gemm_nn, acc_to_a),
 // against plain matrix products; (3) the forward's per-warp online softmax on those fragments
 // (quad reductions, diagonal / end-of-T masks) against a double-precision causal attention;
 // (4) the backward's dK/dV and dQ warp steps (recomputed P from lse₂, masks, dS) likewise.

@@ -7,7 +7,7 @@
 #include "attention_ref.h"
 #include "kernel_test_util.h"
 #include "zerotrain/kernels/attention_tile.h"
-#include "zerotrain/kernels/host_optim.h"
+#include "zerotrain/core/cpu_isa.h"
 
 namespace zt::test {
 namespace {
@@ -125,9 +125,9 @@ TEST_F(TiledAttentionTest, SameBitsUnderEveryForcedIsa) {
   const Case c{2, 77, 32, 2, 16, 24};  // rows of 24 keys: one 16-lane block plus a tail
   HostTensor qkv = random_tensor(rng_, DType::F32, {c.B, c.T, 3 * c.C}), dout = random_tensor(rng_, DType::F32, {c.B, c.T, c.C});
   std::vector<std::vector<unsigned char>> ref;
-  for (host_optim::Isa isa : {host_optim::Isa::Scalar, host_optim::Isa::Avx2, host_optim::Isa::Avx512}) {
-    if (!host_optim::isa_supported(isa)) continue;
-    setenv("ZT_CPU_ISA", host_optim::isa_name(isa), 1);
+  for (cpu::Isa isa : {cpu::Isa::Scalar, cpu::Isa::Avx2, cpu::Isa::Avx512}) {
+    if (!cpu::isa_supported(isa)) continue;
+    setenv("ZT_CPU_ISA", cpu::isa_name(isa), 1);
     HostTensor out(DType::F32, {c.B, c.T, c.C}), stats(DType::F32, {c.B, c.H, c.T, 2}), d(DType::F32, {c.B, c.T, 3 * c.C});
     ops::attention_tiled_forward(s(), out.view(), stats.view(), qkv.view(), c.B, c.T, c.C, c.H, c.tile_q, c.tile_k);
     ops::attention_tiled_backward(s(), d.view(), dout.view(), qkv.view(), out.view(), stats.view(), c.B, c.T, c.C, c.H,
@@ -135,7 +135,7 @@ TEST_F(TiledAttentionTest, SameBitsUnderEveryForcedIsa) {
     sync();
     const std::vector<std::vector<unsigned char>> got{out.raw(), stats.raw(), d.raw()};
     if (ref.empty()) ref = got;
-    for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(got[i] == ref[i]) << host_optim::isa_name(isa) << " output " << i;
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(got[i] == ref[i]) << cpu::isa_name(isa) << " output " << i;
   }
   before ? setenv("ZT_CPU_ISA", saved.c_str(), 1) : unsetenv("ZT_CPU_ISA");
 }

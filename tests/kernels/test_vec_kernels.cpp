@@ -1,4 +1,4 @@
-// SIMD kernels of csrc/kernels/cpu_vec_kernels.h: every ISA path this CPU supports (and the
+// SIMD kernels of csrc/kernels/cpu/cpu_vec_kernels.h: every ISA path this CPU supports (and the
 // scalar one) bitwise against the scalar path on tails and odd sizes; exp_nonpos against double
 // exp; the tiled-attention rows against attn_tile's per-element math; the LayerNorm rows against
 // scalar and double; the softmax-cross-entropy row against a double reference and against the previous scalar
@@ -19,19 +19,19 @@
 #include "zerotrain/kernels/attention_tile.h"
 #include "zerotrain/kernels/cpu_ops.h"
 #include "zerotrain/kernels/math.h"
-#include "zerotrain/kernels/host_optim.h"
+#include "zerotrain/core/cpu_isa.h"
 
 namespace zt::test {
 namespace {
 
 using cpu_ops::vec::Kernels;
-using host_optim::Isa;
+using cpu::Isa;
 
 // Every table this CPU can run, the scalar one first.
 std::vector<const Kernels*> tables() {
   std::vector<const Kernels*> t{&cpu_ops::vec::kScalar};
-  if (host_optim::isa_supported(Isa::Avx2)) t.push_back(&cpu_ops::vec::kAvx2);
-  if (host_optim::isa_supported(Isa::Avx512)) t.push_back(&cpu_ops::vec::kAvx512);
+  if (cpu::isa_supported(Isa::Avx2)) t.push_back(&cpu_ops::vec::kAvx2);
+  if (cpu::isa_supported(Isa::Avx512)) t.push_back(&cpu_ops::vec::kAvx512);
   return t;
 }
 
@@ -216,7 +216,7 @@ TEST(VecKernels, AddToDotScaleEveryPathBitwiseEqualsScalarAndCloseToDouble) {
   }
 }
 
-// The kernel before cpu_vec (csrc/kernels/cpu_loss.cpp at b64b1dd): expf and one sequential sum.
+// The kernel before cpu_vec (csrc/kernels/cpu/cpu_loss.cpp at b64b1dd): expf and one sequential sum.
 float old_row(const float* x, float* d, int64_t V, int32_t t, float dloss) {
   float m = -INFINITY;
   for (int64_t j = 0; j < V; ++j) m = x[j] > m ? x[j] : m;
@@ -298,9 +298,9 @@ TEST(VecKernels, OpsUnderForcedIsaMatchScalar) {
     HostTensor adout = random_tensor(rng, dt, {2 * 21, 24});
     std::vector<std::vector<unsigned char>> ref;
     for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
-      if (!host_optim::isa_supported(isa)) continue;
-      setenv("ZT_CPU_ISA", host_optim::isa_name(isa), 1);
-      EXPECT_STREQ(cpu_ops::vec::active().name, host_optim::isa_name(isa));
+      if (!cpu::isa_supported(isa)) continue;
+      setenv("ZT_CPU_ISA", cpu::isa_name(isa), 1);
+      EXPECT_STREQ(cpu_ops::vec::active().name, cpu::isa_name(isa));
       HostTensor losses(DType::F32, {N}), dl(dt, {N, V}), gy(DType::F32, {n}), gdx(DType::F32, {n});
       cpu_ops::softmax_cross_entropy(losses.view(), dl.view(), logits.view(), tgt.data(), 0.5f);
       cpu_ops::gelu_forward(gy.view(), gx.view());
@@ -323,7 +323,7 @@ TEST(VecKernels, OpsUnderForcedIsaMatchScalar) {
                                                         bgrad.raw(),  ao.raw(),   adq.raw()};
       if (ref.empty()) ref = got;
       for (size_t i = 0; i < got.size(); ++i)
-        EXPECT_TRUE(got[i] == ref[i]) << host_optim::isa_name(isa) << " output " << i << " dtype " << dtype_name(dt);
+        EXPECT_TRUE(got[i] == ref[i]) << cpu::isa_name(isa) << " output " << i << " dtype " << dtype_name(dt);
     }
   }
 }

@@ -3,7 +3,7 @@
 // (fp32 | bf16), gradient G (fp32 | bf16 | fp16), and the optional compute-dtype copy O.
 // The loop below is the scalar reference (ZT_CPU_ISA=scalar); on an AVX2 / AVX-512 CPU the step
 // runs on host_optim's SIMD AdamW, bitwise equal to it for every ISA and thread count
-// (tests/optim/test_host_optim.cpp checks both against this loop).
+// (tests/kernels/test_host_optim.cpp checks both against this loop).
 #include <type_traits>
 
 #include "cpu_kernels.h"
@@ -31,8 +31,8 @@ void adam_typed(P* p, M* m, M* v, const G* g, O* out, int64_t n, float grad_scal
 
 void adam_step(const TensorView& p, const TensorView& m, const TensorView& v, const TensorView& g, float grad_scale,
                const math::AdamParams& a, const TensorView& param_out) {
-  const host_optim::Isa isa = host_optim::active_isa();
-  if (isa != host_optim::Isa::Scalar) {
+  const cpu::Isa isa = cpu::active_isa();
+  if (isa != cpu::Isa::Scalar) {
     host_optim::adam_step_omp(isa, p, m, v, g, grad_scale, a, param_out);
     return;
   }

@@ -1,6 +1,6 @@
 // cpu_attention_tiled.cpp — memory-efficient causal attention on the CPU backend: the executable
 // reference of the tiling scheme and per-tile math in zerotrain/kernels/attention_tile.h (the CUDA
-// kernel in kernels/attention_tiled.cu runs the same scheme).
+// kernel in csrc/kernels/cuda/attention_tiled.cu runs the same scheme).
 //
 // Work is split over (b, h) pairs (each reads and writes only its own head slices: no races).
 // Within a pair, the head's q, k, v (and dout, out in backward) are fp32 [T,hs] rows — read in place

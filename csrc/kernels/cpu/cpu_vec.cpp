@@ -3,8 +3,8 @@
 #include <cmath>
 
 #include "cpu_vec_kernels.h"
+#include "zerotrain/core/cpu_isa.h"
 #include "zerotrain/kernels/math.h"
-#include "zerotrain/kernels/host_optim.h"
 
 namespace zt::cpu_ops::vec {
 static_assert(kExpMin == math::kExpNonposMin, "the SIMD exp underflows where math::exp_nonpos does");
@@ -99,10 +99,10 @@ const Kernels kScalar{"scalar",    gelu_forward_s, gelu_backward_s, row_max_s, r
                       ln_dinp_s,   ln_cols_s,      gelu_backward_inplace_s, add_to_s, dot16_s};
 
 const Kernels& active() {
-  switch (host_optim::active_isa()) {
-    case host_optim::Isa::Avx512: return kAvx512;
-    case host_optim::Isa::Avx2: return kAvx2;
-    case host_optim::Isa::Scalar: break;
+  switch (cpu::active_isa()) {
+    case cpu::Isa::Avx512: return kAvx512;
+    case cpu::Isa::Avx2: return kAvx2;
+    case cpu::Isa::Scalar: break;
   }
   return kScalar;
 }

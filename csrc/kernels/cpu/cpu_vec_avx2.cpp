@@ -1,6 +1,6 @@
 // cpu_vec_avx2.cpp — the cpu_vec_kernels.h loops on 8 fp32 lanes (AVX2). Compiled with
 // -mavx2 -mfma -ffp-contract=off (top CMakeLists.txt; no FMA is ever emitted); called only when
-// host_optim::isa_supported(Isa::Avx2). See cpu_vec_kernels.h for what may live here.
+// cpu::isa_supported(Isa::Avx2). See cpu_vec_kernels.h for what may live here.
 #include <immintrin.h>
 
 #include <cstdint>

@@ -1,6 +1,6 @@
 // cpu_vec_avx512.cpp — the cpu_vec_kernels.h loops on 16 fp32 lanes (AVX-512F). Compiled with
 // -mavx512f -mavx2 -mfma -ffp-contract=off (top CMakeLists.txt; no FMA is ever emitted); called
-// only when host_optim::isa_supported(Isa::Avx512). See cpu_vec_kernels.h for what may live here.
+// only when cpu::isa_supported(Isa::Avx512). See cpu_vec_kernels.h for what may live here.
 // GCC 12 reports the deliberately undefined source operands inside avx512fintrin.h
 // (_mm512_undefined_*, used by cvtt/slli/blend) as uninitialised; they are not.
 #pragma GCC diagnostic ignored "-Wuninitialized"

@@ -1,8 +1,8 @@
 // cpu_vec_kernels.h — fp32 inner loops of the CPU kernels with a SIMD path per ISA, picked at run
 // time: scalar (cpu_vec.cpp, baseline x86-64), AVX2 (cpu_vec_avx2.cpp) and AVX-512F
 // (cpu_vec_avx512.cpp), the latter two compiled with per-file ISA flags and -ffp-contract=off
-// (top CMakeLists.txt). The ISA is host_optim::active_isa(): the best the CPU and OS support,
-// or the level forced by ZT_CPU_ISA=scalar|avx2|avx512 (include/zerotrain/optim/host_optim.h).
+// (top CMakeLists.txt). The ISA is cpu::active_isa(): the best the CPU and OS support,
+// or the level forced by ZT_CPU_ISA=scalar|avx2|avx512 (include/zerotrain/kernels/host_optim.h).
 //
 // Bitwise contract: every path gives bitwise the same results as the scalar one for non-NaN
 // inputs (NaN in gives NaN out on every path). The SIMD files evaluate math::gelu, gelu_grad,
@@ -11,7 +11,7 @@
 // 16 partial sums and the same reduction tree on every path. So results depend neither on the
 // ISA nor on the thread count.
 //
-// Portability invariant (as in csrc/optim/host_adam_kernels.h): the SIMD files include only this
+// Portability invariant (as in csrc/kernels/cpu/host_adam_kernels.h): the SIMD files include only this
 // header, <cstdint>, <immintrin.h> and cpu_vec_simd.h, and define nothing with external linkage
 // but the kernel tables below, so no inline function (math.h, dtype.h, the standard library) is
 // ever emitted from an ISA-flagged file where the linker could pick it for baseline callers.
@@ -67,10 +67,10 @@ struct Kernels {
 };
 
 extern const Kernels kScalar;
-extern const Kernels kAvx2;    // call only when host_optim::isa_supported(Isa::Avx2)
-extern const Kernels kAvx512;  // call only when host_optim::isa_supported(Isa::Avx512)
+extern const Kernels kAvx2;    // call only when cpu::isa_supported(Isa::Avx2)
+extern const Kernels kAvx512;  // call only when cpu::isa_supported(Isa::Avx512)
 
-// The table for host_optim::active_isa() (reads ZT_CPU_ISA on every call; throws InputError
+// The table for cpu::active_isa() (reads ZT_CPU_ISA on every call; throws InputError
 // for an unknown or unsupported value).
 const Kernels& active();
 
@@ -86,7 +86,7 @@ void gelu_backward_inplace(const Kernels& k, float* d, const float* x, int64_t n
 // any write). 0 <= target < V.
 float softmax_xent_row(const Kernels& k, const float* x, float* d, int64_t V, int32_t target, float dloss);
 
-// Tiled-attention rows (csrc/kernels/cpu_attention_tiled.cpp), any n, bitwise equal across tables.
+// Tiled-attention rows (csrc/kernels/cpu/cpu_attention_tiled.cpp), any n, bitwise equal across tables.
 // max over x[0..n) (non-NaN inputs), -inf for n == 0.
 float row_max(const Kernels& k, const float* x, int64_t n);
 // e[j] = math::exp_nonpos(x[j] - m) (e may alias x); returns their sum: lane j % 16 partial sums

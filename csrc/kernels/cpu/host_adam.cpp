@@ -11,6 +11,11 @@
 
 namespace zt::host_optim {
 
+using cpu::HostThreadPool;
+using cpu::Isa;
+using cpu::isa_name;
+using cpu::isa_supported;
+
 namespace {
 
 // Work is split in blocks of kBlock elements (a multiple of every vector width, and of a
@@ -20,7 +25,7 @@ constexpr int64_t kGrainBlocks = 256;  // 16K elements
 
 struct NoOut {};
 
-// The scalar kernel: the CPU backend's loop (csrc/kernels/cpu_adam.cpp) over [begin, end).
+// The scalar kernel: the CPU backend's loop (csrc/kernels/cpu/cpu_adam.cpp) over [begin, end).
 template <typename P, typename M, typename G, typename O>
 void adam_scalar_typed(const detail::AdamArgs& args, int64_t begin, int64_t end) {
   P* p = static_cast<P*>(args.p);

@@ -1,6 +1,6 @@
 // host_adam_avx2.cpp — Adam, Lion and Adagrad on 8 fp32 lanes (AVX2, F16C). Compiled with
 // -mavx2 -mfma -mf16c -ffp-contract=off (top CMakeLists.txt); called only when
-// host_optim::isa_supported(Isa::Avx2). See host_adam_kernels.h for what may live here.
+// cpu::isa_supported(Isa::Avx2). See host_adam_kernels.h for what may live here.
 #include <immintrin.h>
 
 #include <cstdint>

@@ -1,6 +1,6 @@
 // host_adam_avx512.cpp — Adam, Lion and Adagrad on 16 fp32 lanes (AVX-512F only, no BW). Compiled with
 // -mavx512f -mavx2 -mfma -mf16c -ffp-contract=off (top CMakeLists.txt); called only when
-// host_optim::isa_supported(Isa::Avx512). See host_adam_kernels.h for what may live here.
+// cpu::isa_supported(Isa::Avx512). See host_adam_kernels.h for what may live here.
 // GCC 12 warns "__Y may be used uninitialized" inside its own avx512fintrin.h (GCC bug 105593).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>

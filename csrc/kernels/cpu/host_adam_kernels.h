@@ -6,7 +6,7 @@
 // <immintrin.h> and host_adam_simd.h, and define nothing with external linkage except the
 // adam_* / lion_* / adagrad_* entry points below. So no inline function (dtype.h, math.h, the standard library) is
 // ever emitted from a SIMD file, where the linker could pick the ISA-flagged copy for baseline
-// callers. The entry points run only when host_optim::isa_supported says so.
+// callers. The entry points run only when cpu::isa_supported says so.
 #pragma once
 #include <cstdint>
 

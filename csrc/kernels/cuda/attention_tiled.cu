@@ -1,6 +1,6 @@
 // attention_tiled.cu — memory-efficient causal attention on the CUDA backend: the tiling scheme
 // and per-tile math of zerotrain/kernels/attention_tile.h (CPU reference:
-// csrc/kernels/cpu_attention_tiled.cpp). bf16 / fp16 run the tensor-core kernels of
+// csrc/kernels/cpu/cpu_attention_tiled.cpp). bf16 / fp16 run the tensor-core kernels of
 // attention_flash_fwd.cu / attention_flash_bwd.cu (mma.sync, register-resident softmax); this file
 // holds the launchers and the fp32 kernels (SIMT products, 64-row query tiles, 32-key tiles).
 //

@@ -1,4 +1,4 @@
-// cuda_common.cuh — helpers shared by the kernels/*.cu launchers (not a public header).
+// cuda_common.cuh — helpers shared by the csrc/kernels/cuda/*.cu launchers (not a public header).
 //
 //  * dtype dispatch onto the storage types float / zt::bf16 / zt::fp16 (dtype.h), so every
 //    conversion is the same round-to-nearest-even code the CPU backend runs;
@@ -95,7 +95,7 @@ inline unsigned grid_for(int64_t n, int block, int64_t items_per_thread = 1) {
 }
 
 // ---- per-stream resources ------------------------------------------------------------------
-// Owned by a process-wide cache (kernels/stream_resources.cu); destroyed with their stream
+// Owned by a process-wide cache (csrc/kernels/cuda/stream_resources.cu); destroyed with their stream
 // (the release hook in core/device.h) or by cuda_ops::release_workspaces(). Invariant: an entry is used only by work issued on its
 // stream, and ops on one stream are issued from one host thread at a time, so stream order
 // alone guards the workspace and the scratch buffer.

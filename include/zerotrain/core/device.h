@@ -139,7 +139,7 @@ std::unique_ptr<Device> make_cuda_device(int ordinal);
 bool cuda_backend_built();
 int cuda_device_count();  // 0 when there is no driver, no GPU, or no CUDA backend (never fails)
 
-// Layers above core that cache resources per CUDA stream (kernels/stream_resources.cu: a cuBLAS
+// Layers above core that cache resources per CUDA stream (csrc/kernels/cuda/stream_resources.cu: a cuBLAS
 // handle, its workspace, scratch) register one hook; every CUDA stream calls it from its
 // destructor, after draining and before cudaStreamDestroy, so those resources die with the
 // stream. The hook must not throw. Registering again replaces the hook.

@@ -5,10 +5,10 @@
 //   cuda_context      core/device_cuda.cpp, once per process and GPU: cudaMemGetInfo's
 //                     total - free right after the first zerotrain device on that GPU made its
 //                     context current (the context, plus whatever other processes held then)
-//   cublas_workspace  kernels/stream_resources.cu, per stream: the cudaMemGetInfo delta of
+//   cublas_workspace  csrc/kernels/cuda/stream_resources.cu, per stream: the cudaMemGetInfo delta of
 //                     cublasCreate plus the handle's fixed workspace (exact); subtracted when the
 //                     stream's resources are released
-//   stream_scratch    kernels/stream_resources.cu: the per-stream kernel scratch (exact)
+//   stream_scratch    csrc/kernels/cuda/stream_resources.cu: the per-stream kernel scratch (exact)
 //   nccl_internal     comm/communicator_nccl.cpp: the cudaMemGetInfo delta of ncclCommInitRank,
 //                     subtracted at ncclCommDestroy
 // A delta counts whatever else the process allocated on that GPU in between; zerotrain creates

@@ -1,6 +1,6 @@
 // attention_tile.h — the tiling scheme and per-tile math of the memory-efficient (tiled) causal
-// attention, shared by the CPU kernel (csrc/kernels/cpu_attention_tiled.cpp, the executable
-// reference) and the CUDA kernel (kernels/attention_tiled.cu).
+// attention, shared by the CPU kernel (csrc/kernels/cpu/cpu_attention_tiled.cpp, the executable
+// reference) and the CUDA kernel (csrc/kernels/cuda/attention_tiled.cu).
 //
 // Scheme (FlashAttention-2 style, causal). Per (batch row b, head h), queries are cut into tiles
 // of tile_q rows and keys into tiles of tile_k rows. Query tile [r0, r0+rq) visits key tiles
@@ -31,7 +31,7 @@ namespace zt::attn_tile {
 // 4 warps of 16 query rows, attention_mma_layout.h; the backward of heads wider than 64 columns
 // runs 32-row inner tiles, which changes only the summation order). The CPU kernel takes any tile
 // size >= 1 (tests use sizes that do and do not divide T; the GPU tests pass these to it to run
-// the same tiling) and has its own measured defaults (csrc/kernels/cpu_attention_tiled.cpp).
+// the same tiling) and has its own measured defaults (csrc/kernels/cpu/cpu_attention_tiled.cpp).
 constexpr int64_t kTileQ = 64;
 constexpr int64_t kTileK = 64;
 

@@ -1,11 +1,10 @@
-// cuda_ops.h — CUDA launchers of every op in op_list.h (kernels/*.cu): same signatures and
+// cuda_ops.h — CUDA launchers of every op in op_list.h (csrc/kernels/cuda/*.cu): same signatures and
 // semantics as the zt::ops / zt::zero_ops entry points, which validate the arguments and reach
 // these through dispatch.h when the stream is a CUDA stream. A launcher only enqueues work on
 // s's cudaStream_t. Built only with the CUDA backend.
 #pragma once
 #include "zerotrain/kernels/ops.h"
 #include "zerotrain/kernels/optimizer_math.h"
-#include "zerotrain/optim/sgd_math.h"
 
 #if defined(ZT_WITH_CUDA)
 namespace zt::cuda_ops {
@@ -14,7 +13,7 @@ namespace zt::cuda_ops {
 #define ZT_ENGINE_OP(name, params, args) void name ZT_STREAM_PARAMS params;
 #include "zerotrain/kernels/op_list.h"
 
-// Per-stream resources the launchers keep (kernels/stream_resources.cu): a cuBLAS handle with
+// Per-stream resources the launchers keep (csrc/kernels/cuda/stream_resources.cu): a cuBLAS handle with
 // a 32 MiB private workspace per stream that ran a GEMM, and a growable scratch buffer per
 // stream (two-pass reductions, attention's 16-bit probabilities, the embedding sort). These
 // bytes are not in the Device's MemoryTracker; the memory report can add them from here.

@@ -2,9 +2,9 @@
 // linear_backward): the column-major cuBLAS(Lt) description of each of their GEMMs, and the pure
 // host choice between a cuBLASLt epilogue and the unfused fallback (cublasGemmEx + our bias /
 // GELU kernels). Host code only, so the CPU CI tests every rule (tests/kernels/test_linear.cpp);
-// kernels/linear.cu follows the choice.
+// csrc/kernels/cuda/linear.cu follows the choice.
 //
-// Row-major → column-major (as kernels/gemm.cu): a row-major X[r,c] is the column-major Xᵀ
+// Row-major → column-major (as csrc/kernels/cuda/gemm.cu): a row-major X[r,c] is the column-major Xᵀ
 // (c×r, ld c). With inp[N,IC], W [IC,OC] (or [OC,IC] when trans_w), out[N,OC]:
 //   forward  D = outᵀ  (OC×N,  ld OC) = op(W)·inpᵀ;      m=OC, n=N,  k=IC. Bias (length m = OC)
 //            is CUBLASLT_EPILOGUE_BIAS's "one value per row of D"; pre is the GELU aux (ld OC).

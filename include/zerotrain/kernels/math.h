@@ -41,7 +41,7 @@ ZT_HD float gelu_grad(float x) {
 }
 
 // exp(x) for the softmax range x <= 0 (x = logit - row max), branch-free so it vectorises; the
-// SIMD copies in csrc/kernels/cpu_vec_simd.h repeat these operations one for one (no FMA), so
+// SIMD copies in csrc/kernels/cpu/cpu_vec_simd.h repeat these operations one for one (no FMA), so
 // every ISA path is bitwise equal to this function. Cody-Waite reduction x = n ln2 + r,
 // |r| <= ln2/2, n in [-126, 0]; exp(r) - 1 by its Taylor series to r^7 (truncation < 6e-9
 // relative): within 4 ulp of exp. Below kExpNonposMin (= ln FLT_MIN) the result is 0, where
@@ -76,25 +76,5 @@ ZT_HD float layernorm_dinp(float dnorm, float n, float dnorm_mean, float dnorm_n
 
 // Causal attention scores are q.k scaled by 1/sqrt(head size).
 ZT_HD float attention_scale(int head_size) { return 1.0f / sqrtf(static_cast<float>(head_size)); }
-
-// AdamW / Adam (DeepSpeed FusedAdam semantics). `g` is the already-unscaled, clipped gradient.
-//   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2
-//   adam_w_mode: p -= lr (m/bc1 / (sqrt(v/bc2) + eps) + wd p)
-//   else (L2):   g += wd p first, then p -= lr m/bc1 / (sqrt(v/bc2) + eps)
-// bc1 = 1 - b1^t and bc2 = 1 - b2^t when bias correction is on, else 1.
-struct AdamParams {
-  float lr, beta1, beta2, eps, weight_decay;
-  float bias_correction1, bias_correction2;
-  bool adam_w_mode;
-};
-ZT_HD void adam_update(float& p, float& m, float& v, float g, const AdamParams& a) {
-  if (!a.adam_w_mode) g += a.weight_decay * p;
-  m = a.beta1 * m + (1.0f - a.beta1) * g;
-  v = a.beta2 * v + (1.0f - a.beta2) * g * g;
-  float denom = sqrtf(v / a.bias_correction2) + a.eps;
-  float update = (m / a.bias_correction1) / denom;
-  if (a.adam_w_mode) update += a.weight_decay * p;
-  p -= a.lr * update;
-}
 
 }  // namespace zt::math

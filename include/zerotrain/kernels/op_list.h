@@ -8,8 +8,8 @@
 //   dispatch.h  zt::dispatch::name(Stream& s, params)   the backend switch the entry points call
 //
 // Entry: ZT_OP(name, (parameters after the stream), (the same parameters' names, in order)).
-// Adding an op: an entry here, its CPU kernel (csrc/kernels/cpu_*.cpp), its CUDA launcher
-// (kernels/*.cu), and its entry point (csrc/kernels/ops*.cpp): argument checks, then
+// Adding an op: an entry here, its CPU kernel (csrc/kernels/cpu/cpu_*.cpp), its CUDA launcher
+// (csrc/kernels/cuda/*.cu), and its entry point (csrc/kernels/ops*.cpp): argument checks, then
 // dispatch::name(s, args). Conventions shared by every op are in ops.h.
 
 // Defined once per translation unit: prepend the stream to a parameter / argument list.
@@ -39,7 +39,7 @@ ZT_OP(bias_add, (const TensorView& out, const TensorView& bias), (out, bias))
 // dbias[C] += sum over rows of dout[N,C].
 ZT_OP(bias_grad, (const TensorView& dbias, const TensorView& dout), (dbias, dout))
 
-// Fused linear layer (kernels/linear.cu on CUDA: cuBLASLt epilogues where linear_plan.h allows,
+// Fused linear layer (csrc/kernels/cuda/linear.cu on CUDA: cuBLASLt epilogues where linear_plan.h allows,
 // else GEMM + the bias / GELU kernels). inp[N,IC]; weight stored [IC,OC] (Conv1D, y = inp·W) or,
 // when trans_w, [OC,IC] (nn.Linear, y = inp·Wᵀ); bias[OC], or absent (TensorView{}: no storage) for
 // no bias. All tensors have inp's dtype.
@@ -105,7 +105,7 @@ ZT_OP(attention_backward,
 // (scheme and per-tile math: zerotrain/kernels/attention_tile.h). out[B,T,C] overwrites;
 // stats[B,H,T,2] (fp32) receives each query row's (max, sum of exp(score - max)), O(B·H·T)
 // instead of att's B·H·T·T. tile_q / tile_k: query / key rows per tile, 0 = the backend's
-// defaults (CPU: csrc/kernels/cpu_attention_tiled.cpp; CUDA: attn_tile::kTileQ / kTileK, the only
+// defaults (CPU: csrc/kernels/cpu/cpu_attention_tiled.cpp; CUDA: attn_tile::kTileQ / kTileK, the only
 // tiles the CUDA backend runs).
 ZT_OP(attention_tiled_forward,
       (const TensorView& out, const TensorView& stats, const TensorView& qkv, int64_t B, int64_t T, int64_t C,
@@ -181,7 +181,7 @@ ZT_OP(adam_step_multi,
       (p, m, v, g, grad_scale, a, param_out, chunks))
 
 // ---- Engine ops: zt::zero_ops (zero/zero_ops.h), entry points and CPU kernels in
-// csrc/zero/zero_ops.cpp, CUDA launchers in kernels/zero_ops.cu ----
+// csrc/zero/zero_ops.cpp, CUDA launchers in csrc/kernels/cuda/zero_ops.cu ----
 
 // dst = (overwrite ? 0 : dst) + alpha · src, element-wise, any dtype pair, same numel. fp32 math.
 ZT_ENGINE_OP(accumulate, (const TensorView& dst, const TensorView& src, float alpha, bool overwrite),

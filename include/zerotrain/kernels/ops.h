@@ -1,8 +1,8 @@
 // ops.h — one entry point per op, the same on both backends (the contract between the
 // model layer and the kernels). The signatures and per-op contracts are the ZT_OP entries of
 // op_list.h. Each entry point (csrc/kernels/ops*.cpp) validates its arguments, then dispatches
-// on the stream's kind (dispatch.h): CPU → the cpu_ops kernel (csrc/kernels/cpu_*.cpp) run on
-// the stream's worker thread; CUDA → the cuda_ops launcher (kernels/*.cu) on the stream.
+// on the stream's kind (dispatch.h): CPU → the cpu_ops kernel (csrc/kernels/cpu/cpu_*.cpp) run on
+// the stream's worker thread; CUDA → the cuda_ops launcher (csrc/kernels/cuda/*.cu) on the stream.
 //
 // Conventions
 //  * All tensors are row-major, contiguous. Shapes are in the comments: B batch, T time,
@@ -19,6 +19,7 @@
 #include "zerotrain/core/device.h"
 #include "zerotrain/core/tensor.h"
 #include "zerotrain/kernels/math.h"
+#include "zerotrain/kernels/optimizer_math.h"
 #include "zerotrain/kernels/vector_path.h"  // AdamChunk
 
 namespace zt::ops {

@@ -1,6 +1,6 @@
 // vector_path.h — the host-side choice between a CUDA kernel's 128-bit vector path and its
 // scalar path, as pure functions of pointers and sizes (unit-tested on the CPU in
-// tests/kernels/test_vector_path.cpp; used by kernels/map_kernel.cuh, layernorm.cu, adam.cu).
+// tests/kernels/test_vector_path.cpp; used by csrc/kernels/cuda/map_kernel.cuh, layernorm.cu, adam.cu).
 //
 // A "group" is kVecGroup = 8 consecutive elements of every operand: one 16-byte access for a
 // 2-byte dtype, two for fp32. A group may be loaded as vectors only when every operand's

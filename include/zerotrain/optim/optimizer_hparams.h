@@ -19,7 +19,6 @@
 #include "zerotrain/kernels/math.h"
 #include "zerotrain/optim/lr_schedule.h"
 #include "zerotrain/kernels/optimizer_math.h"
-#include "zerotrain/optim/sgd_math.h"
 
 namespace zt {
 

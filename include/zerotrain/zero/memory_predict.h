@@ -39,6 +39,15 @@ constexpr int64_t kInitStagingElems = int64_t(1) << 22;
 
 bool is_host_category(MemCategory c);
 
+// ZeRO-Offload's host staging on `rank`: `count` slots (offload buffer_count, at least 2), each
+// one widest optimizer chunk (sub_group_size) of gradients and of compute-dtype parameters.
+struct OffloadSlots {
+  int count = 0;
+  int64_t elems = 0;  // elements per slot, of each of the two buffers
+  int64_t bytes(const ZeroPlan& plan) const;  // all slots, both buffers
+};
+OffloadSlots offload_slots(const ZeroPlan& plan, const EngineOptions& o, int rank);
+
 // The engine's plan for a model (its params and units) under these options at `world` ranks —
 // what ZeroEngine builds at start-up; the estimate calls it on a plan-only model.
 PlanOptions plan_options_of(const EngineOptions& o, int world);

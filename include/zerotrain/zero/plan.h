@@ -148,6 +148,22 @@ struct PlannedCollective {
   DType dtype = DType::F32;
 };
 
+// Which region of each bucket ZeroPlan::pieces intersects with the parameters.
+enum class PieceScope : uint8_t {
+  Owned,    // the rank's slice (what it writes to a checkpoint; the ownership table)
+  Updated,  // what the rank's optimizer updates: updated(b, rank) (whole buckets at stage 0)
+};
+
+// One parameter's elements inside one rank's region of its bucket (ZeroPlan::pieces).
+struct PlanPiece {
+  int param = 0, bucket = 0;
+  int64_t begin = 0, count = 0;  // elements [begin, begin + count) of the parameter
+  int64_t flat = 0;              // Layout::Full offset of element `begin`
+  int64_t shard = 0;             // its offset in the rank's Layout::Shard buffers (at stage 0,
+                                 // where nothing is sharded, the flat offset, as updated() says)
+  ElemRange at(Layout l) const { return {l == Layout::Full ? flat : shard, count}; }
+};
+
 struct PlanOptions {
   int stage = 0;
   int world = 1;
@@ -228,6 +244,10 @@ struct ZeroPlan {
   int64_t owned_flat_begin(int b, int rank) const { return slice(b, rank, Layout::Full).begin; }
   // real_slice of every bucket in rank's shard, as (shard offset, count) runs (empty ones left out).
   std::vector<std::pair<int64_t, int64_t>> real_shard_runs(int rank) const;
+  // Every parameter ∩ rank's region of its bucket, in bucket order then layout order (empty
+  // intersections left out). The one place parameter and slice geometry meet: master
+  // initialisation, checkpoint pieces and offsets, and the ownership table read it.
+  std::vector<PlanPiece> pieces(int rank, PieceScope scope = PieceScope::Owned) const;
 
   // Stable hash of everything every rank must agree on (compared across ranks at start-up).
   uint64_t hash() const;

@@ -1,12 +1,11 @@
 // zero_ops.h — the element-wise ops only the ZeRO engine needs, on both backends:
 // zero_ops::accumulate and the SGD / Lion / Adagrad / LAMB steps, declared from the ZT_ENGINE_OP entries of
 // kernels/op_list.h (signatures and contracts there). Entry points and CPU kernels:
-// csrc/zero/zero_ops.cpp; CUDA launchers: kernels/zero_ops.cu.
+// csrc/zero/zero_ops.cpp; CUDA launchers: csrc/kernels/cuda/zero_ops.cu.
 #pragma once
 #include "zerotrain/core/device.h"
 #include "zerotrain/core/tensor.h"
 #include "zerotrain/kernels/optimizer_math.h"
-#include "zerotrain/optim/sgd_math.h"
 
 namespace zt::zero_ops {
 

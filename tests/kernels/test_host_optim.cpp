@@ -29,6 +29,8 @@
 namespace zt::host_optim {
 namespace {
 
+using namespace zt::cpu;
+
 // Raw host storage of one dtype; empty() views are the "no param_out" case.
 struct Buf {
   DType t = DType::F32;

@@ -1,0 +1,22 @@
+// cpu_isa.h — the x86 SIMD level the CPU kernels may use, chosen at run time (binaries are
+// built for baseline x86-64, never -march=native; each SIMD file carries its own ISA flags and
+// runs only when this says the CPU and OS support it).
+#pragma once
+#include <cstdint>
+
+namespace zt::cpu {
+
+// Scalar: portable C++. Avx2: AVX2 + FMA + F16C with OS-enabled YMM state (FMA is required of
+// the CPU, never used in the arithmetic). Avx512: the Avx2 level plus AVX-512F with OS-enabled
+// opmask/ZMM state (no AVX-512BW needed).
+enum class Isa : uint8_t { Scalar, Avx2, Avx512 };
+
+Isa detected_isa();            // best level this CPU and OS support (CPUID + XGETBV), cached
+bool isa_supported(Isa isa);   // isa <= detected_isa()
+// detected_isa(), or the level forced by env ZT_CPU_ISA=scalar|avx2|avx512 (unset or empty:
+// detected). An unknown value or a level this CPU lacks throws zt::InputError naming
+// ZT_CPU_ISA. Read on every call.
+Isa active_isa();
+const char* isa_name(Isa isa);  // "scalar", "avx2", "avx512"
+
+}  // namespace zt::cpu
