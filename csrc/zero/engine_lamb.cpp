@@ -15,16 +15,8 @@ namespace zt {
 
 LambNorms::LambNorms(EngineContext& cx, const ModelStates& st) : cx_(cx), st_(st) {
   const ZeroPlan& plan = cx.plan;
-  for (const PlanBucket& b : plan.buckets) {
-    const ElemRange full = plan.updated(b.id, cx.rank, Layout::Full);
-    const ElemRange master = plan.updated(b.id, cx.rank, plan.flow.optimizer);
-    const ElemRange params = plan.updated(b.id, cx.rank, plan.flow.params);
-    for (int p : b.params) {
-      const ElemRange mine = intersect(plan.param_range(p), full);
-      if (mine.count > 0)
-        pieces_.push_back({p, master.sub(mine.begin - full.begin, mine.count), params.sub(mine.begin - full.begin, mine.count)});
-    }
-  }
+  for (const PlanPiece& pc : plan.pieces(cx.rank, PieceScope::Updated))
+    pieces_.push_back({pc.param, pc.at(plan.flow.optimizer), pc.at(plan.flow.params)});
   const size_t n = 2 * plan.params.size();
   sq_ = cx.dev.alloc(n * sizeof(double), MemCategory::Workspace, true);
   if (plan.param_norms_all_reduce) wire_ = cx.dev.alloc(n * sizeof(float), MemCategory::Workspace, true);

@@ -123,9 +123,9 @@ std::vector<PlanPiece> ZeroPlan::pieces(int rank, PieceScope scope) const {
     const ElemRange region = scope == PieceScope::Owned ? slice(b.id, rank, Layout::Full) : updated(b.id, rank, Layout::Full);
     const ElemRange full = updated(b.id, rank, Layout::Full), shard = updated(b.id, rank, Layout::Shard);
     for (int p : b.params) {
-      const ElemRange pr = param_range(p);
-      const int64_t lo = std::max(pr.begin, region.begin), hi = std::min(pr.end(), region.end());
-      if (hi > lo) out.push_back({p, b.id, lo - pr.begin, hi - lo, lo, shard.begin + (lo - full.begin)});
+      const ElemRange pr = param_range(p), mine = intersect(pr, region);
+      if (mine.count > 0)
+        out.push_back({p, b.id, mine.begin - pr.begin, mine.count, mine.begin, shard.begin + (mine.begin - full.begin)});
     }
   }
   return out;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# device-check.sh — the one prepared GPU check (README "GPU check"). Run from the repo root
+# device-check.sh — the one prepared GPU check (docs/building.md, "GPU status"). Run from the repo root
 # on the lent GPU machine, carrying `.device/debs` (made here by tests/gpu/prepare-debs.sh):
 #
 #   run(command="bash tests/gpu/device-check.sh", carry=[".device/debs"], timeout_s=420)

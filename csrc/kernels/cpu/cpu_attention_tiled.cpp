@@ -37,7 +37,7 @@ struct Tiles {
 // (attn_tile::kTileQ / kTileK, which suit a GPU block): fewer, wider key tiles mean fewer small
 // sgemm calls, and short query tiles keep the causally masked work of a diagonal tile small.
 // Forward + backward, B=8 C=128 H=4, 1 thread, thread CPU time: T=128 64x32 3.6 ms -> 32x128
-// 2.9 ms; T=512 43.2 -> 37.0 ms (docs/benchmarks.md, section 3).
+// 2.9 ms; T=512 43.2 -> 37.0 ms (docs/bench/log.md).
 constexpr int64_t kCpuTileQ = 32;
 constexpr int64_t kCpuTileK = 128;
 Tiles tiles_of(int64_t tile_q, int64_t tile_k) {

@@ -38,7 +38,7 @@ UniqueFd open_regular_file(const std::string& path, const std::string& what, int
 // The whole file, refused (InputError) when it is not a regular file or larger than max_bytes.
 std::string read_regular_file(const std::string& path, const std::string& what, int64_t max_bytes);
 
-// Size caps for the small text inputs (documented in README "Error handling").
+// Size caps for the small text inputs (documented in docs/usage.md §6, "Error handling and exit codes").
 constexpr int64_t kMaxConfigFileBytes = int64_t(16) << 20;  // DeepSpeed config
 constexpr int64_t kMaxModelFileBytes = int64_t(1) << 20;    // model JSON
 
