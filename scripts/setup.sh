@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # setup.sh — idempotent set-up: install missing Debian packages (as root), configure, build.
-#   BUILD_DIR (default build), ZT_CMAKE_ARGS (extra cmake flags), JOBS (default: cores).
+#   BUILD_DIR (default build), ZT_CMAKE_ARGS (extra cmake flags), JOBS (default: cores),
+#   SETUP_ONLY=1 (install packages and tools, then stop).
 # Safe to run again and again: installs nothing that is present, rebuilds incrementally.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -25,6 +26,8 @@ if [[ ! -x "$BUILD_DIR/tools-venv/bin/lizard" ]] && ! command -v lizard >/dev/nu
   python3 -m venv "$BUILD_DIR/tools-venv"
   "$BUILD_DIR/tools-venv/bin/pip" install -q --disable-pip-version-check lizard==1.24.3
 fi
+
+[[ "${SETUP_ONLY:-0}" == 1 ]] && exit 0  # packages and tools only, no configure or build
 
 if [[ ! -f "$BUILD_DIR/CMakeCache.txt" ]]; then
   cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja ${ZT_CMAKE_ARGS:-}
