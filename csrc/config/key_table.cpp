@@ -46,44 +46,21 @@ const char* const kCommsLogger = R"({"comms_logger":{"enabled":true,"prof_all":f
 const char* const kNoMoE = "zerotrain has no expert parallelism";
 const char* const kNoHooks = "zerotrain has no PyTorch modules or hooks to configure";
 
-std::vector<KeyEntry> build_top_level() {
-  return {
-      impl("train_batch_size", "global batch: micro-batch x accumulation x world size", "16", "L"),
-      impl("train_micro_batch_size_per_gpu", "samples per rank per micro-step", "4", "LM"),
-      impl("gradient_accumulation_steps", "micro-steps per optimizer step", "2", "L"),
-      rejected("managed_gradient_accumulation", "zerotrain owns the training loop; there is no user-driven step", "false"),
-      impl("steps_per_print", "steps between progress lines (unless --log-every)", "100", "O"),
-      unused("dump_state", "zerotrain always prints its run header; the plan is `zerotrain explain`", "true"),
-      unused("disable_allgather", "stages 1-2 always all-gather the updated parameters", "true"),
-      impl("communication_data_type", "dtype of gradient reductions on the wire", "\"bf16\"", "LC"),
-      unused("seq_parallel_communication_data_type", "zerotrain has no sequence parallelism", "\"bf16\""),
-      impl("prescale_gradients", "stages 0-1: divide by gradient_predivide_factor before the reduction", "true", "L",
-           R"({"zero_optimization":{"stage":1},"gradient_predivide_factor":3.0})"),
-      impl("gradient_predivide_factor", "stages 0-1: split of the 1/world-size averaging around the reduction", "3.0",
-           "L", kStage1),
-      rejected("gradient_allreduce_op", "\"sum\" is not implemented: gradients are always averaged", "\"sum\""),
-      rejected("sparse_gradients", "no sparse (CSR) embedding gradients", "true"),
-      impl("gradient_clipping", "max global L2 norm of the gradients", "0.01", "L"),
-      impl("wall_clock_breakdown", "per-step fwd/bwd/optim and comm busy/exposed times", "true", "O"),
-      impl("memory_breakdown", "prints the memory report at start-up and at the end", "true", "O"),
-      rejected("graph_harvesting", "no CUDA graph capture", "true"),
-      unused("dataloader_drop_last", "zerotrain's data sources always yield whole micro-batches", "true"),
-      unused("zero_allow_untested_optimizer",
-             "every zerotrain optimizer (Adam, AdamW, SGD, Lion, Adagrad, LAMB) is tested with every ZeRO stage", "true"),
-      unused("zero_force_ds_cpu_optimizer", "with offload zerotrain always runs its own CPU optimizer", "false"),
-      unused("use_data_before_expert_parallelism", kNoMoE, "true"),
-      unused("log_level", "zerotrain's log has one level; warnings and errors always print", "\"debug\""),
-      unused("vocabulary_size", "the model file's vocab_size sizes the embedding", "64"),
-      unused("fp32_allreduce", "use communication_data_type to choose the reduction dtype", "true"),
-      unused("zero_allow_comm_data_type_fp32", "fp32 reductions are always allowed", "true"),
-      unused("train_micro_batch_size", "not a DeepSpeed batch key; use train_micro_batch_size_per_gpu", "4"),
-  };
-}
-
 KeyEntry row(KeyUse use, std::string path, std::string why, std::string probe, std::string effects,
              std::string context, std::string alias, bool input_only, std::string input_default) {
   return {std::move(path), use, std::move(why), std::move(probe), std::move(effects), std::move(context),
           std::move(alias), input_only, std::move(input_default)};
+}
+
+// The top-level scalars' rows, from their declaration (config/top_keys.h).
+std::vector<KeyEntry> build_top_level() {
+  std::vector<KeyEntry> t;
+#define ZT_TOP_KEY(name, type, def, read, refused, use, why, probe, effects, context) \
+  t.push_back(row(KeyUse::use, #name, why, probe, effects, context, "", false, ""));
+#define ZT_TOP_SPECIAL(path, use, why, probe, effects, context) \
+  t.push_back(row(KeyUse::use, path, why, probe, effects, context, "", false, ""));
+#include "zerotrain/config/top_keys.h"
+  return t;
 }
 
 // fp16 / bf16 / data_types / torch_autocast rows, from their declaration (config/precision_keys.h).
