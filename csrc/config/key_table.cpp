@@ -196,20 +196,34 @@ std::vector<KeyEntry> build_monitors_and_features() {
   const std::pair<std::string, const char*> kFileMonitors[] = {
       {"tensorboard", "rank 0 writes each step's loss, lr, loss scale (and breakdown) as TensorBoard events"},
       {"csv_monitor", "rank 0 writes each step's loss, lr, loss scale (and breakdown), one CSV file per event"}};
+  const char* const kNoNetwork = "no network service is contacted; the same numbers are in the --metrics JSONL, "
+                                 "csv_monitor and tensorboard";
   for (const auto& [m, what] : kFileMonitors) {
     const std::string on = "{\"" + m + "\":{\"enabled\":true}}";
-    t.push_back(impl(m + ".enabled", what, "true", "O"));
-    t.push_back(impl(m + ".output_path", "directory above job_name (\"\": the working directory)", "\"mon\"", "O", on));
-    t.push_back(impl(m + ".job_name", "directory the files go in", "\"job2\"", "O", on));
+#define ZT_MONITOR_KEY(sec, name, type, def, read, use, why, probe, effects, context) \
+  ZT_MONITOR_ROW_##sec(KeyUse::use, #name, why, probe, effects, context)
+#define ZT_MONITOR_ROW_FILE(use, name, why, probe, effects, context) \
+  t.push_back(row(use, m + "." + name, why, probe, effects, context, "", false, ""));
+#define ZT_MONITOR_ROW_WANDB(...)
+#define ZT_MONITOR_ROW_COMET(...)
+#include "zerotrain/config/monitor_keys.h"
+#undef ZT_MONITOR_ROW_FILE
+#undef ZT_MONITOR_ROW_WANDB
+#undef ZT_MONITOR_ROW_COMET
   }
-  const char* const no_net = "no network service is contacted; the same numbers are in the --metrics JSONL, "
-                             "csv_monitor and tensorboard";
-  const std::pair<const char*, const char*> kNetworkMonitorKeys[] = {
-      {"wandb.enabled", "true"}, {"wandb.group", "\"g\""}, {"wandb.team", "\"t\""}, {"wandb.project", "\"p\""},
-      {"comet.enabled", "true"}, {"comet.samples_log_interval", "10"}, {"comet.project", "\"p\""},
-      {"comet.workspace", "\"w\""}, {"comet.api_key", "\"k\""}, {"comet.experiment_name", "\"e\""},
-      {"comet.experiment_key", "\"k\""}, {"comet.online", "false"}, {"comet.mode", "\"get\""}};
-  for (const auto& [key, probe] : kNetworkMonitorKeys) t.push_back(unused(key, no_net, probe));
+  const std::string WANDB = "wandb.", COMET = "comet.";
+#define ZT_MONITOR_KEY(sec, name, type, def, read, use, why, probe, effects, context) \
+  ZT_MONITOR_ROW_##sec(KeyUse::use, sec + #name, why, probe, effects, context)
+#define ZT_MONITOR_SPECIAL(sec, name, use, why, probe, effects, context) \
+  ZT_MONITOR_ROW_##sec(KeyUse::use, sec + #name, why, probe, effects, context)
+#define ZT_MONITOR_ROW_FILE(...)
+#define ZT_MONITOR_ROW_WANDB(use, path, why, probe, effects, context) \
+  t.push_back(row(use, path, why, probe, effects, context, "", false, ""));
+#define ZT_MONITOR_ROW_COMET ZT_MONITOR_ROW_WANDB
+#include "zerotrain/config/monitor_keys.h"
+#undef ZT_MONITOR_ROW_FILE
+#undef ZT_MONITOR_ROW_WANDB
+#undef ZT_MONITOR_ROW_COMET
   for (const char* k : {"aio", "timers", "pipeline"}) {
     t.push_back(unused(k, std::string("DeepSpeed's ") + k + " settings have no counterpart in zerotrain", R"({"x":1})"));
   }

@@ -192,12 +192,17 @@ struct CommsLoggerConfig {
   std::vector<std::string> prof_ops;   // op names ("all_reduce", "reduce_scatter", "all_gather", ...)
 };
 
-// tensorboard / csv_monitor (DeepSpeed's monitor sections): rank 0 writes
-// output_path/job_name/ (output_path "" -> job_name relative to the working directory).
+// tensorboard / csv_monitor (DeepSpeed's monitor sections): the FILE entries of
+// config/monitor_keys.h. Rank 0 writes output_path/job_name/.
 struct MonitorConfig {
-  bool enabled = false;
-  std::string output_path;                    // DeepSpeed's default ""
-  std::string job_name = "DeepSpeedJobName";  // DeepSpeed's default
+#define ZT_MONITOR_KEY(sec, name, type, def, ...) ZT_MONITOR_FIELD_##sec(name, type, def)
+#define ZT_MONITOR_FIELD_FILE(name, type, def) type name = def;
+#define ZT_MONITOR_FIELD_WANDB(...)
+#define ZT_MONITOR_FIELD_COMET(...)
+#include "zerotrain/config/monitor_keys.h"
+#undef ZT_MONITOR_FIELD_FILE
+#undef ZT_MONITOR_FIELD_WANDB
+#undef ZT_MONITOR_FIELD_COMET
 };
 
 struct DsConfig {
