@@ -8,14 +8,13 @@
 namespace zt::cfg {
 namespace {
 
-std::optional<DType> read_dtype_choice(Ctx& c, Section& top, const std::string& key, const char* def) {
+// The handlers of the ZT_TOP_KEY entries with rules of their own (config/top_keys.h).
+
+std::optional<DType> read_dtype_choice(Ctx& c, Section& top, const char* key, std::optional<DType> def) {
   Section::Lookup l = top.take(key);
   if (!l.present() || l.value->is_null()) {
-    top.put_lookup(key, def ? Json(def) : Json(nullptr), l);
-    if (!def) return std::nullopt;
-    DType t;
-    parse_dtype(def, &t);
-    return t;
+    top.put_lookup(key, def ? Json(dtype_name(*def)) : Json(nullptr), l);
+    return def;
   }
   std::string p = top.key_path(l.key);
   if (!l.value->is_string()) c.fail(p, *l.value, "one of \"fp16\", \"bf16\", \"fp32\" (a string)");
@@ -43,34 +42,34 @@ std::optional<int64_t> batch_key(Ctx& c, Section& top, const std::string& key, S
   return to_int(c, p, v, BoolAsInt::kReject);
 }
 
-void read_steps_per_print(Ctx& c, Section& top) {
-  Section::Lookup l = top.take("steps_per_print");
+std::optional<int64_t> read_steps_per_print(Ctx& c, Section& top, const char* key, std::optional<int64_t> def) {
+  Section::Lookup l = top.take(key);
   if (!l.present() || l.value->is_null()) {
-    top.put_lookup("steps_per_print", nullptr, l);
-    return;
+    top.put_lookup(key, nullptr, l);
+    return def;
   }
   std::string p = top.key_path(l.key);
   int64_t v = to_int(c, p, *l.value, BoolAsInt::kReject);
   if (v < 0) c.fail(p, *l.value, "an integer >= 0 (0 or null: no periodic progress line)");
-  c.cfg.steps_per_print = v;
-  top.put_lookup("steps_per_print", v, l);
+  top.put_lookup(key, v, l);
+  return v;
 }
 
-void read_predivide_factor(Ctx& c, Section& top) {
-  Section::Lookup l = top.take("gradient_predivide_factor");
-  double f = ds_defaults::kGradientPredivideFactor;
+double read_predivide_factor(Ctx& c, Section& top, const char* key, double def) {
+  Section::Lookup l = top.take(key);
+  double f = def;
   if (l.present()) {
     std::string p = top.key_path(l.key);
     f = to_float(c, p, *l.value, false, false);
     if (!(f > 0.0) || !std::isfinite(f)) c.fail(p, *l.value, "a number > 0");
   }
-  c.cfg.gradient_predivide_factor = f;
-  top.put_lookup("gradient_predivide_factor", f, l);
+  top.put_lookup(key, f, l);
+  return f;
 }
 
-void read_allreduce_op(Ctx& c, Section& top) {
-  Section::Lookup l = top.take("gradient_allreduce_op");
-  std::string op = ds_defaults::kGradientAllreduceOp;
+std::string read_allreduce_op(Ctx& c, Section& top, const char* key, std::string def) {
+  Section::Lookup l = top.take(key);
+  std::string op = std::move(def);
   if (l.present()) {
     std::string p = top.key_path(l.key);
     if (!l.value->is_string()) c.fail(p, *l.value, "\"mean\" or \"sum\"");
@@ -80,50 +79,55 @@ void read_allreduce_op(Ctx& c, Section& top) {
       c.fail(p, *l.value, "\"mean\" or \"sum\" (Invalid gradient_allreduce_op. Supported operations: ['mean', 'sum'])");
     }
   }
-  c.cfg.gradient_allreduce_op = op;
-  top.put_lookup("gradient_allreduce_op", op, l);
+  top.put_lookup(key, op, l);
+  return op;
 }
 
 // "auto" -> DeepSpeed's default (1.0), unless the command line gives a value.
-void read_gradient_clipping(Ctx& c, Section& top) {
-  top.auto_rule("gradient_clipping", ds_defaults::kGradientClipping, "\"auto\" -> 1.0");
-  Section::Lookup l = top.take("gradient_clipping");
-  double v = ds_defaults::kGradientClipping;
+double read_gradient_clipping(Ctx& c, Section& top, const char* key, double def) {
+  top.auto_rule(key, def, "\"auto\" -> 1.0");
+  Section::Lookup l = top.take(key);
+  double v = def;
   if (l.present()) {
     std::string p = top.key_path(l.key);
     if (!l.value->is_number()) c.fail(p, *l.value, "a number (> 0 clips to that global L2 norm; 0 disables clipping)");
     v = l.value->get<double>();
     if (!std::isfinite(v)) c.fail(p, *l.value, "a finite number");
   }
-  c.cfg.gradient_clipping = v;
-  top.put_lookup("gradient_clipping", v, l);
+  top.put_lookup(key, v, l);
+  return v;
 }
 
-// A boolean whose true turns on a feature zerotrain does not implement.
-void refuse_flag(Ctx& c, Section& top, const char* key, const std::string& message) {
-  if (top.get_bool(key, false)) c.error(key, message);
-}
-
-void read_log_level(Ctx& c, Section& top) {
-  Section::Lookup l = top.take("log_level");
+Json read_log_level(Ctx& c, Section& top, const char* key, Json def) {
+  Section::Lookup l = top.take(key);
   if (l.present() && !l.value->is_null() && !l.value->is_string()) {
     c.fail(top.key_path(l.key), *l.value, "a log level name (a string) or null");
   }
-  top.put_lookup("log_level", l.present() ? *l.value : Json(nullptr), l);
+  Json v = l.present() ? *l.value : def;
+  top.put_lookup(key, v, l);
+  return v;
 }
 
-void read_vocabulary_size(Ctx& c, Section& top) {
-  Section::Lookup l = top.take("vocabulary_size");
+std::optional<int64_t> read_vocabulary_size(Ctx& c, Section& top, const char* key, std::optional<int64_t> def) {
+  Section::Lookup l = top.take(key);
   if (!l.present() || l.value->is_null()) {
-    top.put_lookup("vocabulary_size", nullptr, l);
-    return;
+    top.put_lookup(key, nullptr, l);
+    return def;
   }
   std::string p = top.key_path(l.key);
   int64_t v = to_int(c, p, *l.value, BoolAsInt::kReject);
   if (v <= 0) c.fail(p, *l.value, "an integer > 0");
-  c.cfg.vocabulary_size = v;
   if (v % 8 != 0) c.warn(p, "not a multiple of 8; tensor cores are used less efficiently");
-  top.put_lookup("vocabulary_size", v, l);
+  top.put_lookup(key, v, l);
+  return v;
+}
+
+// Any value, kept as given (a key read only so that it is known and in the resolved document).
+Json read_as_given(Ctx&, Section& top, const char* key, Json def) {
+  Section::Lookup l = top.take(key);
+  Json v = l.present() ? *l.value : def;
+  top.put_lookup(key, v, l);
+  return v;
 }
 
 // §17.2: for config files DeepSpeed's sequence_parallel_size check never fires; W is the
@@ -139,33 +143,32 @@ void read_parallel_sizes(Ctx& c, Section& top) {
   }
 }
 
+// One declared key: through the generic reader (a rule) or its named handler.
+template <typename T>
+T read_top(Ctx&, Section& top, const char* key, T def, Rule rule) {
+  return read_key(top, key, def, rule);
+}
+template <typename T>
+T read_top(Ctx& c, Section& top, const char* key, T def, T (*handler)(Ctx&, Section&, const char*, T)) {
+  return handler(c, top, key, def);
+}
+
+// A boolean whose true turns on a feature zerotrain does not implement (top_keys.h: refused).
+void refuse_if_on(Ctx& c, const char* key, bool on, const char* refused) {
+  if (on && *refused) c.error(key, refused);
+}
+template <typename T>
+void refuse_if_on(Ctx&, const char*, const T&, const char*) {}
+
 }  // namespace
 
 void read_top_level_scalars(Ctx& c, Section& top) {
   DsConfig& g = c.cfg;
-  g.managed_gradient_accumulation =
-      top.get_bool("managed_gradient_accumulation", ds_defaults::kManagedGradientAccumulation);
-  read_steps_per_print(c, top);
-  g.dump_state = top.get_bool("dump_state", false);
-  g.disable_allgather = top.get_bool("disable_allgather", false);
-  g.communication_data_type = read_dtype_choice(c, top, "communication_data_type", nullptr);
-  read_dtype_choice(c, top, "seq_parallel_communication_data_type", "fp32");
-  g.prescale_gradients = top.get_bool("prescale_gradients", ds_defaults::kPrescaleGradients);
-  read_predivide_factor(c, top);
-  read_allreduce_op(c, top);
-  refuse_flag(c, top, "sparse_gradients",
-              "true is not supported by zerotrain (sparse CSR embedding gradients); remove it or set false");
-  read_gradient_clipping(c, top);
-  g.wall_clock_breakdown = top.get_bool("wall_clock_breakdown", false);
-  g.memory_breakdown = top.get_bool("memory_breakdown", false);
-  refuse_flag(c, top, "graph_harvesting", "true is not supported by zerotrain (CUDA graph capture); remove it or set false");
-  g.dataloader_drop_last = top.get_bool("dataloader_drop_last", false);
-  g.zero_allow_untested_optimizer = top.get_bool("zero_allow_untested_optimizer", false);
-  g.zero_force_ds_cpu_optimizer = top.get_bool("zero_force_ds_cpu_optimizer", true);
-  top.get_bool("use_data_before_expert_parallelism", false);
-  read_log_level(c, top);
-  read_vocabulary_size(c, top);
-  read_parallel_sizes(c, top);
+#define ZT_TOP_KEY(name, type, def, read, refused, ...)            \
+  g.name = read_top(c, top, #name, decltype(g.name)(def), read); \
+  refuse_if_on(c, #name, g.name, refused);
+#define ZT_TOP_UNLISTED(handler) handler(c, top);
+#include "zerotrain/config/top_keys.h"
 }
 
 namespace {
@@ -186,6 +189,9 @@ void cap_batch_keys(Ctx& c, Section& top, const Triad& t) {
     if (*v && (**v > kMaxBatch || **v < -kMaxBatch)) c.fail(top.key_path(l->key), *l->value, "an integer below 2^40");
   }
 }
+
+// DeepSpeed's gradient_accumulation_steps when only one of the other two batch keys is given.
+constexpr int64_t kDefaultAccumulationSteps = 1;
 
 int64_t checked_mul(Ctx& c, int64_t a, int64_t b) {
   int64_t r = 0;
@@ -214,13 +220,13 @@ void derive_missing(Ctx& c, Section& top, Triad& t, int64_t W, const std::string
     t.tbs = checked_mul(c, checked_mul(c, *t.mbs, *t.gas), W);
     t.nt = "= train_micro_batch_size_per_gpu * gradient_accumulation_steps * " + ws;
   } else if (t.tbs) {
-    t.gas = ds_defaults::kGradientAccumulationSteps;
+    t.gas = kDefaultAccumulationSteps;
     t.mbs = *t.tbs / W;
     t.ng = "= 1 (only train_batch_size given)";
     t.nm = "= train_batch_size / " + ws;
   } else if (t.mbs) {
     t.tbs = checked_mul(c, *t.mbs, W);
-    t.gas = ds_defaults::kGradientAccumulationSteps;
+    t.gas = kDefaultAccumulationSteps;
     t.nt = "= train_micro_batch_size_per_gpu * " + ws;
     t.ng = "= 1 (only train_micro_batch_size_per_gpu given)";
   } else {

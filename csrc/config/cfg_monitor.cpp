@@ -31,45 +31,63 @@ const Json* section_value(Ctx& c, Section& top, const char* key) {
   return l.value;
 }
 
+// The reading rules of monitor_keys.h beyond config_reader.h's.
+enum class StringRule { kString, kNullableString };
+constexpr StringRule kString = StringRule::kString, kNullableString = StringRule::kNullableString;
+
+template <typename T>
+T read_monitor_key(Section& s, const char* key, T def, Rule rule) {
+  return read_key(s, key, def, rule);
+}
+std::string read_monitor_key(Section& s, const char* key, const std::string& def, StringRule rule) {
+  return get_string(s, key, def, rule == StringRule::kNullableString);
+}
+
 void read_writer_monitor(Ctx& c, Section& top, const char* key, MonitorConfig& out) {
   const Json* v = section_value(c, top, key);
   if (!v) return;
   Section s(c, v, key, Section::Kind::kStrict);
-  out.enabled = s.get_bool("enabled", false);
-  out.output_path = get_string(s, "output_path", "", false);
-  out.job_name = get_string(s, "job_name", "DeepSpeedJobName", false);
+#define ZT_MONITOR_KEY(sec, name, type, def, read, ...) ZT_MONITOR_READ_##sec(name, type, def, read)
+#define ZT_MONITOR_READ_FILE(name, type, def, read) out.name = read_monitor_key(s, #name, type(def), read);
+#define ZT_MONITOR_READ_WANDB(...)
+#define ZT_MONITOR_READ_COMET(...)
+#include "zerotrain/config/monitor_keys.h"
+#undef ZT_MONITOR_READ_FILE
+#undef ZT_MONITOR_READ_WANDB
+#undef ZT_MONITOR_READ_COMET
   s.finish();
   c.cfg.resolved[key] = s.out();
 }
 
-void read_wandb(Ctx& c, Section& top) {
-  const Json* v = section_value(c, top, "wandb");
-  if (!v) return;
-  Section s(c, v, "wandb", Section::Kind::kStrict);
-  s.get_bool("enabled", false);
-  get_string(s, "group", "", true);
-  get_string(s, "team", "", true);
-  get_string(s, "project", "deepspeed", false);
-  s.finish();
-  c.cfg.resolved["wandb"] = s.out();
-}
-
-void read_comet(Ctx& c, Section& top) {
-  const Json* v = section_value(c, top, "comet");
-  if (!v) return;
-  Section s(c, v, "comet", Section::Kind::kStrict);
-  s.get_bool("enabled", false);
-  s.get_int("samples_log_interval", 100);
-  for (const char* k : {"project", "workspace", "api_key", "experiment_name", "experiment_key", "mode"})
-    get_string(s, k, "", true);
-  Section::Lookup online = s.take("online");  // Optional[bool]
+// comet.online (monitor_keys.h ZT_MONITOR_SPECIAL): Optional[bool], null when absent.
+void read_comet_online(Ctx& c, Section& s) {
+  Section::Lookup online = s.take("online");
   if (online.present() && !online.value->is_null()) {
     s.put_lookup("online", to_bool(c, s.key_path("online"), *online.value), online);
   } else {
     s.put_lookup("online", nullptr, online);
   }
+}
+
+// wandb or comet: accepted and resolved, never used (no network service is contacted).
+void read_network_monitor(Ctx& c, Section& top, const char* key) {
+  const Json* v = section_value(c, top, key);
+  if (!v) return;
+  const bool comet = std::string(key) == "comet";
+  Section s(c, v, key, Section::Kind::kStrict);
+#define ZT_MONITOR_KEY(sec, name, type, def, read, ...) ZT_MONITOR_READ_##sec(name, type, def, read)
+#define ZT_MONITOR_READ_WANDB(name, type, def, read) \
+  if (!comet) read_monitor_key(s, #name, type(def), read);
+#define ZT_MONITOR_READ_COMET(name, type, def, read) \
+  if (comet) read_monitor_key(s, #name, type(def), read);
+#define ZT_MONITOR_READ_FILE(...)
+#include "zerotrain/config/monitor_keys.h"
+#undef ZT_MONITOR_READ_FILE
+#undef ZT_MONITOR_READ_WANDB
+#undef ZT_MONITOR_READ_COMET
+  if (comet) read_comet_online(c, s);
   s.finish();
-  c.cfg.resolved["comet"] = s.out();
+  c.cfg.resolved[key] = s.out();
 }
 
 }  // namespace
@@ -77,8 +95,8 @@ void read_comet(Ctx& c, Section& top) {
 void read_monitors(Ctx& c, Section& top) {
   read_writer_monitor(c, top, "tensorboard", c.cfg.tensorboard);
   read_writer_monitor(c, top, "csv_monitor", c.cfg.csv_monitor);
-  read_wandb(c, top);
-  read_comet(c, top);
+  read_network_monitor(c, top, "wandb");
+  read_network_monitor(c, top, "comet");
 }
 
 }  // namespace zt::cfg

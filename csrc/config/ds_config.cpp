@@ -22,15 +22,6 @@ const char* config_source_name(ConfigSource s) {
 
 namespace {
 
-// Top-level keys DeepSpeed knows that no section reader consumes: read here so that they are in
-// the resolved document (key_table.cpp classes them "not used").
-void read_unused_top_level(cfg::Section& top) {
-  top.get_bool("fp32_allreduce", false);
-  top.get_bool("zero_allow_comm_data_type_fp32", false);
-  cfg::Section::Lookup l = top.take("train_micro_batch_size");
-  top.put_lookup("train_micro_batch_size", l.present() ? *l.value : Json(nullptr), l);
-}
-
 void explain_walk(const DsConfig& cfg, const Json& v, const std::string& path, std::ostringstream& os) {
   if (v.is_object() && !v.empty() && path.find('[') == std::string::npos) {
     bool leaf_section = cfg.provenance.count(path) && !v.empty() && path.find('.') == std::string::npos &&
@@ -85,7 +76,6 @@ DsConfig resolve_document(const Json& doc, const std::string& source, const Conf
   top.accept("train_micro_batch_size_per_gpu");
   top.accept("gradient_accumulation_steps");
   cfg::read_top_level_scalars(c, top);
-  read_unused_top_level(top);
   cfg::read_zero(c, top);
   cfg::read_precision(c, top);
   cfg::read_optimizer(c, top);

@@ -46,44 +46,21 @@ const char* const kCommsLogger = R"({"comms_logger":{"enabled":true,"prof_all":f
 const char* const kNoMoE = "zerotrain has no expert parallelism";
 const char* const kNoHooks = "zerotrain has no PyTorch modules or hooks to configure";
 
-std::vector<KeyEntry> build_top_level() {
-  return {
-      impl("train_batch_size", "global batch: micro-batch x accumulation x world size", "16", "L"),
-      impl("train_micro_batch_size_per_gpu", "samples per rank per micro-step", "4", "LM"),
-      impl("gradient_accumulation_steps", "micro-steps per optimizer step", "2", "L"),
-      rejected("managed_gradient_accumulation", "zerotrain owns the training loop; there is no user-driven step", "false"),
-      impl("steps_per_print", "steps between progress lines (unless --log-every)", "100", "O"),
-      unused("dump_state", "zerotrain always prints its run header; the plan is `zerotrain explain`", "true"),
-      unused("disable_allgather", "stages 1-2 always all-gather the updated parameters", "true"),
-      impl("communication_data_type", "dtype of gradient reductions on the wire", "\"bf16\"", "LC"),
-      unused("seq_parallel_communication_data_type", "zerotrain has no sequence parallelism", "\"bf16\""),
-      impl("prescale_gradients", "stages 0-1: divide by gradient_predivide_factor before the reduction", "true", "L",
-           R"({"zero_optimization":{"stage":1},"gradient_predivide_factor":3.0})"),
-      impl("gradient_predivide_factor", "stages 0-1: split of the 1/world-size averaging around the reduction", "3.0",
-           "L", kStage1),
-      rejected("gradient_allreduce_op", "\"sum\" is not implemented: gradients are always averaged", "\"sum\""),
-      rejected("sparse_gradients", "no sparse (CSR) embedding gradients", "true"),
-      impl("gradient_clipping", "max global L2 norm of the gradients", "0.01", "L"),
-      impl("wall_clock_breakdown", "per-step fwd/bwd/optim and comm busy/exposed times", "true", "O"),
-      impl("memory_breakdown", "prints the memory report at start-up and at the end", "true", "O"),
-      rejected("graph_harvesting", "no CUDA graph capture", "true"),
-      unused("dataloader_drop_last", "zerotrain's data sources always yield whole micro-batches", "true"),
-      unused("zero_allow_untested_optimizer",
-             "every zerotrain optimizer (Adam, AdamW, SGD, Lion, Adagrad, LAMB) is tested with every ZeRO stage", "true"),
-      unused("zero_force_ds_cpu_optimizer", "with offload zerotrain always runs its own CPU optimizer", "false"),
-      unused("use_data_before_expert_parallelism", kNoMoE, "true"),
-      unused("log_level", "zerotrain's log has one level; warnings and errors always print", "\"debug\""),
-      unused("vocabulary_size", "the model file's vocab_size sizes the embedding", "64"),
-      unused("fp32_allreduce", "use communication_data_type to choose the reduction dtype", "true"),
-      unused("zero_allow_comm_data_type_fp32", "fp32 reductions are always allowed", "true"),
-      unused("train_micro_batch_size", "not a DeepSpeed batch key; use train_micro_batch_size_per_gpu", "4"),
-  };
-}
-
 KeyEntry row(KeyUse use, std::string path, std::string why, std::string probe, std::string effects,
              std::string context, std::string alias, bool input_only, std::string input_default) {
   return {std::move(path), use, std::move(why), std::move(probe), std::move(effects), std::move(context),
           std::move(alias), input_only, std::move(input_default)};
+}
+
+// The top-level scalars' rows, from their declaration (config/top_keys.h).
+std::vector<KeyEntry> build_top_level() {
+  std::vector<KeyEntry> t;
+#define ZT_TOP_KEY(name, type, def, read, refused, use, why, probe, effects, context) \
+  t.push_back(row(KeyUse::use, #name, why, probe, effects, context, "", false, ""));
+#define ZT_TOP_SPECIAL(path, use, why, probe, effects, context) \
+  t.push_back(row(KeyUse::use, path, why, probe, effects, context, "", false, ""));
+#include "zerotrain/config/top_keys.h"
+  return t;
 }
 
 // fp16 / bf16 / data_types / torch_autocast rows, from their declaration (config/precision_keys.h).
@@ -219,20 +196,34 @@ std::vector<KeyEntry> build_monitors_and_features() {
   const std::pair<std::string, const char*> kFileMonitors[] = {
       {"tensorboard", "rank 0 writes each step's loss, lr, loss scale (and breakdown) as TensorBoard events"},
       {"csv_monitor", "rank 0 writes each step's loss, lr, loss scale (and breakdown), one CSV file per event"}};
+  const char* const kNoNetwork = "no network service is contacted; the same numbers are in the --metrics JSONL, "
+                                 "csv_monitor and tensorboard";
   for (const auto& [m, what] : kFileMonitors) {
     const std::string on = "{\"" + m + "\":{\"enabled\":true}}";
-    t.push_back(impl(m + ".enabled", what, "true", "O"));
-    t.push_back(impl(m + ".output_path", "directory above job_name (\"\": the working directory)", "\"mon\"", "O", on));
-    t.push_back(impl(m + ".job_name", "directory the files go in", "\"job2\"", "O", on));
+#define ZT_MONITOR_KEY(sec, name, type, def, read, use, why, probe, effects, context) \
+  ZT_MONITOR_ROW_##sec(KeyUse::use, #name, why, probe, effects, context)
+#define ZT_MONITOR_ROW_FILE(use, name, why, probe, effects, context) \
+  t.push_back(row(use, m + "." + name, why, probe, effects, context, "", false, ""));
+#define ZT_MONITOR_ROW_WANDB(...)
+#define ZT_MONITOR_ROW_COMET(...)
+#include "zerotrain/config/monitor_keys.h"
+#undef ZT_MONITOR_ROW_FILE
+#undef ZT_MONITOR_ROW_WANDB
+#undef ZT_MONITOR_ROW_COMET
   }
-  const char* const no_net = "no network service is contacted; the same numbers are in the --metrics JSONL, "
-                             "csv_monitor and tensorboard";
-  const std::pair<const char*, const char*> kNetworkMonitorKeys[] = {
-      {"wandb.enabled", "true"}, {"wandb.group", "\"g\""}, {"wandb.team", "\"t\""}, {"wandb.project", "\"p\""},
-      {"comet.enabled", "true"}, {"comet.samples_log_interval", "10"}, {"comet.project", "\"p\""},
-      {"comet.workspace", "\"w\""}, {"comet.api_key", "\"k\""}, {"comet.experiment_name", "\"e\""},
-      {"comet.experiment_key", "\"k\""}, {"comet.online", "false"}, {"comet.mode", "\"get\""}};
-  for (const auto& [key, probe] : kNetworkMonitorKeys) t.push_back(unused(key, no_net, probe));
+  const std::string WANDB = "wandb.", COMET = "comet.";
+#define ZT_MONITOR_KEY(sec, name, type, def, read, use, why, probe, effects, context) \
+  ZT_MONITOR_ROW_##sec(KeyUse::use, sec + #name, why, probe, effects, context)
+#define ZT_MONITOR_SPECIAL(sec, name, use, why, probe, effects, context) \
+  ZT_MONITOR_ROW_##sec(KeyUse::use, sec + #name, why, probe, effects, context)
+#define ZT_MONITOR_ROW_FILE(...)
+#define ZT_MONITOR_ROW_WANDB(use, path, why, probe, effects, context) \
+  t.push_back(row(use, path, why, probe, effects, context, "", false, ""));
+#define ZT_MONITOR_ROW_COMET ZT_MONITOR_ROW_WANDB
+#include "zerotrain/config/monitor_keys.h"
+#undef ZT_MONITOR_ROW_FILE
+#undef ZT_MONITOR_ROW_WANDB
+#undef ZT_MONITOR_ROW_COMET
   for (const char* k : {"aio", "timers", "pipeline"}) {
     t.push_back(unused(k, std::string("DeepSpeed's ") + k + " settings have no counterpart in zerotrain", R"({"x":1})"));
   }

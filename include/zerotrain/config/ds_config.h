@@ -25,9 +25,9 @@
 #include <string>
 #include <vector>
 
-#include "zerotrain/config/ds_defaults.h"
 #include "zerotrain/config/hjson.h"
 #include "zerotrain/core/dtype.h"
+#include "zerotrain/optim/hparam_defaults.h"
 #include "zerotrain/optim/optimizer_hparams.h"
 
 namespace zt {
@@ -192,12 +192,17 @@ struct CommsLoggerConfig {
   std::vector<std::string> prof_ops;   // op names ("all_reduce", "reduce_scatter", "all_gather", ...)
 };
 
-// tensorboard / csv_monitor (DeepSpeed's monitor sections): rank 0 writes
-// output_path/job_name/ (output_path "" -> job_name relative to the working directory).
+// tensorboard / csv_monitor (DeepSpeed's monitor sections): the FILE entries of
+// config/monitor_keys.h. Rank 0 writes output_path/job_name/.
 struct MonitorConfig {
-  bool enabled = false;
-  std::string output_path;                    // DeepSpeed's default ""
-  std::string job_name = "DeepSpeedJobName";  // DeepSpeed's default
+#define ZT_MONITOR_KEY(sec, name, type, def, ...) ZT_MONITOR_FIELD_##sec(name, type, def)
+#define ZT_MONITOR_FIELD_FILE(name, type, def) type name = def;
+#define ZT_MONITOR_FIELD_WANDB(...)
+#define ZT_MONITOR_FIELD_COMET(...)
+#include "zerotrain/config/monitor_keys.h"
+#undef ZT_MONITOR_FIELD_FILE
+#undef ZT_MONITOR_FIELD_WANDB
+#undef ZT_MONITOR_FIELD_COMET
 };
 
 struct DsConfig {
@@ -207,24 +212,12 @@ struct DsConfig {
   int64_t train_batch_size = 0;
   int64_t train_micro_batch_size_per_gpu = 0;
   int64_t gradient_accumulation_steps = 0;
-  bool managed_gradient_accumulation = ds_defaults::kManagedGradientAccumulation;
-  std::optional<int64_t> steps_per_print;  // nullopt or 0: no periodic progress line
-  double gradient_clipping = ds_defaults::kGradientClipping;  // max global L2 norm; > 0 enables clipping
-  bool prescale_gradients = ds_defaults::kPrescaleGradients;
-  double gradient_predivide_factor = ds_defaults::kGradientPredivideFactor;
-  std::string gradient_allreduce_op = ds_defaults::kGradientAllreduceOp;  // "mean" | "sum"
-  std::optional<DType> communication_data_type;     // nullopt: the compute dtype
-  bool wall_clock_breakdown = false;  // per-step stream-timed breakdown (docs/observability.md)
   CommsLoggerConfig comms_logger;
   MonitorConfig tensorboard;  // events.out.tfevents.* (docs/observability.md)
   MonitorConfig csv_monitor;  // one <tag>.csv per metric
-  bool memory_breakdown = false;
-  bool dump_state = false;
-  bool disable_allgather = false;
-  bool dataloader_drop_last = false;
-  bool zero_allow_untested_optimizer = false;
-  bool zero_force_ds_cpu_optimizer = true;
-  std::optional<int64_t> vocabulary_size;
+  // The other top-level scalars: the ZT_TOP_KEY entries of config/top_keys.h, `type name = default;`.
+#define ZT_TOP_KEY(name, type, def, ...) type name = def;
+#include "zerotrain/config/top_keys.h"
   Fp16Config fp16;
   Bf16Config bf16;
   ZeroConfig zero;
