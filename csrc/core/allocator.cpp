@@ -20,7 +20,7 @@ const char* mem_category_name(MemCategory c) {
   static const char* kNames[kNumMemCategories] = {"params", "grads", "master", "optimizer_moments",
                                                    "buckets", "gather", "activations", "workspace",
                                                    "pinned_host", "communicator",
-                                                   "host_master", "host_moments", "host_params", "host_staging",
+                                                   "host_master", "host_moments", "host_grads", "host_params", "host_staging",
                                                    "host_activations"};
   int i = static_cast<int>(c);
   return i >= 0 && i < kNumMemCategories ? kNames[i] : "?";

@@ -15,7 +15,12 @@ ModelStates::ModelStates(const EngineContext& cx) {
                ? FlatBuffer::host(cx.dev, plan.compute, plan.numel_in(plan.flow.params), MemCategory::HostParams,
                                   o.offload.param_pin_memory)
                : FlatBuffer(cx.dev, plan.compute, plan.numel_in(plan.flow.params), MemCategory::Params);
-  grads = FlatBuffer(cx.dev, plan.grad_dtype, plan.numel_in(plan.flow.grads), MemCategory::Grads);
+  // With host_grads, stages 2-3 keep no device accumulator (the reduced slices go to host_grads);
+  // stage 1 keeps its unpartitioned buffer, which backward writes.
+  if (!plan.host_grads || plan.flow.grads == Layout::Full)
+    grads = FlatBuffer(cx.dev, plan.grad_dtype, plan.numel_in(plan.flow.grads), MemCategory::Grads);
+  if (plan.host_grads)
+    host_grads = FlatBuffer::host(cx.dev, plan.grad_dtype, plan.shard_numel, MemCategory::HostGrads, o.offload.pin_memory);
   if (plan.staged_grads)
     for (const ParamSpec& p : cx.model.params()) staged.emplace_back(cx.dev, plan.compute, p.numel, MemCategory::Grads);
   const int64_t n = plan.numel_in(plan.flow.optimizer);
@@ -52,9 +57,9 @@ ZeroEngine::Impl::Impl(ZeroEngine& o, Model& m, Device& d, Stream& c, Communicat
     : timer(d, c, k, o.plan_),
       cx{o.plan_, o.opt_, m, d, c, k, k.rank(), k.world_size(), d.create_event(), &timer},
       states(cx),
-      grad_sync(cx, states),
-      param_sync(make_param_sync(cx, states)),
       host_optimizer(o.opt_.offload.optimizer ? std::make_unique<HostOptimizer>(cx, states) : nullptr),
+      grad_sync(cx, states, o.plan_.host_grads ? host_optimizer.get() : nullptr),
+      param_sync(make_param_sync(cx, states)),
       lamb(o.opt_.optimizer.needs_param_norms() ? std::make_unique<LambNorms>(cx, states) : nullptr),
       exchange(cx),
       sched(std::move(s)),

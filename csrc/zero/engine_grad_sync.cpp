@@ -4,6 +4,9 @@
 //   stage 1:    reduce-scatter it; the sum lands in this rank's slice of the full buffer (boundary)
 //   stages 2-3: reduce-scatter the bucket's ring region every micro-step; the owned slice is added
 //               into the shard accumulator on the comm stream, then the region is free again.
+// offload_optimizer (plan.host_grads): the reduced slice is not accumulated on the device; the
+// Offload op right after the Reduce takes it down into the host gradient shard
+// (HostOptimizer::grads_down), and the region or slot it lives in is free once the copy is done.
 // Ring (stages 2-3): one arena, bucket b at plan.ring_offset[b]; bucket b's `free` event is
 // recorded on the comm stream after its accumulate, and opening b waits on the events of every
 // bucket whose region overlaps b's (plan.ring_overlaps[b]) before zeroing it.
@@ -13,7 +16,8 @@
 
 namespace zt {
 
-GradSync::GradSync(EngineContext& cx, ModelStates& st) : cx_(cx), st_(st) {
+GradSync::GradSync(EngineContext& cx, ModelStates& st, HostOptimizer* offload)
+    : cx_(cx), st_(st), offload_(offload) {
   const ZeroPlan& plan = cx.plan;
   if (plan.ring_elems > 0) {
     ring_ = FlatBuffer(cx.dev, plan.compute, plan.ring_elems, MemCategory::Buckets);
@@ -44,7 +48,7 @@ void GradSync::open(int b) {
   if (ring_free_.empty()) return;  // stages 0-1: gradients accumulate in place
   // Every earlier user of these bytes was a bucket in ring_overlaps[b]; its last reduction has
   // consumed them once its free event completed (never recorded yet: nothing to wait for).
-  for (int j : cx_.plan.ring_overlaps[b]) cx_.compute_waits(*ring_free_[j]);
+  for (int j : cx_.plan.ring_overlaps[b]) cx_.compute_waits(*ring_free_[j], offload_ ? Lane::Copy : Lane::Comm);
   const TensorView bucket = ring_region(b);
   zero_view(cx_.dev, bucket, cx_.compute);
   if (cx_.plan.staged_grads) return;
@@ -84,9 +88,10 @@ TensorView GradSync::cast_to_wire(const TensorView& src, Slot*& ws) {
   return on_wire;
 }
 
-// Issues the collective and lands the result where the optimizer reads it (plan.flow.grads
-// layout): in place, cast back from the wire slot, or accumulated into the shard accumulator.
-Event* GradSync::issue(int b, const TensorView& src, const TensorView& on_wire, bool first_micro) {
+// Issues the collective and lands the result in plan.flow.grads layout: in place, cast back from
+// the wire slot, or accumulated into the shard accumulator (which host_grads replaces: there the
+// rank's reduced slice stays where the collective left it). Returns the rank's reduced slice.
+TensorView GradSync::issue(int b, const TensorView& src, const TensorView& on_wire, bool first_micro) {
   const ZeroPlan& plan = cx_.plan;
   const std::string label = CollectiveLabel{CollectiveLabel::Kind::Grads, b}.to_string();
   TensorView reduced = on_wire;
@@ -96,12 +101,25 @@ Event* GradSync::issue(int b, const TensorView& src, const TensorView& on_wire, 
     reduced = rank_slice(on_wire, cx_.rank, cx_.world);
     reduce_scatter_view(cx_.comm, on_wire, reduced, label);
   }
+  if (plan.host_grads && plan.flow.grads == Layout::Shard) return reduced;
   const TensorView dest = plan.flow.all_reduce_grads ? src : st_.grads.view(plan.slice(b, cx_.rank, plan.flow.grads));
   if (plan.flow.reduce_every_micro_step)
     zero_ops::accumulate(cx_.comm.stream(), dest, reduced, 1.0f, first_micro);  // overwrite on the first micro-step
   else if (reduced.data != dest.data)
     ops::cast(cx_.comm.stream(), dest, reduced);
-  return plan.flow.grads == Layout::Full ? reduce_done_[b].get() : ring_free_[b].get();
+  return dest;
+}
+
+Event& GradSync::consumed(int b) { return cx_.plan.flow.grads == Layout::Full ? *reduce_done_[b] : *ring_free_[b]; }
+
+// Bucket b's reduction has been consumed once `s` reaches this point: its wire slot and region are
+// free again, and without overlap_comm compute waits for that at once.
+void GradSync::consumed_on(Stream& s, int b, Slot* ws, int handoff) {
+  if (ws) ws->free->record(s);
+  Event& done = consumed(b);
+  done.record(s);
+  last_ = &done;
+  cx_.compute_waits_unless_overlap(done, handoff);
 }
 
 // Bucket b's gradients are complete and stay where they are until the boundary (stages 0-1
@@ -116,17 +134,32 @@ void GradSync::reduce(int b, bool first_micro) {
   Slot* ws = nullptr;
   const TensorView on_wire = cast_to_wire(src, ws);
   const int handoff = cx_.comm_waits_for_compute();
-  Event* done = nullptr;
-  cx_.comm_work([&] { done = issue(b, src, on_wire, first_micro); });
-  if (ws) ws->free->record(cx_.comm.stream());
-  done->record(cx_.comm.stream());
-  last_ = done;
-  cx_.compute_waits_unless_overlap(*done, handoff);
+  TensorView reduced;
+  cx_.comm_work([&] { reduced = issue(b, src, on_wire, first_micro); });
+  if (offload_) {
+    pending_ = {b, reduced, ws, handoff};
+    return;
+  }
+  consumed_on(cx_.comm.stream(), b, ws, handoff);
 }
 
-// finish_grad_sync: the comm stream completes in issue order, so the last event covers all.
+// The Offload op: the reduction the Reduce op just issued goes down into the host shard. Stage 1
+// reduces once per step (the last micro-step), so its slice overwrites; stages 2-3 add from the
+// second micro-step on.
+void GradSync::offload(int b, bool first_micro) {
+  ZT_CHECK(offload_ != nullptr && pending_.bucket == b,
+           "step program: 'offload b" + std::to_string(b) + "' does not follow its reduce");
+  const bool overwrite = first_micro || !cx_.plan.flow.reduce_every_micro_step;
+  Stream& copy = offload_->grads_down(b, pending_.reduced, overwrite);
+  consumed_on(copy, b, pending_.wire, pending_.handoff);
+  pending_ = {};
+}
+
+// finish_grad_sync: the comm stream (or, with host_grads, the copy stream) completes in issue
+// order, so the last event covers all; with host_grads the host shard is then made final.
 void GradSync::finish() {
-  if (last_) cx_.compute_waits(*last_);
+  if (last_) cx_.compute_waits(*last_, offload_ ? Lane::Copy : Lane::Comm);
+  if (offload_) offload_->grads_landed();
 }
 
 void GradSync::reset_after_step() {

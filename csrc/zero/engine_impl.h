@@ -68,21 +68,30 @@ struct EngineContext {
 struct ModelStates {
   explicit ModelStates(const EngineContext& cx);
   FlatBuffer params;                // compute dtype, plan.flow.params layout
-  FlatBuffer grads;                 // plan.grad_dtype, plan.flow.grads layout (stages 2-3: the shard accumulator)
+  FlatBuffer grads;                 // plan.grad_dtype, plan.flow.grads layout (stages 2-3: the shard
+                                    // accumulator; empty when plan.host_grads)
+  FlatBuffer host_grads;            // plan.host_grads: host, plan.grad_dtype, Layout::Shard (HostGrads)
   std::vector<FlatBuffer> staged;   // plan.staged_grads: per parameter, compute dtype, written by backward
   FlatBuffer master;                // opt.master_dtype, plan.flow.optimizer layout
   FlatBuffer exp_avg, exp_avg_sq;   // opt.moments_dtype, OptimizerHparams::moment_names() order:
                                     // exp_avg is SGD's momentum and Adagrad's sum of squares
+  // The accumulated gradients the optimizer, the norms and the overflow check read, in
+  // plan.optimizer_grads() layout.
+  const FlatBuffer& optimizer_grads() const { return host_grads ? host_grads : grads; }
 };
 void fill_state(const EngineContext& cx, FlatBuffer& buf, float value);
 
+class HostOptimizer;
+
 class GradSync {
  public:
-  GradSync(EngineContext& cx, ModelStates& st);
+  // offload: plan.host_grads only (the reduced slices go down through it), else nullptr.
+  GradSync(EngineContext& cx, ModelStates& st, HostOptimizer* offload);
   void bind_grads();                                    // where backward writes (stages 0-1 / staged)
   void open(int b);                                     // stages 2-3: bucket b's ring region is zeroed
   void close(int b);                                    // bucket b's grads are complete (staged ones added)
   void reduce(int b, bool first_micro);                 // close(b), then its reduction is issued
+  void offload(int b, bool first_micro);                // plan.host_grads: b's reduced slice goes down
   void finish();                                        // compute waits for every reduction issued
   void reset_after_step();                              // zero the full grads (stages 0-1)
   // For a graph signature (step_graph.h): the buffers start() launches on, the next wire slot.
@@ -97,7 +106,9 @@ class GradSync {
   TensorView ring_region(int b) const;  // bucket b's region of the ring arena
   TensorView gather_into_reduced(int b);
   TensorView cast_to_wire(const TensorView& src, Slot*& ws);
-  Event* issue(int b, const TensorView& src, const TensorView& on_wire, bool first_micro);
+  TensorView issue(int b, const TensorView& src, const TensorView& on_wire, bool first_micro);
+  Event& consumed(int b);  // recorded once bucket b's reduced bytes may be reused
+  void consumed_on(Stream& s, int b, Slot* ws, int handoff);
 
   EngineContext& cx_;
   ModelStates& st_;
@@ -106,7 +117,15 @@ class GradSync {
   std::vector<Slot> wire_;   // wire dtype slots, double buffered, reused only after `free`
   int wire_next_ = 0;
   std::vector<std::unique_ptr<Event>> reduce_done_;  // stages 0-1: per bucket
-  Event* last_ = nullptr;    // covers every reduction issued (the comm stream completes in order)
+  Event* last_ = nullptr;    // covers every reduction issued (its stream completes in order)
+  HostOptimizer* offload_;
+  // plan.host_grads: the reduction the next Offload op takes down (Reduce -> Offload, adjacent ops).
+  struct Pending {
+    int bucket = -1;
+    TensorView reduced;        // the rank's reduced slice, where the reduction left it
+    Slot* wire = nullptr;      // the wire slot it lives in (when the wire dtype differs)
+    int handoff = -1;          // the Reduce op's hand-off anchor
+  } pending_;
 };
 
 // Make every rank's parameters usable again after the owned ranges were updated. The step
@@ -136,6 +155,9 @@ class StepExchange {
   explicit StepExchange(EngineContext& cx);
   TensorView loss_slot() const;                     // the mean loss accumulates here
   void squared_norm(int b, const TensorView& grads);  // empty view: 0
+  // host_grads: every bucket's squared norm computed here, on host views (the same kernel as the
+  // CPU backend's), then copied into the device slots on the compute stream.
+  void squared_norms_on_host(const std::vector<TensorView>& grads);
   struct Totals { double squared_norm = 0, loss = 0; };
   Totals exchange();                                // blocks; same sums, same order, on every rank
 
@@ -192,22 +214,34 @@ class LambNorms {
   std::unique_ptr<Event> ready_, host_ready_;
 };
 
-// ZeRO-Offload's update_owned_shard (engine_offload.cpp): master + moments in host memory,
-// grads down and params up per chunk on a copy stream, the CPU optimizer in between.
+// ZeRO-Offload (engine_offload.cpp, engine_grad_offload.cpp): master + moments (and the gradient
+// shard) in host memory. During backward each bucket's reduced slice goes down on the copy
+// stream and a host lane adds it into ModelStates::host_grads; at the boundary the CPU optimizer
+// reads that shard and the params go up per chunk on the copy stream.
 class HostOptimizer {
  public:
   HostOptimizer(EngineContext& cx, ModelStates& st);
-  ~HostOptimizer();
+  ~HostOptimizer();  // drains the copy stream and the host lane
+  // Bucket b's reduced slice `reduced` (device; plan.reduced_dtype(), plan.bucket(b).slice
+  // elements), complete once the comm stream reaches this point, is copied into a staging slot
+  // and added (overwrite: copied) into host_grads' slice of b. Returns the copy stream: an event
+  // recorded on it after this call marks `reduced`'s bytes as free again.
+  Stream& grads_down(int b, const TensorView& reduced, bool overwrite);
+  void grads_landed();  // the host waits for every accumulation issued: host_grads is final
   void update(const OptimizerStep& step, LambNorms* lamb);  // lamb: LAMB only
   void upload_params_from_master();
   const OffloadStats& stats() const { return stats_; }
 
  private:
   struct Slot {
-    FlatBuffer grads, params;          // host staging (HostStaging), one chunk each
-    std::unique_ptr<Event> d2h, h2d;   // copy stream: grads arrived / params uploaded
+    FlatBuffer params;                 // host staging (HostStaging), one chunk
+    std::unique_ptr<Event> h2d;        // copy stream: params uploaded
   };
-  void download_grads(int i);
+  struct GradSlot {
+    FlatBuffer staged;                 // host staging (HostStaging): one bucket slice, plan.reduced_dtype()
+    std::unique_ptr<Event> copied;     // copy stream: the slice arrived
+    std::unique_ptr<Event> free;       // host lane: its accumulation has read it
+  };
   void upload_params(int i);
   // copy_view on the copy stream, bracketed by timing events when the step is timed.
   void timed_copy(const TensorView& dst, const TensorView& src, CopyKind kind);
@@ -223,8 +257,11 @@ class HostOptimizer {
   std::unique_ptr<cpu::HostThreadPool> pool_;  // the CPU optimizer's threads
   cpu::Isa isa_;
   std::vector<Slot> slots_;
+  std::vector<GradSlot> grad_slots_;  // reused round-robin, each after its `free`
+  int grad_next_ = 0;
   std::unique_ptr<Stream> copy_;
-  std::unique_ptr<Event> grads_final_, uploads_done_;
+  std::unique_ptr<Stream> host_lane_;  // host functions only: the accumulations, in issue order
+  std::unique_ptr<Event> reduced_, accumulated_, uploads_done_;
   std::vector<std::unique_ptr<Event>> brackets_;  // timing events (before, after) per copy; reused
   int brackets_used_ = 0;
   OffloadStats stats_;
@@ -271,9 +308,9 @@ struct ZeroEngine::Impl {
   StepTimer timer;                     // before cx, which points at it
   EngineContext cx;
   ModelStates states;
+  std::unique_ptr<HostOptimizer> host_optimizer;  // offload_optimizer only; before grad_sync, which uses it
   GradSync grad_sync;
   std::unique_ptr<ParamSync> param_sync;
-  std::unique_ptr<HostOptimizer> host_optimizer;  // offload_optimizer only
   std::unique_ptr<LambNorms> lamb;                // LAMB only
   StepExchange exchange;
   std::unique_ptr<LrSchedule> sched;

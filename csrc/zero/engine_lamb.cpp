@@ -79,20 +79,14 @@ void ZeroEngine::Impl::lamb_update(const OptimizerStep& step) {
                          states.exp_avg_sq.view(k.master), ratio[k.param], a, states.params.view(k.params));
 }
 
-// Offloaded: every chunk's gradients come down and update the moments, then the ratios, then
+// Offloaded: every chunk's host gradients update the moments, then the ratios, then
 // each chunk's pieces are applied into its params slot and uploaded.
 void HostOptimizer::update_lamb(const OptimizerStep& step, LambNorms& lamb) {
   const optim::LambParams& a = step.lamb_params;
-  grads_final_->record(cx_.compute);
-  copy_->wait(*grads_final_);
   const int n = static_cast<int>(chunks_.size());
-  if (n > 0) download_grads(0);
   for (int i = 0; i < n; ++i) {
-    if (i + 1 < n) download_grads(i + 1);
-    Slot& s = slots_[i % slots_.size()];
-    s.d2h->synchronize();
     const OptimizerChunk& c = chunks_[i];
-    cpu_ops::lamb_moments(st_.exp_avg.view(c.master), st_.exp_avg_sq.view(c.master), s.grads.view({0, c.grads.count}),
+    cpu_ops::lamb_moments(st_.exp_avg.view(c.master), st_.exp_avg_sq.view(c.master), st_.host_grads.view(c.grads),
                           step.grad_scale, a);
     ++stats_.chunks;
   }

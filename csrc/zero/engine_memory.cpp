@@ -18,11 +18,15 @@ OffloadSlots offload_slots(const ZeroPlan& plan, const EngineOptions& o, int ran
   OffloadSlots s;
   s.count = std::max(2, o.offload.buffer_count);
   for (const OptimizerChunk& c : optimizer_chunks(plan, rank, o.sub_group_size)) s.elems = std::max(s.elems, c.master.count);
+  if (plan.host_grads) {
+    s.grad_count = s.count;
+    s.grad_elems = plan.max_slice();
+  }
   return s;
 }
 
 int64_t OffloadSlots::bytes(const ZeroPlan& plan) const {
-  return count * (bytes_of(elems, plan.grad_dtype) + bytes_of(elems, plan.compute));
+  return count * bytes_of(elems, plan.compute) + grad_count * bytes_of(grad_elems, plan.reduced_dtype());
 }
 
 PlanOptions plan_options_of(const EngineOptions& o, int world) {
@@ -40,6 +44,7 @@ PlanOptions plan_options_of(const EngineOptions& o, int world) {
   p.wire = o.wire_dtype;
   p.contiguous_gradients = o.contiguous_gradients;
   p.param_norms = o.optimizer.needs_param_norms();
+  p.host_grads = o.offload.optimizer;
   return p;
 }
 
@@ -51,7 +56,7 @@ ZeroPlan plan_for_model(const Model& model, const EngineOptions& o, int world) {
 
 bool is_host_category(MemCategory c) {
   return c == MemCategory::PinnedHost || c == MemCategory::HostMaster || c == MemCategory::HostMoments ||
-         c == MemCategory::HostParams || c == MemCategory::HostStaging || c == MemCategory::HostActivations;
+         c == MemCategory::HostGrads || c == MemCategory::HostParams || c == MemCategory::HostStaging || c == MemCategory::HostActivations;
 }
 
 int64_t MemoryPrediction::device_total() const {
@@ -83,8 +88,11 @@ struct Prediction {
     const int64_t opt_numel = plan.numel_in(plan.flow.optimizer);
     const int64_t params = bytes_of(plan.numel_in(plan.flow.params), plan.compute);
     at(MemCategory::Params) = o.offload.params ? 0 : params;
-    at(MemCategory::Grads) = bytes_of(plan.numel_in(plan.flow.grads), plan.grad_dtype) +
+    // host_grads: the accumulated shard is host memory; stage 1 keeps its full backward buffer.
+    const bool device_accumulator = !plan.host_grads || plan.flow.grads == Layout::Full;
+    at(MemCategory::Grads) = (device_accumulator ? bytes_of(plan.numel_in(plan.flow.grads), plan.grad_dtype) : 0) +
                              (plan.staged_grads ? bytes_of(plan.numel, plan.compute) : 0);
+    at(MemCategory::HostGrads) = plan.host_grads ? bytes_of(plan.shard_numel, plan.grad_dtype) : 0;
     const int64_t master = bytes_of(opt_numel, o.master_dtype);
     const int64_t moments = bytes_of(opt_numel, o.moments_dtype) * o.optimizer.moment_count();
     const bool host = o.offload.optimizer;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "engine_impl.h"
+#include "zerotrain/kernels/cpu_ops.h"
 #include "zerotrain/kernels/ops.h"
 #include "zerotrain/zero/zero_ops.h"
 
@@ -57,6 +58,7 @@ void ZeroEngine::Impl::run_micro_op(const StepOp& op, bool first, float dloss) {
       return cx.model.backward_unit(op.unit, dloss);
     case OpKind::Close: return grad_sync.close(op.bucket);
     case OpKind::Reduce: return grad_sync.reduce(op.bucket, first);  // start_grad_sync
+    case OpKind::Offload: return grad_sync.offload(op.bucket, first);
     case OpKind::Release: return param_sync->release(op.bucket);
     default: throw std::logic_error(std::string("step program: '") + op_text(op) + "' inside a micro-step");
   }
@@ -79,6 +81,15 @@ void StepExchange::squared_norm(int b, const TensorView& grads) {
   double* out = local_.as<double>() + b;
   if (grads.numel() > 0) ops::squared_norm(cx_.compute, out, grads);
   else cx_.dev.memset_async(out, 0, sizeof(double), cx_.compute);
+}
+
+void StepExchange::squared_norms_on_host(const std::vector<TensorView>& grads) {
+  double* norms = host_.as<double>();  // free until exchange() copies the gathered slots into it
+  for (size_t b = 0; b < grads.size(); ++b) {
+    norms[b] = 0;
+    if (grads[b].numel() > 0) cpu_ops::squared_norm(norms + b, grads[b]);
+  }
+  cx_.dev.memcpy_async(local_.data(), norms, grads.size() * sizeof(double), CopyKind::HostToDevice, cx_.compute);
 }
 
 StepExchange::Totals StepExchange::exchange() {

@@ -1,10 +1,9 @@
-// engine_offload.cpp — update_owned_shard with ZeRO-Offload: the owned master weights and
-// moments live in host memory; per step, chunk by chunk (sub_group_size elements):
-//   copy stream: grads(i+1) device -> host staging      (overlaps the CPU update of chunk i)
-//   host:        CPU optimizer on chunk i -> compute-dtype params into host staging
+// engine_offload.cpp — update_owned_shard with ZeRO-Offload: the owned master weights, moments
+// and accumulated gradients (ModelStates::host_grads, filled during backward by grads_down,
+// engine_grad_offload.cpp) live in host memory; per step, chunk by chunk (sub_group_size elements):
+//   host:        CPU optimizer on chunk i (reading host_grads) -> compute-dtype params into host staging
 //   copy stream: params(i) host staging -> device         (overlaps the CPU update of chunk i+1)
-// Staging slots (offload_optimizer.buffer_count) are reused only after their events: a grads
-// slot after the CPU update that read it (host order), a params slot after its upload (h2d).
+// Params staging slots (offload_optimizer.buffer_count) are reused only after their upload (h2d).
 // The compute stream waits for the last upload before the parameter sync reads the params.
 #include <algorithm>
 
@@ -24,25 +23,23 @@ HostOptimizer::HostOptimizer(EngineContext& cx, ModelStates& st)
       isa_(cpu::active_isa()) {
   const OffloadSlots shape = offload_slots(cx.plan, cx.opt, cx.rank);
   const bool pinned = cx.opt.offload.pin_memory;
-  for (int k = 0; k < shape.count; ++k) {
-    slots_.push_back({FlatBuffer::host(cx.dev, cx.plan.grad_dtype, shape.elems, MemCategory::HostStaging, pinned),
-                      FlatBuffer::host(cx.dev, cx.plan.compute, shape.elems, MemCategory::HostStaging, pinned),
-                      cx.dev.create_event(), cx.dev.create_event()});
-  }
+  for (int k = 0; k < shape.count; ++k)
+    slots_.push_back({FlatBuffer::host(cx.dev, cx.plan.compute, shape.elems, MemCategory::HostStaging, pinned),
+                      cx.dev.create_event()});
+  for (int k = 0; k < shape.grad_count; ++k)
+    grad_slots_.push_back({FlatBuffer::host(cx.dev, cx.plan.reduced_dtype(), shape.grad_elems, MemCategory::HostStaging,
+                                            pinned),
+                           cx.dev.create_event(), cx.dev.create_event()});
   copy_ = cx.dev.create_stream("offload copy");
-  grads_final_ = cx.dev.create_event();
+  host_lane_ = cx.dev.create_stream("offload host");
+  reduced_ = cx.comm.create_event();
+  accumulated_ = cx.dev.create_event();
   uploads_done_ = cx.dev.create_event();
 }
 
-HostOptimizer::~HostOptimizer() { copy_->synchronize(); }
-
-void HostOptimizer::download_grads(int i) {
-  const OptimizerChunk& c = chunks_[i];
-  Slot& s = slots_[i % slots_.size()];
-  timed_copy(s.grads.view({0, c.grads.count}), st_.grads.view(c.grads), CopyKind::DeviceToHost);
-  s.d2h->record(*copy_);
-  ++stats_.d2h_copies;
-  stats_.d2h_bytes += static_cast<int64_t>(s.grads.view({0, c.grads.count}).nbytes());
+HostOptimizer::~HostOptimizer() {
+  copy_->synchronize();
+  host_lane_->synchronize();
 }
 
 void HostOptimizer::upload_params(int i) {
@@ -60,18 +57,14 @@ void HostOptimizer::update(const OptimizerStep& step, LambNorms* lamb) {
     ZT_CHECK(lamb != nullptr, "LAMB offload without its norms");
     return update_lamb(step, *lamb);
   }
-  grads_final_->record(cx_.compute);  // after finish_grad_sync: every reduction has landed
-  copy_->wait(*grads_final_);
+  // host_grads is final (finish_grad_sync ran grads_landed).
   const int n = static_cast<int>(chunks_.size());
-  if (n > 0) download_grads(0);
   for (int i = 0; i < n; ++i) {
-    if (i + 1 < n) download_grads(i + 1);  // its grads slot was read by chunk i+1-K's update, done
     Slot& s = slots_[i % slots_.size()];
-    s.d2h->synchronize();
     s.h2d->synchronize();  // the params slot's previous upload has finished
     const OptimizerChunk& c = chunks_[i];
     const TensorView out = params_in_place() ? st_.params.view(c.params) : s.params.view({0, c.params.count});
-    update_on_host(step, c, s.grads.view({0, c.grads.count}), out);
+    update_on_host(step, c, st_.host_grads.view(c.grads), out);
     ++stats_.chunks;
     upload_params(i);
   }
@@ -93,11 +86,11 @@ void HostOptimizer::timed_copy(const TensorView& dst, const TensorView& src, Cop
   }
 }
 
-// Timed steps only: waits for this step's last copy (the compute stream waits on it anyway),
-// then adds each copy's bracket to the step's copy_busy_ms.
+// Timed steps only: waits for the last copy bracketed so far (the compute stream waits on it
+// anyway), then adds each copy's bracket to the step's copy_busy_ms.
 void HostOptimizer::report_copy_busy() {
   if (brackets_used_ == 0) return;
-  uploads_done_->synchronize();
+  brackets_[brackets_used_ - 1]->synchronize();
   double ms = 0;
   for (int k = 0; k < brackets_used_; k += 2) ms += brackets_[k + 1]->elapsed_ms_since(*brackets_[k]);
   brackets_used_ = 0;

@@ -53,11 +53,12 @@ void ZeroEngine::Impl::run_boundary_op(const StepOp& op, StepVerdict& v) {
   }
 }
 
-// This rank's owned, real gradient elements per bucket (where the optimizer reads them).
+// This rank's owned, real gradient elements per bucket (where the optimizer reads them: device
+// memory, or the host shard with host_grads).
 std::vector<TensorView> ZeroEngine::Impl::owned_real_grads() const {
   std::vector<TensorView> out;
   for (const PlanBucket& b : cx.plan.buckets)
-    out.push_back(states.grads.view(cx.plan.real_slice(b.id, cx.rank, cx.plan.flow.grads)));
+    out.push_back(states.optimizer_grads().view(cx.plan.real_slice(b.id, cx.rank, cx.plan.optimizer_grads())));
   return out;
 }
 
@@ -66,7 +67,9 @@ std::vector<TensorView> ZeroEngine::Impl::owned_real_grads() const {
 // the overflow verdict follow from sums every rank computes in the same order.
 StepVerdict ZeroEngine::Impl::agree_on_step() {
   const std::vector<TensorView> grads = owned_real_grads();
-  for (size_t b = 0; b < grads.size(); ++b) exchange.squared_norm(static_cast<int>(b), grads[b]);
+  if (cx.plan.host_grads) exchange.squared_norms_on_host(grads);
+  else
+    for (size_t b = 0; b < grads.size(); ++b) exchange.squared_norm(static_cast<int>(b), grads[b]);
   const StepExchange::Totals t = exchange.exchange();
   StepVerdict v;
   StepStats& st = v.stats;
@@ -91,7 +94,7 @@ std::vector<OptimizerChunk> optimizer_chunks(const ZeroPlan& plan, int rank, int
   std::vector<OptimizerChunk> out;
   for (const PlanBucket& b : plan.buckets) {
     const ElemRange m = plan.updated(b.id, rank, plan.flow.optimizer);
-    const ElemRange g = plan.updated(b.id, rank, plan.flow.grads);
+    const ElemRange g = plan.updated(b.id, rank, plan.optimizer_grads());
     const ElemRange p = plan.updated(b.id, rank, plan.flow.params);
     for (int64_t c = 0; c < m.count; c += chunk) {
       const int64_t n = std::min(chunk, m.count - c);

@@ -140,6 +140,17 @@ std::vector<std::pair<int64_t, int64_t>> ZeroPlan::real_shard_runs(int rank) con
   return runs;
 }
 
+DType ZeroPlan::reduced_dtype() const {
+  if (flow.grads == Layout::Full) return grad_dtype;
+  return wire_slots > 0 ? wire : compute;
+}
+
+int64_t ZeroPlan::max_slice() const {
+  int64_t m = 0;
+  for (const PlanBucket& b : buckets) m = std::max(m, b.slice);
+  return m;
+}
+
 uint64_t ZeroPlan::hash() const {
   uint64_t h = 1469598103934665603ull;
   for (auto v : {int64_t(flow.stage), int64_t(world), bucket_elems, persistence_threshold, int64_t(compute),

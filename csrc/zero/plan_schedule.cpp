@@ -199,6 +199,7 @@ ZeroPlan make_engine_plan(const std::vector<ParamSpec>& params, const std::vecto
   // accumulating in another dtype).
   plan.staged_grads = !o.contiguous_gradients || (flow.grads == Layout::Full && o.grad_accum != o.compute);
   plan.param_norms_all_reduce = o.param_norms && flow.optimizer == Layout::Shard;
+  plan.host_grads = o.host_grads && flow.optimizer == Layout::Shard;
   backward_spans(plan);
   size_ring(plan);
   // The reduced buffer: the full gradient buffer (stages 0-1) or a ring slot (compute dtype).

@@ -29,8 +29,11 @@ class Planner {
       gathers(u, true);
       for (int b : plan_.opens_at[u]) add({OpKind::Open, u, true, b});
       add({OpKind::Backward, u, true});
-      const OpKind close = reduces_now(plan_.flow, last) ? OpKind::Reduce : OpKind::Close;
-      for (int b : plan_.closes_at[u]) add({close, u, true, b});
+      const bool reduce = reduces_now(plan_.flow, last);
+      for (int b : plan_.closes_at[u]) {
+        add({reduce ? OpKind::Reduce : OpKind::Close, u, true, b});
+        if (reduce && plan_.host_grads) add({OpKind::Offload, u, true, b});
+      }
       releases(u, true);
     }
     return m;
@@ -103,7 +106,7 @@ std::string phase_of(const StepOp& op) {
 
 const char* op_kind_name(OpKind k) {
   static const char* const kNames[] = {"gather", "wait", "prefetch", "forward", "loss", "open", "backward", "close",
-                                       "reduce", "release", "finish reductions", "step stats", "update", "loss scale",
+                                       "reduce", "offload", "release", "finish reductions", "step stats", "update", "loss scale",
                                        "reset grads", "hand-off", "all-gather group", "re-gather"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(OpKind::Regather) + 1, "one name per op kind");
   return kNames[static_cast<size_t>(k)];

@@ -1,6 +1,7 @@
-// ZeRO-Offload on the CPU backend: the same engine with master weights and moments (and, at
-// stage 3, the parameter shard) in host memory, updated by the host optimizer between real
-// device->host / host->device copies on a copy stream. On the CPU backend the host optimizer's
+// ZeRO-Offload on the CPU backend: the same engine with master weights, moments and the
+// accumulated gradient shard (and, at stage 3, the parameter shard) in host memory: each bucket's
+// reduced slice goes down on a copy stream during backward and is added into the host shard, the
+// host optimizer reads it, and the parameters go up on the copy stream. On the CPU backend the host optimizer's
 // arithmetic equals the device optimizer's, so every result must be BITWISE the non-offloaded one.
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -37,8 +38,10 @@ int64_t measured(const RunResult& r, MemCategory c) {
   return -1;
 }
 
-// Device master/moments are empty; every host category is what the plan predicts.
+// Device master/moments are empty, and at stages 2-3 so is the device gradient accumulator (stage
+// 1 keeps its unpartitioned backward buffer); every host category is what the plan predicts.
 void expect_offload_memory(const RunResult& r, bool params_offloaded, const std::string& what) {
+  const bool device_grads = r.plan.flow.stage == 1;
   for (const MemoryLine& l : r.memory) {
     const std::string cat = std::string(mem_category_name(l.category)) + " " + what;
     switch (l.category) {
@@ -46,11 +49,16 @@ void expect_offload_memory(const RunResult& r, bool params_offloaded, const std:
         EXPECT_EQ(l.measured, 0) << cat;
         EXPECT_EQ(l.predicted, 0) << cat;
         break;
+      case MemCategory::Grads:
+        EXPECT_EQ(l.measured, l.predicted) << cat;
+        EXPECT_EQ(l.measured > 0, device_grads) << cat;
+        break;
       case MemCategory::HostMaster: case MemCategory::HostMoments: case MemCategory::HostStaging:
+      case MemCategory::HostGrads:
         EXPECT_GT(l.measured, 0) << cat;
         EXPECT_EQ(l.measured, l.predicted) << cat;
         break;
-      case MemCategory::Params: case MemCategory::HostParams: case MemCategory::Grads: case MemCategory::Buckets:
+      case MemCategory::Params: case MemCategory::HostParams: case MemCategory::Buckets:
         EXPECT_EQ(l.measured, l.predicted) << cat;
         break;
       default: break;
@@ -58,6 +66,19 @@ void expect_offload_memory(const RunResult& r, bool params_offloaded, const std:
   }
   EXPECT_EQ(measured(r, MemCategory::HostParams) > 0, params_offloaded) << what;
   EXPECT_EQ(measured(r, MemCategory::HostMaster), r.plan.shard_numel * 4) << what;  // fp32 master shard
+  EXPECT_EQ(measured(r, MemCategory::HostGrads), r.plan.shard_numel * 4) << what;   // fp32 gradient shard
+}
+
+// One copy down and one host accumulation per bucket reduction: every micro-step at stages 2-3,
+// the last one at stage 1.
+void expect_grads_offloaded(const RunResult& r, int steps, int gas, const std::string& what) {
+  const int64_t reductions = r.plan.flow.reduce_every_micro_step ? gas : 1;
+  const int64_t per_step = static_cast<int64_t>(r.plan.buckets.size()) * reductions;
+  EXPECT_EQ(r.offload.d2h_copies, per_step * steps) << what;
+  EXPECT_EQ(r.offload.accumulations, r.offload.d2h_copies) << what;
+  int64_t slice_bytes = 0;
+  for (const PlanBucket& b : r.plan.buckets) slice_bytes += b.slice * static_cast<int64_t>(dtype_size(r.plan.reduced_dtype()));
+  EXPECT_EQ(r.offload.d2h_bytes, slice_bytes * reductions * steps) << what;
 }
 
 RunSpec spec_for(int stage, DType compute, bool overlap, int64_t sub_group) {
@@ -111,12 +132,38 @@ TEST(EngineOffload, BitwiseEqualToDeviceOptimizer) {
             RunResult got = run_engine(offloaded(s, params), MPI_COMM_WORLD);
             expect_bitwise(got, ref, what + (params ? " +offload_param" : ""));
             expect_offload_memory(got, params, what);
-            EXPECT_EQ(got.offload.d2h_copies, got.offload.chunks) << what;
+            expect_grads_offloaded(got, s.steps, 1, what);
             if (params) {
               EXPECT_GT(got.offload.param_stagings, 0) << what;
             }
             if (stage == 3) expect_gather_buffers_reused(got, s.steps, what);
           }
+        }
+}
+
+// The gradient path at every precision and accumulation depth: stages 1-3 x fp32/bf16/fp16 x
+// gradient_accumulation_steps 1 and 4 x overlap on/off, bitwise the non-offloaded run, with the
+// device accumulator gone (stages 2-3) and the host shard predicted == measured.
+TEST(EngineOffload, GradientsAccumulateOnTheHost) {
+  for (int stage = 1; stage <= 3; ++stage)
+    for (DType ct : {DType::F32, DType::BF16, DType::F16})
+      for (int gas : {1, 4})
+        for (bool overlap : {false, true}) {
+          const std::string what = "stage " + std::to_string(stage) + " " + dtype_name(ct) + " gas " +
+                                   std::to_string(gas) + " overlap " + std::to_string(overlap);
+          RunSpec s = spec_for(stage, ct, overlap, 300);
+          s.steps = 3;
+          s.opt.gradient_accumulation_steps = gas;
+          if (ct == DType::F16) {
+            s.opt.check_overflow = true;
+            s.opt.loss_scaler.flavor = LossScalerFlavor::Zero;
+            s.opt.loss_scaler.initial_scale_power = 8;
+          }
+          RunResult ref = run_engine(s, MPI_COMM_WORLD);
+          RunResult got = run_engine(offloaded(s, false), MPI_COMM_WORLD);
+          expect_bitwise(got, ref, what);
+          expect_offload_memory(got, false, what);
+          expect_grads_offloaded(got, s.steps, gas, what);
         }
 }
 

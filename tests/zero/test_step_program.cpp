@@ -95,35 +95,46 @@ std::vector<std::string> collectives_of(const ZeroPlan& plan, const std::vector<
 TEST(StepProgram, ExecutedEqualsPlannedEqualsExplainedEqualsLogged) {
   for (int stage = 0; stage <= 3; ++stage)
     for (int gas : {1, 3})
-      for (bool overlap : {false, true}) {
-        const std::string what = "stage " + std::to_string(stage) + " gas " + std::to_string(gas) + " overlap " +
-                                 (overlap ? "on" : "off");
-        const RunSpec spec = program_spec(stage, overlap, gas);
-        const RunResult r = run_engine(spec, MPI_COMM_WORLD);
-        const StepProgram program = step_program(r.plan, gas);
-        ASSERT_EQ(program.kinds.size(), gas == 1 ? 1u : 3u) << what;
+      for (bool overlap : {false, true})
+        for (bool offload : {false, true}) {
+          if (offload && stage == 0) continue;  // offload_optimizer needs a sharded optimizer
+          const std::string what = "stage " + std::to_string(stage) + " gas " + std::to_string(gas) + " overlap " +
+                                   (overlap ? "on" : "off") + (offload ? " offload_optimizer" : "");
+          RunSpec spec = program_spec(stage, overlap, gas);
+          spec.opt.offload.optimizer = offload;
+          const RunResult r = run_engine(spec, MPI_COMM_WORLD);
+          const StepProgram program = step_program(r.plan, gas);
+          ASSERT_EQ(program.kinds.size(), gas == 1 ? 1u : 3u) << what;
+          // With offload_optimizer every reduce is followed by the offload of the same bucket.
+          for (const MicroStep& m : program.kinds)
+            for (size_t i = 0; i < m.ops.size(); ++i) {
+              if (m.ops[i].kind != OpKind::Reduce) continue;
+              const bool next_offloads = i + 1 < m.ops.size() && m.ops[i + 1].kind == OpKind::Offload &&
+                                         m.ops[i + 1].bucket == m.ops[i].bucket;
+              EXPECT_EQ(next_offloads, offload) << what << " " << op_text(m.ops[i]);
+            }
 
-        // The engine ran the program, op for op, every step.
-        std::vector<StepOp> planned;
-        for (int k = 0; k < spec.steps; ++k) program.for_each([&](int, const StepOp& op) { planned.push_back(op); });
-        EXPECT_EQ(keys(r.ops), keys(planned)) << what;
-        EXPECT_TRUE(r.ops == planned) << what;
+          // The engine ran the program, op for op, every step.
+          std::vector<StepOp> planned;
+          for (int k = 0; k < spec.steps; ++k) program.for_each([&](int, const StepOp& op) { planned.push_back(op); });
+          EXPECT_EQ(keys(r.ops), keys(planned)) << what;
+          EXPECT_TRUE(r.ops == planned) << what;
 
-        // explain prints the same ops, section by section.
-        const std::vector<std::vector<std::string>> shown = parse_program(describe_program(program));
-        ASSERT_EQ(shown.size(), program.kinds.size() + 1) << what;
-        for (size_t i = 0; i < program.kinds.size(); ++i) EXPECT_EQ(shown[i], keys(program.kinds[i].ops)) << what;
-        EXPECT_EQ(shown.back(), keys(program.boundary)) << what;
+          // explain prints the same ops, section by section.
+          const std::vector<std::vector<std::string>> shown = parse_program(describe_program(program));
+          ASSERT_EQ(shown.size(), program.kinds.size() + 1) << what;
+          for (size_t i = 0; i < program.kinds.size(); ++i) EXPECT_EQ(shown[i], keys(program.kinds[i].ops)) << what;
+          EXPECT_EQ(shown.back(), keys(program.boundary)) << what;
 
-        // The comm log holds exactly the collectives of the ops that ran, in order, and the
-        // plan's collective list is the program's.
-        EXPECT_EQ(logged_collectives(r), collectives_of(r.plan, r.ops)) << what;
-        std::vector<std::string> one_step;
-        for (const PlannedCollective& c : r.plan.step_collectives(gas))
-          one_step.push_back(collective_key(c.op, c.label, c.count, c.bytes, c.dtype));
-        std::vector<StepOp> first_step(planned.begin(), planned.begin() + static_cast<std::ptrdiff_t>(planned.size() / 2));
-        EXPECT_EQ(one_step, collectives_of(r.plan, first_step)) << what;
-      }
+          // The comm log holds exactly the collectives of the ops that ran, in order, and the
+          // plan's collective list is the program's.
+          EXPECT_EQ(logged_collectives(r), collectives_of(r.plan, r.ops)) << what;
+          std::vector<std::string> one_step;
+          for (const PlannedCollective& c : r.plan.step_collectives(gas))
+            one_step.push_back(collective_key(c.op, c.label, c.count, c.bytes, c.dtype));
+          std::vector<StepOp> first_step(planned.begin(), planned.begin() + static_cast<std::ptrdiff_t>(planned.size() / 2));
+          EXPECT_EQ(one_step, collectives_of(r.plan, first_step)) << what;
+        }
 }
 
 // A skipped step (overflow) runs the boundary without the ops marked unless_skipped: no update,

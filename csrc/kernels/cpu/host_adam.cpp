@@ -195,6 +195,34 @@ void sgd_step(HostThreadPool& pool, const TensorView& p, const TensorView& momen
   });
 }
 
+// ---- gradient accumulation into the host shard -----------------------------------------------
+
+namespace {
+template <typename D, typename S>
+void accumulate_typed(D* dst, const S* src, int64_t begin, int64_t end, bool overwrite) {
+  for (int64_t i = begin; i < end; ++i) dst[i] = from_f32<D>((overwrite ? 0.0f : to_f32(dst[i])) + to_f32(src[i]));
+}
+}  // namespace
+
+void accumulate(HostThreadPool& pool, const TensorView& dst, const TensorView& src, bool overwrite) {
+  const int64_t n = dst.numel();
+  check_host(dst, "dst", n), check_host(src, "src", n);
+  ZT_CHECK(is_master_dtype(dst.dtype), std::string("host_optim::accumulate: dst must be fp32 or bf16, got ") +
+                                           dtype_name(dst.dtype));
+  if (n == 0) return;
+  auto master = [](DType t, auto&& f) { t == DType::BF16 ? f(bf16{}) : f(float{}); };
+  master(dst.dtype, [&](auto dt) {
+    using D = decltype(dt);
+    with_type(static_cast<uint8_t>(src.dtype), [&](auto st) {
+      using S = decltype(st);
+      if constexpr (!std::is_same_v<S, NoOut>)
+        for_blocks(pool, n, [&](int64_t begin, int64_t end) {
+          accumulate_typed(static_cast<D*>(dst.data), static_cast<const S*>(src.data), begin, end, overwrite);
+        });
+    });
+  });
+}
+
 // ---- Lion and Adagrad ----------------------------------------------------------------------
 
 namespace {

@@ -26,6 +26,7 @@ enum class MemCategory : uint8_t {
   Communicator,   // communicator-internal buffers
   HostMaster,     // offloaded master weights (host memory, pinned or pageable)
   HostMoments,    // offloaded optimizer moments (host)
+  HostGrads,      // offloaded gradient shard: reduced slices accumulate here (host)
   HostParams,     // offloaded stage-3 parameter shard (host)
   HostStaging,    // host staging for offload copies
   HostActivations,  // kept block inputs in host memory (activation_checkpointing.cpu_checkpointing)

@@ -44,4 +44,9 @@ void lion_step(cpu::HostThreadPool& pool, cpu::Isa isa, const TensorView& p, con
 void adagrad_step(cpu::HostThreadPool& pool, cpu::Isa isa, const TensorView& p, const TensorView& sum, const TensorView& g,
                   float grad_scale, const optim::AdagradParams& a, const TensorView& param_out);
 
+// Gradient accumulation into ZeRO-Offload's host gradient shard: dst (F32 or BF16) =
+// (overwrite ? 0 : dst) + src (any dtype), element by element in fp32, bitwise equal to
+// zero_ops::accumulate with alpha 1 (1·x is exact, so there is one rounding either way).
+void accumulate(cpu::HostThreadPool& pool, const TensorView& dst, const TensorView& src, bool overwrite);
+
 }  // namespace zt::host_optim

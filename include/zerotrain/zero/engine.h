@@ -98,8 +98,9 @@ struct EngineOptions {
 // Offload copies and chunks so far (asserted by tests; sub_group_size changes the counts only).
 struct OffloadStats {
   int64_t chunks = 0;                   // CPU optimizer calls
-  int64_t d2h_copies = 0, h2d_copies = 0;
+  int64_t d2h_copies = 0, h2d_copies = 0;  // d2h: reduced gradient slices; h2d: parameter chunks
   int64_t d2h_bytes = 0, h2d_bytes = 0;
+  int64_t accumulations = 0;            // reduced slices added into the host gradient shard
   int64_t param_stagings = 0;           // offload_param: host shard slices staged before an all-gather
 };
 

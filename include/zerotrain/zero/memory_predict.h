@@ -39,12 +39,15 @@ constexpr int64_t kInitStagingElems = int64_t(1) << 22;
 
 bool is_host_category(MemCategory c);
 
-// ZeRO-Offload's host staging on `rank`: `count` slots (offload buffer_count, at least 2), each
-// one widest optimizer chunk (sub_group_size) of gradients and of compute-dtype parameters.
+// ZeRO-Offload's host staging on `rank`: `count` parameter slots (offload buffer_count, at least
+// 2), each one widest optimizer chunk (sub_group_size) of compute-dtype parameters; and
+// `grad_count` gradient slots, each one widest bucket slice in plan.reduced_dtype().
 struct OffloadSlots {
   int count = 0;
-  int64_t elems = 0;  // elements per slot, of each of the two buffers
-  int64_t bytes(const ZeroPlan& plan) const;  // all slots, both buffers
+  int64_t elems = 0;       // elements per parameter slot
+  int grad_count = 0;
+  int64_t grad_elems = 0;  // elements per gradient slot
+  int64_t bytes(const ZeroPlan& plan) const;  // all slots
 };
 OffloadSlots offload_slots(const ZeroPlan& plan, const EngineOptions& o, int rank);
 

@@ -174,6 +174,7 @@ struct PlanOptions {
   DType compute = DType::F32, grad_accum = DType::F32, wire = DType::F32;
   bool contiguous_gradients = true;
   bool param_norms = false;                 // LAMB: per-parameter norms summed across ranks each step
+  bool host_grads = false;                  // offload_optimizer: the reduced gradients accumulate on the host
 };
 
 struct ZeroPlan {
@@ -197,6 +198,11 @@ struct ZeroPlan {
   // LAMB at stages 1-3: one all-reduce "lamb norms" of [2 x params] fp32 per step, after the step
   // statistics (each parameter's weight and update squared norms, summed over the ranks' pieces).
   bool param_norms_all_reduce = false;
+  // offload_optimizer (stages 1-3): right after its reduction, the rank's reduced slice of each
+  // bucket goes down on the copy lane and is added into a host fp32 gradient shard (Layout::Shard,
+  // grad_dtype); the optimizer, the norms and the overflow check read that shard. Stages 2-3 then
+  // keep no device gradient accumulator; stage 1 keeps only its unpartitioned backward buffer.
+  bool host_grads = false;
   // ---- backward schedule: buckets opened / closed by each unit's backward ----
   std::vector<std::vector<int>> opens_at, closes_at;
   // ---- bucket ring (stages 2-3) and wire slots (wire dtype != the reduced buffer's) ----
@@ -241,6 +247,12 @@ struct ZeroPlan {
     return flow.optimizer == Layout::Full ? bucket_range(b) : slice(b, rank, l);
   }
   int64_t numel_in(Layout l) const { return l == Layout::Full ? padded_numel : shard_numel; }
+  // Where the optimizer reads the accumulated gradients: the host shard (host_grads) or flow.grads.
+  Layout optimizer_grads() const { return host_grads ? Layout::Shard : flow.grads; }
+  // The dtype of a bucket's reduced slice where its reduction leaves it: the full gradient buffer
+  // (stages 0-1, grad_dtype) or the ring slot / wire slot (stages 2-3).
+  DType reduced_dtype() const;
+  int64_t max_slice() const;  // the widest bucket slice (elements)
   int64_t owned_flat_begin(int b, int rank) const { return slice(b, rank, Layout::Full).begin; }
   // real_slice of every bucket in rank's shard, as (shard offset, count) runs (empty ones left out).
   std::vector<std::pair<int64_t, int64_t>> real_shard_runs(int rank) const;

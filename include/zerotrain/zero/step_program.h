@@ -8,7 +8,7 @@
 // U-1..0):
 //   gather b* (stage 3)  wait b* | wait group g (stages 1-2, first micro-step only)
 //   prefetch b* (stage 3)  open b* (backward)  forward u | backward u
-//   reduce b* | close b* (backward: the buckets it completes)  release b* (stage 3)
+//   reduce b* [offload b*] | close b* (backward: the buckets it completes)  release b* (stage 3)
 // The accumulation boundary: finish reductions, step stats, update, loss scale, reset grads,
 // then the parameter sync (hand-off, all-gather groups at stages 1-2 or re-gathers of the
 // persistent buckets at stage 3). Ops marked `unless_skipped` are left out on an overflow skip.
@@ -32,6 +32,8 @@ enum class OpKind : uint8_t {
   Backward,     // unit's backward
   Close,        // bucket's grads complete, kept for the boundary (staged grads added in place)
   Reduce,       // bucket's grads complete and reduced: all-reduce (stage 0) or reduce-scatter
+  Offload,      // offload_optimizer: bucket's reduced slice down on the copy lane, added into the
+                //   host gradient shard; its ring region / wire slot is free once the copy is done
   Release,      // stage 3: bucket's gathered buffer back to the pool
   // ---- accumulation boundary ----
   FinishReduce,  // compute waits for every reduction issued
