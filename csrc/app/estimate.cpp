@@ -56,6 +56,9 @@ MemoryEstimate estimate_memory(const DsConfig& cfg, const ModelConfig& model, in
   e.stage = eopt.stage;
   e.world = world;
   e.recompute = recompute;
+  e.psi = plan.numel;
+  e.offload_optimizer = eopt.offload.optimizer;
+  e.offload_params = eopt.offload.params;
   e.backend = backend;
   const std::vector<BufferSpec> buffers = m->buffer_plan();
   // What `train` builds: make_communicator with the default CommOptions.
@@ -75,11 +78,43 @@ MemoryEstimate estimate_memory(const DsConfig& cfg, const ModelConfig& model, in
   return e;
 }
 
+OffloadFormula zero_offload_formula(const MemoryEstimate& e) {
+  const double psi = static_cast<double>(e.psi), n = e.world;
+  OffloadFormula f;
+  f.device = e.stage == 3 && e.offload_params ? 0 : 2 * psi + (e.stage == 1 ? 4 * psi : 0);
+  f.host = (4 + 12 + (e.offload_params ? 2 : 0)) * psi / n;
+  return f;
+}
+
 namespace {
 std::string mib(int64_t b) {
   char s[64];
   std::snprintf(s, sizeof(s), "%.2f MiB", static_cast<double>(b) / (1 << 20));
   return s;
+}
+
+// Offload: the model states this estimate predicts beside the ZeRO-Offload formula's.
+std::string offload_formula_lines(const MemoryEstimate& e) {
+  const MemoryPrediction& p = e.ranks.front();
+  auto sum = [&](std::initializer_list<MemCategory> cs) {
+    int64_t t = 0;
+    for (MemCategory c : cs) t += std::max<int64_t>(0, p.at(c));
+    return t;
+  };
+  using C = MemCategory;
+  const int64_t device = sum({C::Params, C::Grads, C::Master, C::OptimMoments});
+  const int64_t host = sum({C::HostGrads, C::HostMaster, C::HostMoments, C::HostParams});
+  const OffloadFormula f = zero_offload_formula(e);
+  const char* device_terms = e.stage == 3 && e.offload_params ? "0" : e.stage == 1 ? "2Ψ + 4Ψ" : "2Ψ";
+  const char* host_terms = e.offload_params ? "(4 + 12 + 2)Ψ/N" : "(4 + 12)Ψ/N";
+  char line[512];
+  std::snprintf(line, sizeof(line),
+                "  model states (params, grads, master, moments), Ψ = %lld parameters:\n"
+                "    device: predicted %lld B (%s); ZeRO-Offload formula %s = %.0f B\n"
+                "    host:   predicted %lld B (%s); ZeRO-Offload formula %s = %.0f B\n",
+                static_cast<long long>(e.psi), static_cast<long long>(device), mib(device).c_str(), device_terms,
+                f.device, static_cast<long long>(host), mib(host).c_str(), host_terms, f.host);
+  return line;
 }
 }  // namespace
 
@@ -137,6 +172,7 @@ std::string estimate_report(const MemoryEstimate& e, int64_t ranks_per_node) {
                 static_cast<long long>(e.max_device_total()), mib(e.max_device_total()).c_str(),
                 static_cast<long long>(e.max_host_total()), mib(e.max_host_total()).c_str());
   out += line;
+  if (e.offload_optimizer) out += offload_formula_lines(e);
   if (e.max_host_total() > 0) {  // offload: the ranks of a node share its RAM
     const int64_t node = e.max_host_total() * ranks_per_node;
     std::snprintf(line, sizeof(line), "  host total per node (%lld ranks share its RAM): %lld B (%s)\n",

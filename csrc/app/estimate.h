@@ -20,6 +20,8 @@ struct MemoryEstimate {
   CommBackend backend = CommBackend::MPI;  // whose communicator buffers are predicted
   std::vector<MemoryPrediction> ranks;  // per rank (they differ only in host staging)
   int64_t activations_by_recompute[3] = {0, 0, 0};  // activations bytes at none / block / selective
+  int64_t psi = 0;                         // Ψ: model parameters (elements)
+  bool offload_optimizer = false, offload_params = false;
   int64_t max_device_total() const;
   int64_t max_host_total() const;
 };
@@ -35,8 +37,17 @@ MemoryEstimate estimate_memory(const DsConfig& cfg, const ModelConfig& model, in
                                const ClientOptimizer& client = {});
 // Per-category table with units, the named parts of buckets / gather / workspace, the
 // activations at each recompute setting.
-// ranks_per_node: for the host total per node when host categories are used (offload).
+// ranks_per_node: for the host total per node when host categories are used (offload). With
+// offload_optimizer, the model states beside the ZeRO-Offload formula (zero_offload_formula).
 std::string estimate_report(const MemoryEstimate& e, int64_t ranks_per_node);
+// ZeRO-Offload's figure for these settings, per rank, in bytes (16-bit parameters, fp32 Adam,
+// fp32 gradients on the host): device 2Ψ (stage 1 adds its unpartitioned fp32 gradients, 4Ψ;
+// stage 3 with offload_param keeps none); host 4Ψ/N gradients + 12Ψ/N optimizer states (+ 2Ψ/N
+// parameters with offload_param).
+struct OffloadFormula {
+  double device = 0, host = 0;
+};
+OffloadFormula zero_offload_formula(const MemoryEstimate& e);
 // The --memory-report JSON schema with predicted_bytes only: {stage, world_size, ranks:[{rank, categories}]}.
 std::string estimate_json(const MemoryEstimate& e);
 // "80GiB", "512MB", "1.5e9", "1024" -> bytes; InputError naming `flag` otherwise.

@@ -9,6 +9,10 @@
   the deficit;
 * train's fit check on the CPU device refuses a model too large for this node with the same
   per-rank figure the estimate gives for that config (device total + host total);
+* ZeRO-Offload's claims: a 10B GPT fits one 32 GB device at stage 2 with offload_optimizer (device
+  model states = 2Ψ, no device gradients), 13B fits 40 GB, a 20B GPT at 4 ranks, stage 3 with
+  optimizer and parameter offload keeps no model state on the device, and the predicted model
+  states equal the ZeRO-Offload formula printed beside them;
 * bad input (bad model, bad config, world size 0, bad size) exits 2 with a message naming it.
 """
 import json
@@ -150,6 +154,33 @@ class Estimate(unittest.TestCase):
             self.assertEqual((int(m.group(1)), int(m.group(2))), (figure, stage))
             self.assertGreater(figure, int(m.group(3)))
             self.assertNotIn("Traceback", t.stderr)
+
+    def offload_estimate(self, config, model, world, device_memory):
+        est = os.path.join(self.d, "offload.json")
+        p = run(["estimate", "--config", os.path.join(REPO, "configs/ds/offload", config), "--model",
+                 os.path.join(REPO, "configs/models", model), "--world-size", str(world), "--recompute", "block",
+                 "--device", "cuda", "--device-memory", device_memory, "--json", est])
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)  # 0: fits
+        self.assertIn("fits: device memory per rank", p.stdout)
+        m = re.search(r"device: predicted (\d+) B .*formula .* = (\d+) B\n\s+host:   predicted (\d+) B .*= (\d+) B",
+                      p.stdout)
+        self.assertIsNotNone(m, p.stdout)
+        self.assertEqual(m.group(1), m.group(2))  # device model states == the formula's
+        self.assertEqual(m.group(3), m.group(4))  # host model states == the formula's
+        with open(est) as f:
+            cats = json.load(f)["ranks"][0]["categories"]
+        return {k: v["predicted_bytes"] for k, v in cats.items()}, int(m.group(1))
+
+    def test_zero_offload_fits_what_the_paper_fits(self):
+        cats, device_states = self.offload_estimate("zero2_offload_fp16.json", "gpt-10b.json", 1, "32GB")
+        self.assertEqual(cats["grads"], 0)
+        self.assertEqual(device_states, cats["params"])  # 2Ψ: the fp16 parameters only
+        self.assertEqual(cats["host_grads"] * 3, cats["host_moments"] * 3 // 2)  # 4Ψ vs 8Ψ
+        self.offload_estimate("zero2_offload_fp16.json", "gpt-13b.json", 1, "40GB")
+        cats, device_states = self.offload_estimate("zero3_offload_params_fp16.json", "gpt-20b.json", 4, "24GB")
+        self.assertEqual(device_states, 0)
+        device_total = sum(v for k, v in cats.items() if v is not None and not k.startswith(("host_", "pinned")))
+        self.assertLess(device_total, 10 * 10**9)  # the working set only: a few GB, not Ψ/N-sized
 
     def test_bad_input_exits_2(self):
         bad_model = os.path.join(self.d, "bad_model.json")
