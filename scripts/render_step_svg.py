@@ -46,7 +46,8 @@ _spec.loader.exec_module(rt)
 LEFT, RIGHT, TOP, LANE_H, LEVEL_H, AXIS_H, LEGEND_H = 150, 20, 44, 30, 11, 34, 28
 CHAR_W = 6.0  # width of one character at font-size 10 (sans-serif), for "does the label fit"
 LEGEND_NAMES = {"fwd": "forward unit", "bwd": "backward unit", "step": "norm + optimizer + param sync",
-                "wait": "compute stalled on comm/copy"}
+                "wait": "compute stalled on comm/copy", "d2h": "gradients down (copy)",
+                "h2d": "parameters up (copy)"}
 
 
 def nice_step(span, target=8):
@@ -66,14 +67,14 @@ def fmt(v):
 class Frame:
     """Where time and lanes land in the picture: x in px from a time in µs, y from a lane index."""
 
-    def __init__(self, slices, n_lanes, width):
+    def __init__(self, slices, n_lanes, width, legend_rows=1):
         self.t0 = min(e["ts"] for e in slices)
         self.span_ms = max((max(e["ts"] + e["dur"] for e in slices) - self.t0) / 1e3, 1e-3)
         self.width = width
         self.plot_w = width - LEFT - RIGHT
         self.px = self.plot_w / self.span_ms  # px per ms
         self.axis_y = TOP + LANE_H * n_lanes
-        self.height = self.axis_y + AXIS_H + LEGEND_H
+        self.height = self.axis_y + AXIS_H + LEGEND_H * legend_rows
 
     def x(self, ts):
         return LEFT + (ts - self.t0) / 1e3 * self.px
@@ -85,7 +86,8 @@ class Frame:
 
 def svg_lines(slices, flows, rows, width, title, note):
     """The SVG document as a list of lines."""
-    fr = Frame(slices, len(rows), width)
+    legend = legend_rows(slices, flows, width)
+    fr = Frame(slices, len(rows), width, len(legend))
     step_set = sorted({(e.get("args") or {}).get("step") for e in slices} - {None})
     subtitle = "step %s, %.2f ms from its first slice to its last (all ranks)%s; hover a box for its name and " \
         "length" % (",".join(map(str, step_set)) or "?", fr.span_ms, " (collectives aligned: %s)" % note if note else "")
@@ -98,7 +100,7 @@ def svg_lines(slices, flows, rows, width, title, note):
            '<text x="%d" y="18" font-size="13" font-weight="bold">%s</text>' % (LEFT, escape(title)),
            '<text x="%d" y="34" fill="#555555">%s</text>' % (LEFT, escape(subtitle))]
     out += axis_svg(fr) + lanes_svg(fr, slices, rows) + flows_svg(fr, flows, rows)
-    out += legend_svg(slices, flows, fr.axis_y + AXIS_H + 6) + ['</svg>']
+    out += legend_svg(legend, fr.axis_y + AXIS_H + 6) + ['</svg>']
     return out
 
 
@@ -169,16 +171,30 @@ def slice_svg(e, depth, is_parent, x, w, lane_y, t0):
     return lines
 
 
-def legend_svg(slices, flows, y):
+def legend_rows(slices, flows, width):
+    """The legend's (colour, name, x) items, in rows that fit the picture's width."""
     shown = sorted({rt.kind_of(e) for e in slices}, key=list(rt.COLOURS).index)
     items = [(rt.COLOURS[k], LEGEND_NAMES.get(k, k)) for k in shown]
     if flows:
         items.append(("#333333", "→ grads ready (flow)"))
-    out, x = ['<g class="legend">'], LEFT
+    rows, x = [[]], LEFT
     for colour, name in items:
-        out.append('<rect x="%d" y="%d" width="10" height="10" fill="%s"/>' % (x, y, colour))
-        out.append('<text x="%d" y="%d">%s</text>' % (x + 14, y + 9, escape(name)))
-        x += 14 + int(len(name) * CHAR_W) + 18
+        w = 14 + int(len(name) * CHAR_W) + 18
+        if rows[-1] and x + w - 18 > width - RIGHT:
+            rows.append([])
+            x = LEFT
+        rows[-1].append((colour, name, x))
+        x += w
+    return rows
+
+
+def legend_svg(rows, y):
+    out = ['<g class="legend">']
+    for r, row in enumerate(rows):
+        for colour, name, x in row:
+            ry = y + r * LEGEND_H
+            out.append('<rect x="%d" y="%d" width="10" height="10" fill="%s"/>' % (x, ry, colour))
+            out.append('<text x="%d" y="%d">%s</text>' % (x + 14, ry + 9, escape(name)))
     out.append('</g>')
     return out
 

@@ -25,7 +25,7 @@ LANE_ORDER = {"compute": 0, "comm": 1, "copy": 2}
 COLOURS = {
     "fwd": "#4e79a7", "bwd": "#f28e2b", "step": "#59a14f", "wait": "#e15759",
     "reduce_scatter": "#b07aa1", "all_reduce": "#9c755f", "all_gather": "#76b7b2",
-    "broadcast": "#edc948", "barrier": "#bab0ac", "other": "#bab0ac",
+    "broadcast": "#edc948", "barrier": "#bab0ac", "d2h": "#ff9da7", "h2d": "#8cd17d", "other": "#bab0ac",
 }
 
 
@@ -76,7 +76,7 @@ def load_trace(path):
 
 
 def kind_of(e):
-    """Colour key of a slice: fwd / bwd / step / wait, or the collective's op."""
+    """Colour key of a slice: fwd / bwd / step / wait, or the collective's or copy's op (d2h, h2d)."""
     name = e["name"]
     op = (e.get("args") or {}).get("op")
     if op:
@@ -218,7 +218,7 @@ def render(path, events, steps, out, width_in, dpi):
         ax.axhline(r - 0.5, color="#cccccc", linewidth=0.5)
     shown = sorted({kind_of(e) for e in slices}, key=list(COLOURS).index)
     names = {"fwd": "forward unit", "bwd": "backward unit", "step": "norm + optimizer + param sync",
-             "wait": "compute stalled on comm/copy"}
+             "wait": "compute stalled on comm/copy", "d2h": "gradients down (copy)", "h2d": "parameters up (copy)"}
     ax.legend(handles=[Patch(color=COLOURS[k], label=names.get(k, k)) for k in shown] +
               ([Patch(color="#333333", label="→ grads ready (flow)")] if flows else []),
               loc="upper center", bbox_to_anchor=(0.5, -0.09 - 0.25 / fig_h), ncol=min(len(shown) + 1, 6),

@@ -4,9 +4,11 @@ optimizer vs offload_optimizer at several sub_group_size values, run as interlea
 (none, offload A, offload B, ..., none, ...) so machine-load drift spreads over all variants.
 Reports the median step time (ms) over rounds of each run's median step (first 3 steps dropped)
 and the ratio to the no-offload run. On the CPU backend "device" and "host" are the same memory,
-so this measures the offload pipeline's own overhead (extra copies, chunking, the host pool).
+so this measures the offload pipeline's own overhead: each bucket's reduced gradient slice
+copied down and added into the host shard every micro-step, the chunked host update, the
+parameter uploads. --gas sets gradient_accumulation_steps (more micro-steps: more host additions).
 
-usage: offload_cost.py [--bin build/zerotrain] [--rounds 3] [--steps 20] [--np 2] [--csv out.csv]
+usage: offload_cost.py [--bin build/zerotrain] [--rounds 3] [--steps 20] [--np 2] [--gas 1] [--csv out.csv]
 """
 import argparse
 import json
@@ -21,18 +23,18 @@ VARIANTS = [("device optimizer", None), ("offload, sub_group 1e9", 1000000000),
             ("offload, sub_group 1e5", 100000), ("offload, sub_group 1e4", 10000)]
 
 
-def config(sub_group):
+def config(sub_group, gas):
     z = {"stage": 2, "overlap_comm": True, "reduce_bucket_size": 500000}
     if sub_group is not None:
         z["sub_group_size"] = sub_group
         z["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
-    return {"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 1, "gradient_clipping": 1.0,
+    return {"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": gas, "gradient_clipping": 1.0,
             "zero_optimization": z, "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}}
 
 
 def run(args, d, name, sub_group):
     cfg = os.path.join(d, f"{name}.json")
-    json.dump(config(sub_group), open(cfg, "w"))
+    json.dump(config(sub_group, args.gas), open(cfg, "w"))
     metrics = os.path.join(d, f"{name}.jsonl")
     launcher = os.path.join(os.path.dirname(__file__), "..", "..", "launcher", "zt-launch")
     cmd = [sys.executable, launcher, "-n", str(args.np), "train", "--config", cfg, "--model", args.model,
@@ -52,10 +54,11 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--np", type=int, default=2)
+    ap.add_argument("--gas", type=int, default=1)
     ap.add_argument("--csv")
     args = ap.parse_args()
-    if args.rounds < 1 or args.steps < 5 or args.np < 1:
-        sys.exit("offload_cost.py: --rounds >= 1, --steps >= 5 and --np >= 1 expected")
+    if args.rounds < 1 or args.steps < 5 or args.np < 1 or args.gas < 1:
+        sys.exit("offload_cost.py: --rounds >= 1, --steps >= 5, --np >= 1 and --gas >= 1 expected")
     with tempfile.TemporaryDirectory() as d:
         args.model = os.path.join(d, "model.json")
         json.dump(MODEL, open(args.model, "w"))

@@ -126,6 +126,8 @@ nlohmann::json trace_events(int rank, const std::vector<StepTimeline>& steps, do
       if (s.lane == Lane::Comm) {
         args.update({{"seq", s.seq}, {"op", s.op}, {"label", s.label}, {"bytes", s.bytes}, {"dtype", s.dtype},
                      {"bucket", s.bucket < 0 ? nlohmann::json() : nlohmann::json(s.bucket)}});
+      } else if (s.lane == Lane::Copy) {
+        args.update({{"op", s.op}, {"bytes", s.bytes}});
       }
       e["args"] = args;
       ev.push_back(e);

@@ -27,7 +27,7 @@ Stream& HostOptimizer::grads_down(int b, const TensorView& reduced, bool overwri
   grad_next_ = (grad_next_ + 1) % static_cast<int>(grad_slots_.size());
   copy_->wait(*s.free);  // its previous accumulation has read it (never recorded yet: nothing to wait for)
   const TensorView staged = s.staged.view({0, into.count});
-  timed_copy(staged, reduced, CopyKind::DeviceToHost);
+  timed_copy(staged, reduced, CopyKind::DeviceToHost, "grads b" + std::to_string(b) + " down");
   s.copied->record(*copy_);
   ++stats_.d2h_copies;
   stats_.d2h_bytes += static_cast<int64_t>(staged.nbytes());

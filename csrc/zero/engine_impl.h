@@ -243,8 +243,9 @@ class HostOptimizer {
     std::unique_ptr<Event> free;       // host lane: its accumulation has read it
   };
   void upload_params(int i);
-  // copy_view on the copy stream, bracketed by timing events when the step is timed.
-  void timed_copy(const TensorView& dst, const TensorView& src, CopyKind kind);
+  // copy_view on the copy stream, bracketed by timing events when the step is timed; `name`
+  // labels the copy in a trace ("grads b3 down", "params c2 up").
+  void timed_copy(const TensorView& dst, const TensorView& src, CopyKind kind, std::string name);
   void report_copy_busy();  // sums this step's brackets into the step timer
   void update_on_host(const OptimizerStep& step, const OptimizerChunk& c, const TensorView& grads,
                       const TensorView& params_out);
@@ -264,6 +265,12 @@ class HostOptimizer {
   std::unique_ptr<Event> reduced_, accumulated_, uploads_done_;
   std::vector<std::unique_ptr<Event>> brackets_;  // timing events (before, after) per copy; reused
   int brackets_used_ = 0;
+  struct CopyName {
+    std::string name;
+    CopyKind kind;
+    uint64_t bytes;
+  };
+  std::vector<CopyName> bracket_names_;  // per bracketed copy, this step
   OffloadStats stats_;
 };
 

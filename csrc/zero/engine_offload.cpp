@@ -46,7 +46,8 @@ void HostOptimizer::upload_params(int i) {
   if (params_in_place()) return;  // offload_param: the CPU optimizer wrote the host shard itself
   const OptimizerChunk& c = chunks_[i];
   Slot& s = slots_[i % slots_.size()];
-  timed_copy(st_.params.view(c.params), s.params.view({0, c.params.count}), CopyKind::HostToDevice);
+  timed_copy(st_.params.view(c.params), s.params.view({0, c.params.count}), CopyKind::HostToDevice,
+             "params c" + std::to_string(i) + " up");
   s.h2d->record(*copy_);
   ++stats_.h2d_copies;
   stats_.h2d_bytes += static_cast<int64_t>(s.params.view({0, c.params.count}).nbytes());
@@ -73,7 +74,7 @@ void HostOptimizer::update(const OptimizerStep& step, LambNorms* lamb) {
   report_copy_busy();
 }
 
-void HostOptimizer::timed_copy(const TensorView& dst, const TensorView& src, CopyKind kind) {
+void HostOptimizer::timed_copy(const TensorView& dst, const TensorView& src, CopyKind kind, std::string name) {
   const bool timed = cx_.timer && cx_.timer->timing();
   if (timed) {
     while (static_cast<int>(brackets_.size()) < brackets_used_ + 2) brackets_.push_back(cx_.dev.create_event(true));
@@ -83,6 +84,7 @@ void HostOptimizer::timed_copy(const TensorView& dst, const TensorView& src, Cop
   if (timed) {
     brackets_[brackets_used_ + 1]->record(*copy_);
     brackets_used_ += 2;
+    bracket_names_.push_back({std::move(name), kind, static_cast<uint64_t>(src.nbytes())});
   }
 }
 
@@ -92,8 +94,14 @@ void HostOptimizer::report_copy_busy() {
   if (brackets_used_ == 0) return;
   brackets_[brackets_used_ - 1]->synchronize();
   double ms = 0;
-  for (int k = 0; k < brackets_used_; k += 2) ms += brackets_[k + 1]->elapsed_ms_since(*brackets_[k]);
+  for (int k = 0; k < brackets_used_; k += 2) {
+    ms += brackets_[k + 1]->elapsed_ms_since(*brackets_[k]);
+    const CopyName& c = bracket_names_[k / 2];
+    cx_.timer->add_copy_slice(c.name, c.kind == CopyKind::DeviceToHost ? "d2h" : "h2d", c.bytes, *brackets_[k],
+                              *brackets_[k + 1]);
+  }
   brackets_used_ = 0;
+  bracket_names_.clear();
   cx_.timer->add_copy_busy_ms(ms);
 }
 

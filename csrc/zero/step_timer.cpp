@@ -84,6 +84,7 @@ void StepTimer::micro_begin(bool first_of_step) {
     marks_.clear();
     stalls_.clear();
     handoffs_.clear();
+    copies_.clear();
     if (!active_) {
       chained_ = false;
       return;
@@ -156,6 +157,13 @@ int StepTimer::bucket_of_seq(uint64_t seq) {
   return b;
 }
 
+void StepTimer::add_copy_slice(std::string name, const char* op, uint64_t bytes, Event& begin, Event& end) {
+  if (!active_ || level_ != TimingLevel::Trace || marks_.empty()) return;
+  Event& origin = *pool_[marks_.front().ev];
+  origin.synchronize();  // recorded before any work of the step: complete long before its copies
+  copies_.push_back({std::move(name), op, bytes, begin.elapsed_ms_since(origin), end.elapsed_ms_since(origin)});
+}
+
 int StepTimer::anchor() {
   if (!active_) return -1;
   const int ev = take_event();
@@ -211,6 +219,16 @@ std::optional<StepBreakdown> StepTimer::end_step(int64_t step) {
     const double origin_s = origin.completion_time(&tp) ? log.at_s(tp) : log.now_s() - t[end] / 1e3;
     timelines_.push_back({step, {}});
     add_compute_slices(timelines_.back(), t, origin_s);
+    for (const CopySlice& c : copies_) {  // one copy stream: already in time order
+      TimelineSlice s;
+      s.lane = Lane::Copy;
+      s.name = c.name;
+      s.op = c.op;
+      s.bytes = c.bytes;
+      s.begin_s = origin_s + c.begin_ms / 1e3;
+      s.end_s = origin_s + c.end_ms / 1e3;
+      timelines_.back().slices.push_back(std::move(s));
+    }
     pending_.push_back({timelines_.size() - 1, first_seq_, log.last_issued()});
   }
   add_completed_collectives();

@@ -65,6 +65,9 @@ class StepTimer {
   // Milliseconds the copy stream spent copying during this step (measured by the copy lane
   // from timing events around each copy); reported as copy_busy_ms by end_step().
   void add_copy_busy_ms(double ms) { copy_busy_ms_ += ms; }
+  // Trace: one copy of this step on the copy lane, bracketed by two timing events recorded on
+  // the copy stream around it (both complete when called); op "d2h" or "h2d".
+  void add_copy_slice(std::string name, const char* op, uint64_t bytes, Event& begin, Event& end);
   // At the end of step(): blocks until the step's compute work completed, then returns its
   // breakdown (nullopt when the step was not timed). With Trace, the step's compute slices are
   // added to the timelines; its collectives (seq range issued during the step) join them as
@@ -89,6 +92,12 @@ class StepTimer {
   };
   struct Bracket {
     int begin, end;  // indices into comm_pool_
+  };
+  struct CopySlice {
+    std::string name;
+    const char* op;
+    uint64_t bytes;
+    double begin_ms, end_ms;  // since the step's first marker
   };
   int mark(Kind k, int unit = -1, bool backward = false);  // records a pooled event on compute
   void close_unit();      // Trace: the open unit slice ends
@@ -116,6 +125,7 @@ class StepTimer {
   std::vector<Mark> marks_;
   std::vector<Stall> stalls_;
   std::vector<std::pair<int, int>> handoffs_;      // Trace: (anchor event, bucket) per gradient hand-off
+  std::vector<CopySlice> copies_;                  // Trace: this step's copy-lane copies
   int open_unit_ = -1;            // Trace: the unit slice open now (-1: none) ...
   bool open_backward_ = false;    // ... and whether it is a backward
   int op_handoff_ = -1;           // the last hand_off() inside the current op (-1: none)

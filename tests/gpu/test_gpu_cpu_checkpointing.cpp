@@ -22,13 +22,12 @@
 #include "zerotrain/data/dataset.h"
 #include "zerotrain/optim/lr_schedule.h"
 #include "zerotrain/zero/engine.h"
+#include "gpu_engine_util.h"
 
 using namespace zt;
 
 namespace {
 
-#define ZT_NEED_GPU() \
-  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA GPU visible (zt::cuda_device_count() == 0)"
 
 constexpr int64_t kLayers = 4, kEmbd = 64, kCtx = 32, kMicro = 4;
 
@@ -40,46 +39,18 @@ struct Result {
 };
 
 EngineOptions options(int stage, DType compute) {
-  EngineOptions o;
-  o.stage = stage;
-  o.gradient_accumulation_steps = 2;
-  o.gradient_clipping = 0.3;
-  o.optimizer.type = "adamw";
-  o.optimizer.lr = 1e-2;
-  o.optimizer.eps = 1e-4;
-  o.optimizer.weight_decay = 0.01;
-  o.reduce_bucket_size = 20000;
+  EngineOptions o = gputest::engine_options(stage, 2, 20000);
   o.compute_dtype = o.wire_dtype = compute;
   return o;
 }
 
 Result train(const EngineOptions& opt, Recompute rc, bool cpu_ckpt, int steps, bool graphs = false) {
-  const std::string path = "/tmp/zt_gpu_cpuckpt_model_" + std::to_string(getpid()) + ".json";
-  {
-    std::ofstream f(path);
-    f << R"({"type":"gpt","vocab_size":64,"n_ctx":)" << kCtx << R"(,"n_layer":)" << kLayers
-      << R"(,"n_head":4,"n_embd":)" << kEmbd << R"(,"init_std":0.1})";
-  }
-  auto dev = make_cuda_device(0);
-  auto compute = dev->create_stream("compute");
-  std::unique_ptr<Communicator> comm = make_communicator(*dev, MPI_COMM_SELF);
   ModelOptions mopt;
-  mopt.compute_dtype = opt.compute_dtype;
-  mopt.micro_batch = kMicro;
   mopt.recompute = rc;
   mopt.cpu_checkpointing = cpu_ckpt;
-  mopt.device = dev.get();
-  mopt.stream = compute.get();
-  std::unique_ptr<Model> model = load_model(path, mopt);
-  std::remove(path.c_str());
-  DatasetShape shape;
-  shape.vocab_size = 64;
-  shape.n_ctx = kCtx;
-  shape.global_batch = kMicro * opt.gradient_accumulation_steps;
-  shape.seed = 3;
-  auto data = make_dataset("markov:vocab=64,order=1,seed=5", shape);
+  gputest::TinyGptRun run(opt, mopt, kLayers, kEmbd, kCtx, kMicro);
   Result r;
-  ZeroEngine engine(*model, *dev, *compute, *comm, opt,
+  ZeroEngine engine(*run.model, *run.dev, *run.compute, *run.comm, opt,
                     make_lr_schedule(LrScheduleSpec{}, opt.optimizer.lr, opt.optimizer.has_betas()));
   engine.init_parameters(11);
   if (graphs) engine.enable_cuda_graphs(1, nullptr);  // throws for cpu_checkpointing
@@ -88,7 +59,7 @@ Result train(const EngineOptions& opt, Recompute rc, bool cpu_ckpt, int steps, b
   const auto t0 = std::chrono::steady_clock::now();
   for (int k = 0; k < steps; ++k) {
     for (int j = 0; j < gas; ++j) {
-      data->fill(k, sample_range(0, 1, j, gas, kMicro), kMicro, batch);
+      run.data->fill(k, sample_range(0, 1, j, gas, kMicro), kMicro, batch);
       engine.micro_step(batch);
     }
     const StepStats st = engine.step();
@@ -101,12 +72,7 @@ Result train(const EngineOptions& opt, Recompute rc, bool cpu_ckpt, int steps, b
   return r;
 }
 
-const MemoryLine& line(const Result& r, MemCategory c) {
-  for (const MemoryLine& l : r.memory)
-    if (l.category == c) return l;
-  ADD_FAILURE() << "no memory line " << mem_category_name(c);
-  return r.memory.front();
-}
+const MemoryLine& line(const Result& r, MemCategory c) { return gputest::memory_line(r.memory, c); }
 
 }  // namespace
 

@@ -24,13 +24,12 @@
 #include "zerotrain/kernels/ops.h"
 #include "zerotrain/optim/lr_schedule.h"
 #include "zerotrain/zero/engine.h"
+#include "gpu_engine_util.h"
 
 using namespace zt;
 
 namespace {
 
-#define ZT_NEED_GPU()                                                                          \
-  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA GPU visible (zt::cuda_device_count() == 0)"
 
 struct TrainResult {
   std::vector<double> losses, grad_norms;
@@ -40,16 +39,7 @@ struct TrainResult {
 };
 
 EngineOptions options(int stage, int gas) {
-  EngineOptions o;
-  o.stage = stage;
-  o.gradient_accumulation_steps = gas;
-  o.gradient_clipping = 0.3;
-  o.optimizer.type = "adamw";
-  o.optimizer.lr = 1e-2;
-  o.optimizer.eps = 1e-4;
-  o.optimizer.weight_decay = 0.01;
-  o.reduce_bucket_size = 2000;  // several buckets: several collectives per micro-step
-  return o;
+  return gputest::engine_options(stage, gas, 2000);  // several buckets: several collectives per micro-step
 }
 
 // `edit(step, micro, batch)` may change a batch after the data filled it (signature changes).

@@ -241,3 +241,36 @@ TEST(EngineOffload, BreakdownReportsTheCopyLane) {
     EXPECT_GE(st.breakdown->copy_exposed_ms, 0.0) << "step " << st.step;
   }
 }
+
+// --trace with offload: the copy lane holds every copy of every step, in time order — each
+// bucket's gradients down once per reduction, each optimizer chunk's parameters up once.
+TEST(EngineOffload, TraceShowsGradientsDownAndParametersUp) {
+  RunSpec s = offloaded(spec_for(2, DType::F32, true, 500), false);
+  s.opt.gradient_accumulation_steps = 2;
+  s.timing = TimingLevel::Trace;
+  const RunResult r = run_engine(s, MPI_COMM_WORLD);
+  ASSERT_EQ(r.timelines.size(), static_cast<size_t>(s.steps));
+  const int64_t chunks_per_step = r.offload.chunks / s.steps;
+  for (const StepTimeline& tl : r.timelines) {
+    int64_t down = 0, up = 0, down_bytes = 0;
+    double last_end = 0;
+    for (const TimelineSlice& sl : tl.slices) {
+      if (sl.lane != Lane::Copy) continue;
+      EXPECT_GE(sl.begin_s, last_end) << "step " << tl.step << " " << sl.name;  // one copy stream
+      EXPECT_GE(sl.end_s, sl.begin_s) << sl.name;
+      last_end = sl.end_s;
+      if (sl.op == "d2h") {
+        ++down;
+        down_bytes += static_cast<int64_t>(sl.bytes);
+        EXPECT_EQ(sl.name.rfind("grads b", 0), 0u) << sl.name;
+      } else {
+        EXPECT_EQ(sl.op, "h2d") << sl.name;
+        EXPECT_EQ(sl.name.rfind("params c", 0), 0u) << sl.name;
+        ++up;
+      }
+    }
+    EXPECT_EQ(down, static_cast<int64_t>(r.plan.buckets.size()) * 2) << "step " << tl.step;
+    EXPECT_EQ(down_bytes * s.steps, r.offload.d2h_bytes) << "step " << tl.step;
+    EXPECT_EQ(up, chunks_per_step) << "step " << tl.step;
+  }
+}

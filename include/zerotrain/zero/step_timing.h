@@ -62,7 +62,7 @@ struct TimelineSlice {
   Lane lane = Lane::Compute;
   std::string name;             // "fwd u3", "bwd u1", "step", "wait comm", "reduce_scatter b4", ...
   double begin_s = 0, end_s = 0;
-  // Collectives (comm lane) only:
+  // Collectives (comm lane) and copies (copy lane: op "d2h" / "h2d", bytes) only:
   uint64_t seq = 0;
   std::string op, label, dtype;
   int bucket = -1;              // the bucket of the op that issued it (step program); -1: none
