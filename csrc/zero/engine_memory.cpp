@@ -235,7 +235,7 @@ std::string ZeroEngine::memory_report() const {
   if (pred.at(MemCategory::HostActivations) > 0)
     out += "  host_activations: the kept block inputs (activation_checkpointing.cpu_checkpointing), pinned host memory\n";
   if (opt_.offload.optimizer) {
-    out += std::string("  host_master, host_moments, host_params, host_staging: ") + (opt_.offload.pin_memory ? "pinned (page-locked)" : "pageable") +
+    out += std::string("  host_master, host_moments, host_grads, host_params, host_staging: ") + (opt_.offload.pin_memory ? "pinned (page-locked)" : "pageable") +
            " host memory (offload_optimizer.pin_memory)";
     if (opt_.offload.params)
       out += std::string("; host_params ") + (opt_.offload.param_pin_memory ? "pinned" : "pageable");
