@@ -34,7 +34,7 @@ Stream& HostOptimizer::grads_down(int b, const TensorView& reduced, bool overwri
 
   host_lane_->wait(*s.copied);
   const TensorView dst = st_.host_grads.view(into);
-  host_lane_->enqueue_host([this, dst, staged, overwrite] { host_optim::accumulate(*pool_, dst, staged, overwrite); });
+  host_lane_->enqueue_host([this, dst, staged, overwrite] { host_optim::accumulate(*pool_, isa_, dst, staged, overwrite); });
   s.free->record(*host_lane_);
   ++stats_.accumulations;
   return *copy_;

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -448,6 +449,36 @@ TEST(HostThreads, DefaultFromOmpNumThreadsOrAffinity) {
     setenv("OMP_NUM_THREADS", bad, 1);
     EXPECT_EQ(default_host_threads(), affinity) << bad;
   }
+}
+
+// Gradient accumulation into the host shard (ZeRO-Offload): every ISA path, bitwise against
+// zero_ops' CPU accumulate with alpha 1, for dst fp32/bf16 x src fp32/bf16/fp16, overwrite or add,
+// tail sizes, thread counts, and special values in both operands.
+TEST(HostAccumulate, BitwiseEveryIsaDtypeAndThreads) {
+  std::mt19937 rng(11);
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> specials{0.0f, -0.0f, inf, -inf, nan, -nan, 1e-40f, -1e-45f, 3e38f, -3e38f, 65520.0f};
+  const int64_t k = static_cast<int64_t>(specials.size());
+  for (int64_t n : {int64_t(0), int64_t(1), int64_t(7), int64_t(31), 2 * k + 3, int64_t(40001)})
+    for (DType dt : kMaster) for (DType st : kAny) {
+      Buf dst = random_buf(rng, dt, n, -2, 2), src = random_buf(rng, st, n, -1, 1);
+      for (int64_t i = 0; i < k && i + k < n; ++i) {  // specials in src, then in dst
+        src.set(i, specials[i]);
+        dst.set(i + k, specials[i]);
+      }
+      for (bool overwrite : {false, true}) {
+        Buf ref = dst;
+        cpu_ops::accumulate(ref.view(), src.view(), 1.0f, overwrite);
+        for (Isa isa : isas_to_test()) for (int threads : {1, 3}) {
+          Buf got = dst;
+          accumulate(pool_of(threads), isa, got.view(), src.view(), overwrite);
+          EXPECT_EQ(got.bytes, ref.bytes) << "n=" << n << " dst=" << dtype_name(dt) << " src=" << dtype_name(st)
+                                          << " overwrite=" << overwrite << " isa=" << isa_name(isa)
+                                          << " threads=" << threads;
+          if (HasFailure()) return;
+        }
+      }
+    }
 }
 
 }  // namespace

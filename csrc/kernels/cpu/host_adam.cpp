@@ -202,24 +202,38 @@ template <typename D, typename S>
 void accumulate_typed(D* dst, const S* src, int64_t begin, int64_t end, bool overwrite) {
   for (int64_t i = begin; i < end; ++i) dst[i] = from_f32<D>((overwrite ? 0.0f : to_f32(dst[i])) + to_f32(src[i]));
 }
+
+// The scalar kernel over [begin, end) (and every SIMD tail).
+void accumulate_scalar(const detail::AccumulateArgs& a, int64_t begin, int64_t end) {
+  auto master = [](uint8_t code, auto&& f) { code == detail::kBF16 ? f(bf16{}) : f(float{}); };
+  master(a.dt, [&](auto dt) {
+    using D = decltype(dt);
+    with_type(a.st, [&](auto st) {
+      using S = decltype(st);
+      if constexpr (!std::is_same_v<S, NoOut>)
+        accumulate_typed(static_cast<D*>(a.dst), static_cast<const S*>(a.src), begin, end, a.overwrite);
+    });
+  });
+}
 }  // namespace
 
-void accumulate(HostThreadPool& pool, const TensorView& dst, const TensorView& src, bool overwrite) {
+void accumulate(HostThreadPool& pool, Isa isa, const TensorView& dst, const TensorView& src, bool overwrite) {
   const int64_t n = dst.numel();
   check_host(dst, "dst", n), check_host(src, "src", n);
   ZT_CHECK(is_master_dtype(dst.dtype), std::string("host_optim::accumulate: dst must be fp32 or bf16, got ") +
                                            dtype_name(dst.dtype));
+  ZT_CHECK(isa_supported(isa), std::string("host_optim::accumulate: ISA ") + isa_name(isa) + " not supported by this CPU");
   if (n == 0) return;
-  auto master = [](DType t, auto&& f) { t == DType::BF16 ? f(bf16{}) : f(float{}); };
-  master(dst.dtype, [&](auto dt) {
-    using D = decltype(dt);
-    with_type(static_cast<uint8_t>(src.dtype), [&](auto st) {
-      using S = decltype(st);
-      if constexpr (!std::is_same_v<S, NoOut>)
-        for_blocks(pool, n, [&](int64_t begin, int64_t end) {
-          accumulate_typed(static_cast<D*>(dst.data), static_cast<const S*>(src.data), begin, end, overwrite);
-        });
-    });
+  const detail::AccumulateArgs args{dst.data, src.data, static_cast<uint8_t>(dst.dtype), static_cast<uint8_t>(src.dtype),
+                                    overwrite};
+  void (*vec)(const detail::AccumulateArgs&, int64_t, int64_t) = nullptr;
+  int64_t width = 1;
+  if (isa == Isa::Avx512) vec = detail::accumulate_avx512, width = detail::kAvx512Width;
+  if (isa == Isa::Avx2) vec = detail::accumulate_avx2, width = detail::kAvx2Width;
+  for_blocks(pool, n, [&](int64_t begin, int64_t end) {
+    const int64_t vec_end = begin + (end - begin) / width * width;
+    if (vec != nullptr && vec_end > begin) vec(args, begin, vec_end);
+    accumulate_scalar(args, vec != nullptr ? vec_end : begin, end);
   });
 }
 

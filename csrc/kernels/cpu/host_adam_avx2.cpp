@@ -32,5 +32,6 @@ static_assert(Avx2::W == kAvx2Width, "the dispatcher splits by kAvx2Width");
 void adam_avx2(const AdamArgs& a, int64_t begin, int64_t end) { adam_dispatch<Avx2>(a, begin, end); }
 void lion_avx2(const StateArgs& a, int64_t begin, int64_t end) { state_dispatch<Avx2>(a, begin, end, true); }
 void adagrad_avx2(const StateArgs& a, int64_t begin, int64_t end) { state_dispatch<Avx2>(a, begin, end, false); }
+void accumulate_avx2(const AccumulateArgs& a, int64_t begin, int64_t end) { accumulate_dispatch<Avx2>(a, begin, end); }
 
 }  // namespace zt::host_optim::detail

@@ -32,5 +32,8 @@ static_assert(Avx512::W == kAvx512Width, "the dispatcher splits by kAvx512Width"
 void adam_avx512(const AdamArgs& a, int64_t begin, int64_t end) { adam_dispatch<Avx512>(a, begin, end); }
 void lion_avx512(const StateArgs& a, int64_t begin, int64_t end) { state_dispatch<Avx512>(a, begin, end, true); }
 void adagrad_avx512(const StateArgs& a, int64_t begin, int64_t end) { state_dispatch<Avx512>(a, begin, end, false); }
+void accumulate_avx512(const AccumulateArgs& a, int64_t begin, int64_t end) {
+  accumulate_dispatch<Avx512>(a, begin, end);
+}
 
 }  // namespace zt::host_optim::detail

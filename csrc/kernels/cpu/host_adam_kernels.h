@@ -1,10 +1,10 @@
-// host_adam_kernels.h — the interface between the Adam / Lion / Adagrad dispatcher (host_adam.cpp, baseline
+// host_adam_kernels.h — the interface between the Adam / Lion / Adagrad / accumulate dispatcher (host_adam.cpp, baseline
 // x86-64) and the SIMD translation units (host_adam_avx2.cpp, host_adam_avx512.cpp, compiled
 // with ISA flags and -ffp-contract=off).
 //
 // Invariant that keeps the binary portable: the SIMD files include only this header, <cstdint>,
 // <immintrin.h> and host_adam_simd.h, and define nothing with external linkage except the
-// adam_* / lion_* / adagrad_* entry points below. So no inline function (dtype.h, math.h, the standard library) is
+// adam_* / lion_* / adagrad_* / accumulate_* entry points below. So no inline function (dtype.h, math.h, the standard library) is
 // ever emitted from a SIMD file, where the linker could pick the ISA-flagged copy for baseline
 // callers. The entry points run only when cpu::isa_supported says so.
 #pragma once
@@ -47,6 +47,15 @@ struct StateArgs {
   float clr, eps, weight_decay;         // Adagrad (optim::AdagradParams)
 };
 void lion_avx2(const StateArgs& a, int64_t begin, int64_t end);
+// Gradient accumulation into the host shard: dst (F32 or BF16) = (overwrite ? 0 : dst) + src.
+struct AccumulateArgs {
+  void* dst;
+  const void* src;
+  uint8_t dt, st;  // dtype codes of dst, src
+  bool overwrite;
+};
+void accumulate_avx2(const AccumulateArgs& a, int64_t begin, int64_t end);
+void accumulate_avx512(const AccumulateArgs& a, int64_t begin, int64_t end);
 void lion_avx512(const StateArgs& a, int64_t begin, int64_t end);
 void adagrad_avx2(const StateArgs& a, int64_t begin, int64_t end);
 void adagrad_avx512(const StateArgs& a, int64_t begin, int64_t end);

@@ -181,6 +181,27 @@ void with_operand_tags(uint8_t pt, uint8_t st, uint8_t gt, uint8_t ot, Fn&& f) {
   });
 }
 
+// zero_ops::accumulate with alpha 1: dst = (overwrite ? 0 : dst) + src, one IEEE add per lane.
+template <class V, class D, class S>
+void accumulate_loop(const AccumulateArgs& a, int64_t begin, int64_t end) {
+  const typename V::F zero = V::set1(0.0f);
+  for (int64_t i = begin; i < end; i += V::W) {
+    const typename V::F base = a.overwrite ? zero : V::load(D{}, a.dst, i);
+    V::store(D{}, a.dst, i, V::add(base, V::load(S{}, a.src, i)));
+  }
+}
+
+template <class V>
+void accumulate_dispatch(const AccumulateArgs& a, int64_t begin, int64_t end) {
+  with_master_tag(a.dt, [&](auto d) {
+    using D = decltype(d);
+    with_tag(a.st, [&](auto s) {
+      using S = decltype(s);
+      if constexpr (!__is_same(S, NoneTag)) accumulate_loop<V, D, S>(a, begin, end);
+    });
+  });
+}
+
 template <class V>
 void adam_dispatch(const AdamArgs& a, int64_t begin, int64_t end) {
   with_operand_tags(a.pt, a.st, a.gt, a.ot, [&](auto p, auto s, auto g, auto o) {

@@ -46,7 +46,8 @@ void adagrad_step(cpu::HostThreadPool& pool, cpu::Isa isa, const TensorView& p, 
 
 // Gradient accumulation into ZeRO-Offload's host gradient shard: dst (F32 or BF16) =
 // (overwrite ? 0 : dst) + src (any dtype), element by element in fp32, bitwise equal to
-// zero_ops::accumulate with alpha 1 (1·x is exact, so there is one rounding either way).
-void accumulate(cpu::HostThreadPool& pool, const TensorView& dst, const TensorView& src, bool overwrite);
+// zero_ops::accumulate with alpha 1 (1·x is exact, so there is one rounding either way) on every
+// ISA path. `isa` must be supported.
+void accumulate(cpu::HostThreadPool& pool, cpu::Isa isa, const TensorView& dst, const TensorView& src, bool overwrite);
 
 }  // namespace zt::host_optim
