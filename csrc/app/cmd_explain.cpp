@@ -99,6 +99,23 @@ void print_collectives(const std::vector<PlannedCollective>& cs, int world) {
               human_bytes(t.grads).c_str(), human_bytes(t.params).c_str(), human_bytes(t.stats).c_str());
 }
 
+// offload_optimizer: what crosses the host link per step and rank — each offload op's reduced
+// slice down, and (without offload_param) the updated parameter slices up after the CPU update.
+void print_host_copies(const ZeroPlan& plan, const StepProgram& program, bool params_on_host) {
+  double down = 0;
+  int copies = 0;
+  program.for_each([&](int, const StepOp& op) {
+    if (op.kind != OpKind::Offload) return;
+    down += static_cast<double>(plan.bucket(op.bucket).slice) * dtype_size(plan.reduced_dtype());
+    ++copies;
+  });
+  const double up = params_on_host ? 0 : static_cast<double>(plan.shard_numel) * dtype_size(plan.compute);
+  std::printf("  host link (offload_optimizer): each rank copies %s of reduced gradients down (%d slices, %s) and %s\n"
+              "  of parameters up (%s) per step\n",
+              human_bytes(down).c_str(), copies, dtype_name(plan.reduced_dtype()), human_bytes(up).c_str(),
+              params_on_host ? "none: offload_param keeps them on the host" : dtype_name(plan.compute));
+}
+
 int run(const ExplainArgs& a) {
   const ModelConfig mcfg = parse_model_config_file(a.model);
   ConfigOptions copt;
@@ -130,6 +147,7 @@ int run(const ExplainArgs& a) {
               plan.describe_timeline().c_str());
   std::printf("%s\n", describe_program(step_program(plan, gas)).c_str());
   print_collectives(plan.step_collectives(gas), a.world);
+  if (plan.host_grads) print_host_copies(plan, step_program(plan, gas), eopt.offload.params);
   return 0;
 }
 
