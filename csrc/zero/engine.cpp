@@ -83,6 +83,8 @@ ZeroEngine::ZeroEngine(Model& model, Device& dev, Stream& compute, Communicator&
 
 ZeroEngine::~ZeroEngine() {
   if (impl_) {
+    // A copy down may still read a ring region or wire slot (destroyed before host_optimizer).
+    if (impl_->host_optimizer) impl_->host_optimizer->drain();
     impl_->cx.comm.synchronize();
     impl_->cx.compute.synchronize();
   }

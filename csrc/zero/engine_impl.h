@@ -221,7 +221,8 @@ class LambNorms {
 class HostOptimizer {
  public:
   HostOptimizer(EngineContext& cx, ModelStates& st);
-  ~HostOptimizer();  // drains the copy stream and the host lane
+  ~HostOptimizer() { drain(); }
+  void drain();  // the copy stream and the host lane finish what was issued (they read GradSync's buffers)
   // Bucket b's reduced slice `reduced` (device; plan.reduced_dtype(), plan.bucket(b).slice
   // elements), complete once the comm stream reaches this point, is copied into a staging slot
   // and added (overwrite: copied) into host_grads' slice of b. Returns the copy stream: an event

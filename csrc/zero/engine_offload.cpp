@@ -37,7 +37,7 @@ HostOptimizer::HostOptimizer(EngineContext& cx, ModelStates& st)
   uploads_done_ = cx.dev.create_event();
 }
 
-HostOptimizer::~HostOptimizer() {
+void HostOptimizer::drain() {
   copy_->synchronize();
   host_lane_->synchronize();
 }
