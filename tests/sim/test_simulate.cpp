@@ -1,4 +1,7 @@
-// The step simulator (zerotrain/sim): the profile reader and the cost model.
+// The step simulator (zerotrain/sim): the profile reader, the cost model's exact limits, and the
+// simulated step against the plan it simulates — its ops are step_program(plan, gas), its bytes
+// are the plan's collectives', infinite links leave only compute, zero compute leaves only the
+// comm lane, overlap_comm never exposes more, and a slower inter-node link is slower.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,7 +15,7 @@
 #include "zerotrain/core/check.h"
 #include "zerotrain/core/device.h"
 #include "zerotrain/model/mlp.h"
-#include "zerotrain/sim/cost_model.h"
+#include "zerotrain/sim/simulate.h"
 #include "zerotrain/zero/memory_predict.h"
 
 using namespace zt;
@@ -52,7 +55,37 @@ struct SimSetup {
     m = make_model(model, mo);
     plan = plan_for_model(*m, opt, world);
   }
+  SimResult run(const HardwareProfile& hw, int world, int nodes) const {
+    const CostModel cost(hw, world, nodes, opt.compute_dtype);
+    return simulate_step(plan, opt, make_workload(model, plan, 2, Recompute::None, opt.compute_dtype), cost);
+  }
 };
+
+HardwareProfile infinite_links(HardwareProfile h) {
+  h.intra_bytes_per_s = h.inter_bytes_per_s = h.host_link_bytes_per_s = 1e300;
+  h.intra_latency_s = h.inter_latency_s = 0;
+  return h;
+}
+
+HardwareProfile zero_compute(HardwareProfile h) {
+  h.peak_bf16_flops = h.peak_fp32_flops = h.hbm_bytes_per_s = h.host_memory_bytes_per_s = 1e300;
+  return h;
+}
+
+struct Case {
+  int stage, gas;
+  bool overlap;
+};
+std::vector<Case> all_cases() {
+  std::vector<Case> out;
+  for (int stage = 0; stage <= 3; ++stage)
+    for (int gas : {1, 3})
+      for (bool overlap : {false, true}) out.push_back({stage, gas, overlap});
+  return out;
+}
+std::string name(const Case& c) {
+  return "stage " + std::to_string(c.stage) + " gas " + std::to_string(c.gas) + (c.overlap ? " overlap" : " no overlap");
+}
 
 }  // namespace
 
@@ -125,4 +158,120 @@ TEST(SimCostModel, WorkloadFlopsMatchTheModelCount) {
   EXPECT_NEAR(flops / (2 * w.flops_per_sample), 1.0, 0.02);
   const SimWorkload rc = make_workload(s.model, s.plan, 2, Recompute::Block, DType::BF16);
   EXPECT_DOUBLE_EQ(rc.backward[1].gemm_flops, 3 * w.forward[1].gemm_flops);
+}
+
+TEST(SimStep, OpsAreTheStepProgram) {
+  for (const Case& c : all_cases()) {
+    const SimSetup s(c.stage, c.overlap, c.gas, 4);
+    const SimResult r = s.run(h100(), 4, 1);
+    std::vector<StepOp> want;
+    step_program(s.plan, c.gas).for_each([&](int, const StepOp& op) { want.push_back(op); });
+    EXPECT_EQ(r.ops, want) << name(c);
+  }
+}
+
+TEST(SimStep, BytesAreThePlans) {
+  for (const Case& c : all_cases()) {
+    const SimSetup s(c.stage, c.overlap, c.gas, 4);
+    const SimResult r = s.run(h100(), 4, 1);
+    double bytes = 0;
+    const std::vector<PlannedCollective> planned = s.plan.step_collectives(c.gas);
+    for (const PlannedCollective& p : planned) bytes += ring_bytes_per_rank(p.op, p.bytes, 4);
+    EXPECT_GT(bytes, 0) << name(c);
+    EXPECT_DOUBLE_EQ(r.comm_ring_bytes_per_rank, bytes) << name(c);
+    EXPECT_EQ(r.collectives, static_cast<int64_t>(planned.size())) << name(c);
+  }
+}
+
+TEST(SimStep, InfiniteLinksLeaveOnlyCompute) {
+  for (const Case& c : all_cases()) {
+    const SimSetup s(c.stage, c.overlap, c.gas, 4);
+    const SimResult r = s.run(infinite_links(h100()), 4, 1);
+    // Stages 2-3 add each reduced slice into the shard accumulator on the comm lane, at HBM speed:
+    // the only comm-lane work left, and all compute can still wait for.
+    EXPECT_NEAR(r.step_s, r.compute_ops_s + r.comm_exposed_s, 1e-12 * r.step_s) << name(c);
+    if (c.stage < 2) EXPECT_EQ(r.comm_exposed_s, 0) << name(c);
+    else EXPECT_LE(r.comm_exposed_s, r.comm_busy_s * (1 + 1e-12)) << name(c);
+    // With elementwise work free too, the step is gas x the units' forward and backward.
+    HardwareProfile h = infinite_links(h100());
+    h.hbm_bytes_per_s = 1e300;
+    const CostModel cost(h, 4, 1, DType::BF16);
+    const SimWorkload w = make_workload(s.model, s.plan, 2, Recompute::None, DType::BF16);
+    double units = 0;
+    for (size_t u = 0; u < w.forward.size(); ++u) units += cost.unit_seconds(w.forward[u]) + cost.unit_seconds(w.backward[u]);
+    EXPECT_NEAR(s.run(h, 4, 1).step_s, c.gas * units, 1e-9 * units) << name(c);
+  }
+}
+
+TEST(SimStep, ZeroComputeLeavesTheCommLane) {
+  for (const Case& c : all_cases()) {
+    const SimSetup s(c.stage, c.overlap, c.gas, 4);
+    const HardwareProfile h = zero_compute(h100());
+    const SimResult r = s.run(h, 4, 1);
+    const CostModel cost(h, 4, 1, DType::BF16);
+    double comm = 0;
+    for (const PlannedCollective& p : s.plan.step_collectives(c.gas)) comm += cost.collective_seconds(p.op, static_cast<double>(p.bytes));
+    EXPECT_NEAR(r.step_s, comm, 1e-9 * comm) << name(c);
+    EXPECT_NEAR(r.comm_busy_s, comm, 1e-9 * comm) << name(c);
+  }
+}
+
+TEST(SimStep, CriticalPathIsAChainThatEndsTheStep) {
+  for (const Case& c : all_cases()) {
+    const SimSetup s(c.stage, c.overlap, c.gas, 16);
+    const SimResult r = s.run(h100(), 16, 2);
+    ASSERT_FALSE(r.critical_path.empty()) << name(c);
+    EXPECT_NEAR(r.slices[static_cast<size_t>(r.critical_path.back())].end_s, r.step_s, 1e-12) << name(c);
+    for (size_t k = 1; k < r.critical_path.size(); ++k) {
+      const SimSlice& s1 = r.slices[static_cast<size_t>(r.critical_path[k])];
+      EXPECT_EQ(s1.cause, r.critical_path[k - 1]) << name(c);
+      // A stall ends when what it waited for ends; other work starts when its cause ends.
+      EXPECT_NEAR(s1.stall ? s1.end_s : s1.begin_s, r.slices[static_cast<size_t>(s1.cause)].end_s, 1e-12) << name(c) << " " << s1.name;
+    }
+    EXPECT_GT(r.mfu, 0) << name(c);
+    EXPECT_LT(r.mfu, 1) << name(c);
+  }
+}
+
+TEST(SimStep, OverlapNeverExposesMore) {
+  for (int stage = 0; stage <= 3; ++stage)
+    for (int gas : {1, 3})
+      for (bool offload : {false, true}) {
+        if (offload && stage == 0) continue;
+        const SimResult off = SimSetup(stage, false, gas, 16, offload).run(h100(), 16, 2);
+        const SimResult on = SimSetup(stage, true, gas, 16, offload).run(h100(), 16, 2);
+        EXPECT_GE(off.comm_exposed_s, on.comm_exposed_s) << "stage " << stage << " gas " << gas << " offload " << offload;
+        EXPECT_GE(off.step_s, on.step_s) << "stage " << stage << " gas " << gas << " offload " << offload;
+        EXPECT_GT(on.comm_busy_s, 0);
+      }
+}
+
+TEST(SimStep, SlowerInterNodeLinkIsSlower) {
+  HardwareProfile slow = h100(), fast = h100();
+  slow.inter_bytes_per_s = 100e9 / 8;
+  fast.inter_bytes_per_s = 400e9 / 8;
+  for (bool overlap : {false, true}) {
+    const SimSetup s(3, overlap, 1, 16);
+    const SimResult a = s.run(slow, 16, 2), b = s.run(fast, 16, 2);
+    EXPECT_GT(a.step_s, b.step_s) << "overlap " << overlap;
+    EXPECT_GT(a.comm_busy_s, b.comm_busy_s);
+    // Inside one node neither inter-node link is used.
+    const SimSetup one(3, overlap, 1, 8);
+    EXPECT_EQ(one.run(slow, 8, 1).step_s, one.run(fast, 8, 1).step_s);
+  }
+}
+
+TEST(SimStep, OffloadUsesTheCopyLane) {
+  const SimSetup s(2, true, 2, 4, true);
+  const SimResult r = s.run(h100(), 4, 1);
+  EXPECT_TRUE(r.has_copy_lane);
+  EXPECT_GT(r.copy_busy_s, 0);
+  int down = 0, up = 0;
+  for (const SimSlice& x : r.slices) {
+    if (x.lane != Lane::Copy || x.op < 0) continue;
+    down += x.op_name == "d2h";
+    up += x.op_name == "h2d";
+  }
+  EXPECT_EQ(down, 2 * static_cast<int>(s.plan.buckets.size()));  // each reduction of both micro-steps
+  EXPECT_GE(up, 1);
 }
