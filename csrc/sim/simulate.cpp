@@ -33,7 +33,7 @@ class StepSimulator {
           r.op_micro.push_back(micro);
         }
         lanes_.set_op(step == 1 ? static_cast<int>(r.ops.size()) - 1 : -1);
-        if (micro >= 0) micro_op(op, program_.micro(micro).first);
+        if (micro >= 0) micro_op(op);
         else boundary_op(op);
       });
     }
@@ -45,7 +45,7 @@ class StepSimulator {
   bool overlap() const { return opt_.overlap_comm; }
   static std::string position(const StepOp& op) { return (op.backward ? "bwd u" : "fwd u") + std::to_string(op.unit); }
 
-  void micro_op(const StepOp& op, bool first_micro) {
+  void micro_op(const StepOp& op) {
     switch (op.kind) {
       case OpKind::Gather:
       case OpKind::Prefetch: gather(op, overlap() ? Done{} : lanes_.handoff()); break;
@@ -54,7 +54,7 @@ class StepSimulator {
       case OpKind::Backward: lanes_.compute(position(op), cost_.unit_seconds(work_.backward[op.unit])); break;
       case OpKind::Open: open(op); break;
       case OpKind::Close: close(op); break;
-      case OpKind::Reduce: reduce(op, first_micro); break;
+      case OpKind::Reduce: reduce(op); break;
       case OpKind::Offload: offload(op); break;
       case OpKind::Release: lanes_.wait(gathered_[op.bucket]); break;
       default: break;  // Loss: the head's forward already computed it
@@ -115,8 +115,7 @@ class StepSimulator {
                    cost_.elementwise_seconds(3 * elems_bytes(plan_.bucket(op.bucket).padded, plan_.grad_dtype)));
   }
 
-  void reduce(const StepOp& op, bool first_micro) {
-    (void)first_micro;
+  void reduce(const StepOp& op) {
     const Done h = lanes_.handoff();
     const PlanBucket& k = plan_.bucket(op.bucket);
     // Stages 2-3 add the reduced slice into the shard accumulator on the comm lane (read both,

@@ -52,7 +52,9 @@ struct SimSlice {
 struct SimResult {
   std::vector<StepOp> ops;     // the reported step's ops in the order simulated
   std::vector<int> op_micro;   // their micro-step (-1: boundary)
-  std::vector<SimSlice> slices;  // each lane in time order; begin_s may precede 0 for none
+  // Each lane in time order: the reported step's work, and the previous step's that ends inside it
+  // (its post-step all-gathers; an offload parameter copy may begin before 0).
+  std::vector<SimSlice> slices;
   double step_s = 0;
   double compute_busy_s = 0, comm_busy_s = 0, copy_busy_s = 0;  // the reported step's ops
   double compute_ops_s = 0;    // Σ compute op durations (stalls excluded) = compute_busy_s
