@@ -19,7 +19,8 @@ std::string with_unit(double v, int digits, const char* unit) {
   o << v << unit;
   return o.str();
 }
-std::string ms(double s) { return with_unit(s * 1e3, 3, " ms"); }
+// Milliseconds; below 0.1 ms, microseconds (a toy model's step is microseconds long).
+std::string ms(double s) { return s > 0 && s < 1e-4 ? with_unit(s * 1e6, 3, " us") : with_unit(s * 1e3, 3, " ms"); }
 std::string mib(double b) { return with_unit(b / (1 << 20), 2, " MiB"); }
 std::string pct(double p) { return p < 0 ? "n/a (no communication)" : with_unit(p, 1, "%"); }
 
