@@ -29,17 +29,17 @@ const char* kUsage =
     "            when a CUDA GPU is visible here, else cpu\n"
     "  --optimizer, --lr, ...: train's client optimizer flags (moments), for a config without an optimizer\n";
 
-int64_t positive(const std::string& flag, const char* v, int64_t hi) {
+}  // namespace
+
+int64_t parse_count_flag(const std::string& command, const std::string& flag, const char* v, int64_t hi) {
   bool digits = *v != 0;
   for (const char* c = v; *c; ++c) digits = digits && *c >= '0' && *c <= '9';
   errno = 0;
   const long long x = digits ? std::strtoll(v, nullptr, 10) : 0;
   if (!digits || errno == ERANGE || x < 1 || x > hi)
-    throw InputError("estimate: " + flag + " '" + v + "': expected an integer in [1, " + std::to_string(hi) + "]");
+    throw InputError(command + ": " + flag + " '" + v + "': expected an integer in [1, " + std::to_string(hi) + "]");
   return x;
 }
-
-}  // namespace
 
 int cmd_estimate(int argc, char** argv) {
   try {
@@ -58,8 +58,8 @@ int cmd_estimate(int argc, char** argv) {
         return 0;
       } else if (f == "--config") config = value();
       else if (f == "--model") model = value();
-      else if (f == "--world-size") world = positive(f, value(), int64_t(1) << 24);
-      else if (f == "--nodes") nodes = positive(f, value(), int64_t(1) << 24);
+      else if (f == "--world-size") world = parse_count_flag("estimate", f, value(), int64_t(1) << 24);
+      else if (f == "--nodes") nodes = parse_count_flag("estimate", f, value(), int64_t(1) << 24);
       else if (f == "--device-memory") device_mem = parse_bytes(value(), "estimate: --device-memory");
       else if (f == "--host-memory") host_mem = parse_bytes(value(), "estimate: --host-memory");
       else if (f == "--recompute") recompute = value();

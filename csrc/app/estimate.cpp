@@ -35,22 +35,31 @@ CommBackend comm_backend_for_device(const std::string& device, const std::string
   throw InputError(flag + " '" + device + "': expected auto, cpu or cuda");
 }
 
-MemoryEstimate estimate_memory(const DsConfig& cfg, const ModelConfig& model, int world, Recompute recompute,
-                               CommBackend backend, const ClientOptimizer& client) {
-  const EngineOptions eopt = engine_options_from(cfg, client);
-  std::unique_ptr<Device> dev = make_cpu_device();  // never allocates: plan-only model
-  std::unique_ptr<Stream> stream = dev->create_stream("estimate");
-  ModelOptions mopt;
+PlanOnlyModel plan_only_model(const DsConfig& cfg, const ModelConfig& model, const EngineOptions& eopt,
+                              Recompute recompute, CommBackend backend) {
+  PlanOnlyModel p;
+  p.dev = make_cpu_device();  // never allocates: plan-only model
+  p.stream = p.dev->create_stream("estimate");
+  ModelOptions& mopt = p.options;
   mopt.compute_dtype = eopt.compute_dtype;
   mopt.micro_batch = cfg.train_micro_batch_size_per_gpu;
-  mopt.device = dev.get();
-  mopt.stream = stream.get();
+  mopt.device = p.dev.get();
+  mopt.stream = p.stream.get();
   mopt.plan_only = true;
   mopt.recompute = recompute;
   mopt.cpu_checkpointing = cfg.activation_cpu_checkpointing;
   // The plan-only model sits on a CPU device; the logits padding is the training device's.
   mopt.vocab_pad = default_vocab_pad(backend == CommBackend::NCCL ? DeviceKind::CUDA : DeviceKind::CPU);
-  std::unique_ptr<Model> m = make_model(model, mopt);
+  p.model = make_model(model, mopt);
+  return p;
+}
+
+MemoryEstimate estimate_memory(const DsConfig& cfg, const ModelConfig& model, int world, Recompute recompute,
+                               CommBackend backend, const ClientOptimizer& client) {
+  const EngineOptions eopt = engine_options_from(cfg, client);
+  const PlanOnlyModel pm = plan_only_model(cfg, model, eopt, recompute, backend);
+  const Model* m = pm.model.get();
+  const ModelOptions& mopt = pm.options;
   const ZeroPlan plan = plan_for_model(*m, eopt, world);
   MemoryEstimate e;
   e.stage = eopt.stage;

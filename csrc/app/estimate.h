@@ -4,6 +4,7 @@
 // in-run memory report compares against).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,18 @@ struct MemoryEstimate {
   int64_t max_device_total() const;
   int64_t max_host_total() const;
 };
+
+// A model built for its parameters and buffer list only (nothing allocated) on a CPU device, as
+// `train` would build it for this config; the logits padding is `backend`'s device's. Members
+// are destroyed model first.
+struct PlanOnlyModel {
+  std::unique_ptr<Device> dev;
+  std::unique_ptr<Stream> stream;
+  ModelOptions options;
+  std::unique_ptr<Model> model;
+};
+PlanOnlyModel plan_only_model(const DsConfig& cfg, const ModelConfig& model, const EngineOptions& eopt,
+                              Recompute recompute, CommBackend backend);
 
 // "cpu" -> MPI, "cuda" -> NCCL, "auto" -> as `train --device auto`: NCCL when a CUDA GPU is
 // visible, else MPI. InputError naming `flag` otherwise.
@@ -52,5 +65,7 @@ OffloadFormula zero_offload_formula(const MemoryEstimate& e);
 std::string estimate_json(const MemoryEstimate& e);
 // "80GiB", "512MB", "1.5e9", "1024" -> bytes; InputError naming `flag` otherwise.
 int64_t parse_bytes(const std::string& text, const std::string& flag);
+// A flag's integer value in [1, hi]; InputError "<command>: <flag> '<v>': expected ..." otherwise.
+int64_t parse_count_flag(const std::string& command, const std::string& flag, const char* v, int64_t hi);
 
 }  // namespace zt

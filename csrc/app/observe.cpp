@@ -104,7 +104,6 @@ double align_clocks(Communicator& comm) {
   return r ? r->completed_s : comm.log().now_s();
 }
 
-namespace {
 // One rank's trace events: lanes as threads (0 compute, 1 comm, 2 copy), times in µs since the
 // start-up barrier; flows from the moment the compute stream handed a bucket's gradients over
 // (inside the backward that completed them) to the bucket's reduction, which starts after it.
@@ -149,11 +148,14 @@ nlohmann::json trace_events(int rank, const std::vector<StepTimeline>& steps, do
   return ev;
 }
 
-void write_json(const std::filesystem::path& p, const nlohmann::json& events) {
-  AtomicFile f(p.string(), "train: --trace");
+void write_trace_file(const std::string& path, const nlohmann::json& events, const std::string& flag) {
+  AtomicFile f(path, flag);
   f.write(nlohmann::json({{"traceEvents", events}, {"displayTimeUnit", "ms"}}).dump() + "\n");
   f.commit();
 }
+
+namespace {
+void write_json(const std::filesystem::path& p, const nlohmann::json& events) { write_trace_file(p.string(), events, "train: --trace"); }
 }  // namespace
 
 namespace {

@@ -38,6 +38,12 @@ void check_trace_outputs(const std::string& dir, int rank);
 // each write is agreed across ranks (rank_agreement.h), so a failed write is exit 2 everywhere.
 void write_traces(const std::string& dir, Communicator& comm, const std::vector<StepTimeline>& steps,
                   double clock_origin_s);
+// One rank's trace events (pid = rank; lanes compute / comm / copy as tids 0 / 1 / 2; times in µs
+// since origin_s; args.step on every slice; "grads ready" flows from each bucket's hand-off to its
+// reduction): the format train --trace writes and scripts/render_step_svg.py draws.
+nlohmann::json trace_events(int rank, const std::vector<StepTimeline>& steps, double origin_s);
+// {"traceEvents": events, "displayTimeUnit": "ms"} written atomically to path; InputError names flag.
+void write_trace_file(const std::string& path, const nlohmann::json& events, const std::string& flag);
 // A barrier on the comm stream; returns the barrier's completion time on this rank's log clock
 // (the trace's zero: every rank leaves the same barrier at nearly the same moment).
 double align_clocks(Communicator& comm);

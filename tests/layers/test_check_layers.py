@@ -103,7 +103,7 @@ class CheckLayers(unittest.TestCase):
         for _, name, _ in layers:
             if name not in order:
                 order.append(name)
-        self.assertEqual(order, ["core", "comm", "kernels", "model", "optim", "zero", "ckpt", "config, data, app"])
+        self.assertEqual(order, ["core", "comm", "kernels", "model", "optim", "zero", "ckpt", "sim", "config, data, app"])
         self.assertEqual(check_layers.layer_of("csrc/kernels/cuda/adam.cu", layers)[1], "kernels")
         self.assertEqual(check_layers.layer_of("csrc/zero/engine_checkpoint.cpp", layers)[1], "ckpt")
 

@@ -1,0 +1,128 @@
+// cost_model.cpp — op durations on a hardware profile (zerotrain/sim/cost_model.h).
+#include "zerotrain/sim/cost_model.h"
+
+#include <algorithm>
+
+#include "zerotrain/core/check.h"
+#include "zerotrain/model/gpt.h"
+
+namespace zt {
+
+namespace {
+
+// Bytes per token per block that the elementwise ops of a GPT block's forward move, in units of
+// C·dtype: two LayerNorms (read + write), GELU over 4C (read + write), two residual adds.
+constexpr double kBlockElementwisePerTokenC = 4 + 8 + 6;
+
+double unit_numel(const ZeroPlan& plan, int u) {
+  double n = 0;
+  for (int p : plan.unit_params[static_cast<size_t>(u)]) n += static_cast<double>(plan.param(p).numel);
+  return n;
+}
+
+SimWorkload gpt_workload(const GptConfig& g, const ZeroPlan& plan, int64_t B, Recompute rc, DType compute) {
+  SimWorkload w;
+  const double T = static_cast<double>(g.n_ctx), C = static_cast<double>(g.n_embd);
+  const double tokens = static_cast<double>(B) * T, cs = static_cast<double>(dtype_size(compute));
+  const int U = plan.num_units();
+  w.forward.resize(U);
+  w.backward.resize(U);
+  for (int u = 0; u < U; ++u) {
+    UnitCost f, b;
+    if (u == 0) {  // wte / wpe lookups forward, their scatter-adds backward
+      f.elementwise_bytes = 3 * tokens * C * cs;
+      b.elementwise_bytes = f.elementwise_bytes;
+    } else {
+      f.gemm_flops = 2 * unit_numel(plan, u) * tokens;
+      const bool head = u == U - 1;
+      f.attention_flops = head ? 0 : 4 * static_cast<double>(B) * T * T * C;
+      f.elementwise_bytes = head ? 2 * tokens * static_cast<double>(g.vocab_size) * cs
+                                 : kBlockElementwisePerTokenC * tokens * C * cs;
+      b = {2 * f.gemm_flops, 2 * f.attention_flops, 2 * f.elementwise_bytes};
+      if (!head && rc == Recompute::Block) {
+        b.gemm_flops += f.gemm_flops;
+        b.attention_flops += f.attention_flops;
+        b.elementwise_bytes += f.elementwise_bytes;
+      } else if (!head && rc == Recompute::Selective) {
+        b.attention_flops += f.attention_flops;
+      }
+    }
+    w.forward[u] = f;
+    w.backward[u] = b;
+  }
+  w.tokens_per_sample = T;
+  w.flops_per_sample = gpt_flops_per_sequence(g, g.n_ctx);
+  return w;
+}
+
+SimWorkload mlp_workload(const ZeroPlan& plan, int64_t B) {
+  SimWorkload w;
+  double params = 0;
+  for (int u = 0; u < plan.num_units(); ++u) {
+    UnitCost f;
+    f.gemm_flops = 2 * unit_numel(plan, u) * static_cast<double>(B);
+    params += unit_numel(plan, u);
+    w.forward.push_back(f);
+    w.backward.push_back({2 * f.gemm_flops, 0, 0});
+  }
+  w.tokens_per_sample = 1;
+  w.flops_per_sample = 6 * params;
+  return w;
+}
+
+}  // namespace
+
+SimWorkload make_workload(const ModelConfig& model, const ZeroPlan& plan, int64_t micro_batch, Recompute recompute,
+                          DType compute) {
+  ZT_CHECK(micro_batch >= 1, "micro batch " + std::to_string(micro_batch));
+  SimWorkload w = model.type == ModelConfig::Type::GPT ? gpt_workload(model.gpt, plan, micro_batch, recompute, compute)
+                                                       : mlp_workload(plan, micro_batch);
+  w.micro_batch = micro_batch;
+  return w;
+}
+
+CostModel::CostModel(const HardwareProfile& hw, int world, int nodes, DType compute)
+    : hw_(hw), world_(world), nodes_(nodes), peak_(compute == DType::F32 ? hw.peak_fp32_flops : hw.peak_bf16_flops) {
+  ZT_CHECK(world >= 1 && nodes >= 1 && world % nodes == 0,
+           "world " + std::to_string(world) + " on " + std::to_string(nodes) + " nodes");
+}
+
+double CostModel::unit_seconds(const UnitCost& c) const {
+  const OpEfficiency& e = hw_.efficiency;
+  return c.gemm_flops / (peak_ * e.gemm) + c.attention_flops / (peak_ * e.attention) + elementwise_seconds(c.elementwise_bytes);
+}
+
+double CostModel::elementwise_seconds(double bytes) const {
+  return bytes / (hw_.hbm_bytes_per_s * hw_.efficiency.elementwise);
+}
+
+double CostModel::optimizer_seconds(double bytes) const { return bytes / (hw_.hbm_bytes_per_s * hw_.efficiency.optimizer); }
+
+double CostModel::host_optimizer_seconds(double bytes) const {
+  return bytes / (hw_.host_memory_bytes_per_s / static_cast<double>(world_ / nodes_));
+}
+
+double CostModel::copy_seconds(double bytes) const { return bytes / hw_.host_link_bytes_per_s; }
+
+double CostModel::link_bytes_per_s() const { return ring_spans_nodes() ? hw_.inter_bytes_per_s : hw_.intra_bytes_per_s; }
+double CostModel::link_latency_s() const { return ring_spans_nodes() ? hw_.inter_latency_s : hw_.intra_latency_s; }
+
+double CostModel::collective_seconds(CommOp op, double bytes) const {
+  if (world_ <= 1) return 0;
+  const double n = world_;
+  const double one_pass = (n - 1) * link_latency_s() + (n - 1) / n * bytes / link_bytes_per_s();
+  switch (op) {
+    case CommOp::AllReduce: return 2 * one_pass;
+    case CommOp::ReduceScatter:
+    case CommOp::AllGather: return one_pass;
+    default: return (n - 1) * link_latency_s() + bytes / link_bytes_per_s();  // broadcast, send / receive
+  }
+}
+
+double optimizer_bytes_per_element(const EngineOptions& o, DType grad_dtype) {
+  const double moments = o.optimizer.moment_count() * static_cast<double>(dtype_size(o.moments_dtype));
+  return static_cast<double>(dtype_size(o.master_dtype)) + moments + static_cast<double>(dtype_size(grad_dtype)) +
+         static_cast<double>(dtype_size(o.compute_dtype));
+}
+
+}  // namespace zt

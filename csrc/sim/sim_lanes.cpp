@@ -1,0 +1,115 @@
+// sim_lanes.cpp — in-order lanes with dependencies (sim_lanes.h).
+#include "sim_lanes.h"
+
+#include <algorithm>
+
+namespace zt {
+
+Done SimLanes::place(SimSlice s, double seconds, const Done& dep) {
+  const int l = static_cast<int>(s.lane);
+  const bool dep_later = dep.slice >= 0 && dep.t > free_[l];
+  s.begin_s = dep_later ? dep.t : free_[l];
+  s.end_s = s.begin_s + seconds;
+  s.cause = dep_later ? dep.slice : last_[l];
+  s.op = op_;
+  slices_.push_back(std::move(s));
+  step_of_.push_back(step_);
+  const int idx = static_cast<int>(slices_.size()) - 1;
+  free_[l] = slices_.back().end_s;
+  last_[l] = idx;
+  return {free_[l], idx, slices_.back().lane};
+}
+
+void SimLanes::compute(const std::string& name, double seconds) {
+  SimSlice s;
+  s.lane = Lane::Compute;
+  s.name = name;
+  place(std::move(s), seconds, {});
+}
+
+// A wait on a copy (an offloaded reduction's) is a wait on its reduction until the copy starts:
+// the stall is split there, so exposed copy time never counts the comm lane's.
+void SimLanes::wait(const Done& d) {
+  if (d.slice < 0 || d.t <= free_[0]) return;
+  const SimSlice& waited = slices_[static_cast<size_t>(d.slice)];
+  if (d.lane == Lane::Copy && waited.begin_s > free_[0] && waited.cause >= 0 && waited.cause != d.slice) {
+    const SimSlice& before = slices_[static_cast<size_t>(waited.cause)];
+    if (before.lane == Lane::Comm) stall(Lane::Comm, waited.begin_s, waited.cause);
+  }
+  stall(d.lane, d.t, d.slice);
+}
+
+void SimLanes::stall(Lane on, double until, int cause) {
+  if (until <= free_[0]) return;
+  SimSlice s;
+  s.lane = Lane::Compute;
+  s.name = std::string("wait ") + lane_name(on);
+  s.op_name = lane_name(on);
+  s.stall = true;
+  const Done r = place(std::move(s), until - free_[0], {});
+  slices_[static_cast<size_t>(r.slice)].cause = cause;  // what compute waited for
+}
+
+Done SimLanes::collective(const PlannedCollective& c, int world, const Done& dep, double extra_s, double handoff_s) {
+  SimSlice s;
+  s.lane = Lane::Comm;
+  s.op_name = comm_op_name(c.op);
+  s.name = s.op_name + " " + c.label;
+  s.label = c.label;
+  s.dtype = dtype_name(c.dtype);
+  s.coll = c.op;
+  s.collective = true;
+  s.bucket = c.what.bucket;
+  s.bytes = static_cast<double>(c.bytes);
+  s.ring_bytes = ring_bytes_per_rank(c.op, c.bytes, world);
+  s.handoff_s = handoff_s;
+  return place(std::move(s), cost_.collective_seconds(c.op, static_cast<double>(c.bytes)) + extra_s, dep);
+}
+
+Done SimLanes::copy(const std::string& name, const char* op, double bytes, double seconds, const Done& dep) {
+  SimSlice s;
+  s.lane = Lane::Copy;
+  s.name = name;
+  s.op_name = op;
+  s.bytes = bytes;
+  return place(std::move(s), seconds, dep);
+}
+
+namespace {
+// A slice of the reported step into its lane's busy time, a stall into the exposed time of the
+// lane it waited for, a collective into the step's bytes.
+void account(SimResult& r, const SimSlice& k) {
+  const double d = k.end_s - k.begin_s;
+  if (k.stall) (k.op_name == lane_name(Lane::Copy) ? r.copy_exposed_s : r.comm_exposed_s) += d;
+  else if (k.lane == Lane::Compute) r.compute_busy_s += d;
+  else if (k.lane == Lane::Comm) r.comm_busy_s += d;
+  else r.copy_busy_s += d;
+  if (k.collective) {
+    r.comm_ring_bytes_per_rank += k.ring_bytes;
+    ++r.collectives;
+  }
+}
+}  // namespace
+
+void SimLanes::finish(SimResult& r, double t0) const {
+  std::vector<int> kept(slices_.size(), -1);
+  for (size_t i = 0; i < slices_.size(); ++i) {
+    if (step_of_[i] == 0 && slices_[i].end_s <= t0) continue;
+    kept[i] = static_cast<int>(r.slices.size());
+    SimSlice s = slices_[i];
+    s.begin_s -= t0;
+    s.end_s -= t0;
+    if (s.handoff_s >= 0) s.handoff_s -= t0;
+    if (step_of_[i] == 0) s.op = -1;
+    r.slices.push_back(std::move(s));
+    if (step_of_[i] == 1) account(r, r.slices.back());
+  }
+  for (SimSlice& s : r.slices) s.cause = s.cause >= 0 ? kept[static_cast<size_t>(s.cause)] : -1;
+  r.step_s = free_[0] - t0;
+  r.compute_ops_s = r.compute_busy_s;
+  for (int i = last_[0] >= 0 ? kept[static_cast<size_t>(last_[0])] : -1; i >= 0; i = r.slices[static_cast<size_t>(i)].cause)
+    r.critical_path.push_back(i);
+  std::reverse(r.critical_path.begin(), r.critical_path.end());
+}
+
+}  // namespace zt

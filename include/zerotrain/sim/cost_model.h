@@ -1,0 +1,76 @@
+// cost_model.h — how long each piece of a training step takes on a HardwareProfile
+// (docs/design.md, "The step simulator"). Pure arithmetic, no state besides the machine.
+//
+//  * Unit forward / backward: GEMM FLOPs at peak x efficiency.gemm, attention's T² FLOPs at
+//    peak x efficiency.attention, elementwise bytes at HBM bandwidth x efficiency.elementwise.
+//    Peak is bf16 for a bf16 / fp16 compute dtype, fp32 otherwise.
+//  * Optimizer: the bytes it moves per element of the range it updates at HBM bandwidth x
+//    efficiency.optimizer (device), or at the rank's share of the node's host memory bandwidth
+//    (offload_optimizer's CPU optimizer).
+//  * Collectives (ring, alpha-beta): reduce-scatter / all-gather of B bytes over N ranks take
+//    (N-1)·α + (N-1)/N·B/β, all-reduce twice that; α, β are the intra-node link's, or the
+//    inter-node link's per GPU when the ring spans nodes.
+//  * Host <-> device copies at the host link's bandwidth.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "zerotrain/comm/comm_log.h"
+#include "zerotrain/core/dtype.h"
+#include "zerotrain/model/model.h"
+#include "zerotrain/model/model_config.h"
+#include "zerotrain/sim/hardware.h"
+#include "zerotrain/zero/engine.h"
+#include "zerotrain/zero/plan.h"
+
+namespace zt {
+
+// The work of one unit's forward or backward over one micro-batch on one rank.
+struct UnitCost {
+  double gemm_flops = 0;         // matrix multiplications
+  double attention_flops = 0;    // GPT blocks: QKᵀ and probabilities·V (the T² terms)
+  double elementwise_bytes = 0;  // lookups, norms, activations, residual adds, the loss
+};
+
+// What a model asks of one rank per micro-step, unit by unit (indexed like plan units).
+struct SimWorkload {
+  std::vector<UnitCost> forward, backward;  // backward includes the recomputed forward work
+  int64_t micro_batch = 1;                  // samples per rank per micro-step
+  double tokens_per_sample = 1;             // GPT: n_ctx; MLP: 1
+  double flops_per_sample = 0;              // model FLOPs (forward + backward), as train's MFU
+};
+
+// Forward: 2·params·tokens GEMM FLOPs per unit (GPT: the embeddings are lookups, the head's
+// GEMM is the tied wte), plus 4·B·T²·C attention FLOPs per GPT block; backward twice the
+// forward; recompute block adds each block's forward to its backward, selective its attention.
+SimWorkload make_workload(const ModelConfig& model, const ZeroPlan& plan, int64_t micro_batch, Recompute recompute,
+                          DType compute);
+
+class CostModel {
+ public:
+  // world ranks on `nodes` nodes (world / nodes ranks per node); compute: the engine's dtype.
+  CostModel(const HardwareProfile& hw, int world, int nodes, DType compute);
+  double unit_seconds(const UnitCost& c) const;
+  double elementwise_seconds(double bytes) const;
+  double optimizer_seconds(double bytes) const;      // device optimizer
+  double host_optimizer_seconds(double bytes) const;  // this rank's share of the node's DRAM
+  double copy_seconds(double bytes) const;            // host link
+  // One collective of a buffer of `bytes` (the whole buffer, as PlannedCollective::bytes).
+  double collective_seconds(CommOp op, double bytes) const;
+  bool ring_spans_nodes() const { return nodes_ > 1; }
+  double link_bytes_per_s() const;
+  double link_latency_s() const;
+  double peak_flops() const { return peak_; }  // one GPU's, for the compute dtype
+  const HardwareProfile& hardware() const { return hw_; }
+
+ private:
+  HardwareProfile hw_;
+  int world_ = 1, nodes_ = 1;
+  double peak_ = 0;
+};
+
+// Bytes the optimizer moves per element it updates: master, moments, the gradient (accumulation
+// dtype) and the compute-dtype parameter it writes (AdamW with bf16 compute, fp32 states: 18 B).
+double optimizer_bytes_per_element(const EngineOptions& o, DType grad_dtype);
+
+}  // namespace zt

@@ -1,0 +1,41 @@
+// hardware.h — a machine as the step simulator sees it (configs/hardware/*.json): peak FLOP/s,
+// memory and link bandwidths, latencies, and the fraction of peak each class of op reaches.
+//
+// File format (every key required, no other key allowed; numbers > 0, efficiencies in (0, 1]):
+//   {"name": "h100_sxm_8x", "sources": "where each number comes from",
+//    "peak_bf16_flops_per_s": 989e12, "peak_fp32_flops_per_s": 67e12, "hbm_bytes_per_s": 3.35e12,
+//    "efficiency": {"gemm": 0.6, "attention": 0.4, "elementwise": 0.7, "optimizer": 0.6},
+//    "gpus_per_node": 8,
+//    "intra_node_bytes_per_s": 360e9, "intra_node_latency_s": 8e-6,
+//    "inter_node_bytes_per_s_per_gpu": 50e9, "inter_node_latency_s": 15e-6,
+//    "host_link_bytes_per_s": 50e9, "host_memory_bytes_per_s": 300e9}
+// Link bandwidths are per GPU and per direction; host memory bandwidth is the node's (its ranks
+// share it).
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace zt {
+
+struct OpEfficiency {
+  double gemm = 1, attention = 1, elementwise = 1, optimizer = 1;  // fraction of peak reached
+};
+
+struct HardwareProfile {
+  std::string name, sources;
+  double peak_bf16_flops = 0;   // FLOP/s per GPU, dense bf16 / fp16 tensor cores
+  double peak_fp32_flops = 0;   // FLOP/s per GPU, plain fp32
+  double hbm_bytes_per_s = 0;   // device memory bandwidth
+  OpEfficiency efficiency;
+  int64_t gpus_per_node = 1;
+  double intra_bytes_per_s = 0, intra_latency_s = 0;  // one node's GPUs (NVLink / PCIe peer)
+  double inter_bytes_per_s = 0, inter_latency_s = 0;  // between nodes, per GPU (its NIC's share)
+  double host_link_bytes_per_s = 0;                   // device <-> pinned host memory (PCIe)
+  double host_memory_bytes_per_s = 0;                 // the node's DRAM, shared by its ranks
+};
+
+// Reads and validates a profile; InputError naming the file and the key (missing, unknown,
+// wrong type, not > 0, an efficiency above 1).
+HardwareProfile load_hardware_profile(const std::string& path);
+
+}  // namespace zt
