@@ -27,14 +27,15 @@ void SimLanes::compute(const std::string& name, double seconds) {
   place(std::move(s), seconds, {});
 }
 
-// A wait on a copy (an offloaded reduction's) is a wait on its reduction until the copy starts:
-// the stall is split there, so exposed copy time never counts the comm lane's.
+// A wait on a copy (an offloaded reduction's) is a wait on its reduction until that reduction
+// ends (no later than the copy's start): the stall is split there, so exposed copy time never
+// counts the comm lane's, and a copy queued behind other copies counts as copy time.
 void SimLanes::wait(const Done& d) {
   if (d.slice < 0 || d.t <= free_[0]) return;
   const SimSlice& waited = slices_[static_cast<size_t>(d.slice)];
   if (d.lane == Lane::Copy && waited.begin_s > free_[0] && waited.cause >= 0 && waited.cause != d.slice) {
     const SimSlice& before = slices_[static_cast<size_t>(waited.cause)];
-    if (before.lane == Lane::Comm) stall(Lane::Comm, waited.begin_s, waited.cause);
+    if (before.lane == Lane::Comm) stall(Lane::Comm, std::min(waited.begin_s, before.end_s), waited.cause);
   }
   stall(d.lane, d.t, d.slice);
 }

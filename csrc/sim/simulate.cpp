@@ -159,16 +159,20 @@ class StepSimulator {
   }
 
   // offload_optimizer: the CPU optimizer in sub_group_size chunks (at most kMaxChunks slices),
-  // each chunk's compute-dtype parameters up on the copy lane while the next is updated.
+  // each chunk's compute-dtype parameters up on the copy lane while the next is updated (not with
+  // offload_param: the CPU optimizer writes the host shard itself); compute then waits for the
+  // last upload before the parameter sync, as HostOptimizer::update does.
   void host_update(int64_t n, double per) {
     constexpr int64_t kMaxChunks = 64;
     const int64_t chunk = std::max({opt_.sub_group_size, (n + kMaxChunks - 1) / kMaxChunks, int64_t(1)});
     for (int64_t at = 0, c = 0; at < n; at += chunk, ++c) {
       const int64_t m = std::min(chunk, n - at);
       lanes_.compute("step: update (host) c" + std::to_string(c), cost_.host_optimizer_seconds(static_cast<double>(m) * per));
+      if (opt_.offload.params) continue;
       const double bytes = elems_bytes(m, plan_.compute);
       params_up_ = lanes_.copy("params c" + std::to_string(c) + " up", "h2d", bytes, cost_.copy_seconds(bytes), lanes_.handoff());
     }
+    lanes_.wait(params_up_);
   }
 
   const ZeroPlan& plan_;
