@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""Bytes each emulated node sends per training step (run by emulated-cluster.sh --tx-report).
+
+Watches rank 0's --metrics JSONL; each time a step line appears, it reads every node's
+/sys/class/net/eth0/statistics/tx_bytes inside that node's namespace. The bytes of a step are the
+counter's growth since the previous step line (step 1's include the start-up: launching the
+daemons, wiring up MPI, the first broadcast). When several step lines appear between two reads,
+their bytes are split evenly and marked "shared": N. On SIGTERM it reads the file once more,
+then writes one JSON line per step to --out and a table to stderr.
+"""
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PREFIX = os.environ.get("ZT_MN_PREFIX", "ztmn")
+POLL_S = 0.002
+
+
+class NodeCounter:
+    """A shell inside node i's namespace that prints eth0's tx_bytes for every line it reads
+    (one process per node for the whole run: `ip netns exec` per read would cost milliseconds)."""
+
+    def __init__(self, index):
+        self.name = "node%d" % index
+        loop = "while read -r _; do cat /sys/class/net/eth0/statistics/tx_bytes; done"
+        self.proc = subprocess.Popen(["ip", "netns", "exec", "%s-node%d" % (PREFIX, index), "sh", "-c", loop],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, universal_newlines=True)
+
+    def read(self):
+        self.proc.stdin.write("\n")
+        self.proc.stdin.flush()
+        return int(self.proc.stdout.readline())
+
+    def close(self):
+        self.proc.stdin.close()
+        self.proc.wait(timeout=10)
+
+
+class StepWatcher:
+    """Complete lines appended to the metrics file since the last call, parsed."""
+
+    def __init__(self, path):
+        self.path, self.offset, self.partial = path, 0, ""
+
+    def new_steps(self):
+        try:
+            with open(self.path) as f:
+                f.seek(self.offset)
+                text = f.read()
+                self.offset = f.tell()
+        except FileNotFoundError:
+            return []
+        lines = (self.partial + text).split("\n")
+        self.partial = lines.pop()
+        return [json.loads(ln) for ln in lines if ln.strip()]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--metrics", required=True, help="rank 0's --metrics JSONL")
+    ap.add_argument("--nodes", type=int, required=True)
+    ap.add_argument("--out", required=True, help="JSON lines: one per step")
+    args = ap.parse_args()
+
+    stopping = []
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    counters = [NodeCounter(i) for i in range(args.nodes)]
+    watcher = StepWatcher(args.metrics)
+    last = [c.read() for c in counters]
+    rows = []
+    while True:
+        final = bool(stopping)
+        steps = watcher.new_steps()
+        if steps:
+            now = [c.read() for c in counters]
+            for st in steps:
+                rows.append({"step": st["step"], "step_ms": st.get("step_ms"), "shared": len(steps),
+                             "tx_bytes": {c.name: (n - l) // len(steps) for c, n, l in zip(counters, now, last)}})
+            last = now
+        if final:
+            break
+        time.sleep(POLL_S)
+    for c in counters:
+        c.close()
+
+    with open(args.out, "w") as f:
+        for r in rows:
+            f.write(json.dumps(r, sort_keys=True) + "\n")
+    names = [c.name for c in counters]
+    print("bytes sent per step by each node (eth0 tx_bytes; step 1 includes start-up):", file=sys.stderr)
+    print("  step   step ms  " + "".join("%14s" % ("%s B" % n) for n in names), file=sys.stderr)
+    for r in rows:
+        shared = "  (split over %d steps)" % r["shared"] if r["shared"] > 1 else ""
+        print("  %4d  %8.1f  %s%s" % (r["step"], r["step_ms"] or 0.0,
+                                       "".join("%14d" % r["tx_bytes"][n] for n in names), shared), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
