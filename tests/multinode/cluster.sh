@@ -51,7 +51,10 @@ zt_cluster_probe() {
 # Whether the kernel has netem (a --delay needs it); prints the reason when it does not.
 zt_netem_missing() {
   local dev=${ZT_MN_PREFIX}-probe err rc
-  ip link add "$dev" type veth peer name "$dev-p" 2>/dev/null || { echo "cannot create a veth pair to test netem"; return 0; }
+  if ! ip link add "$dev" type veth peer name "$dev-p" 2>/dev/null; then
+    echo "cannot create a veth pair to test for netem"
+    return 0
+  fi
   err=$(tc qdisc add dev "$dev" root netem delay 1ms 2>&1)
   rc=$?
   ip link del "$dev"

@@ -117,15 +117,25 @@ for ((i = 0; i < nodes; i++)); do
 done >"$workdir/hostfile"
 
 if [ -n "$tx_report" ]; then
+  rm -f "$metrics" # the run writes it anew; lines of an older run would be read as steps
   python3 "$HERE/tx_per_step.py" --metrics "$metrics" --nodes "$nodes" --out "$tx_report" 9>&- &
   monitor=$!
 fi
 
+# MCA defaults for the emulated cluster; a `--mca KEY VALUE` in the zt-launch arguments replaces
+# the default for KEY (mpirun refuses a key given twice).
 subnet=${ZT_MN_SUBNET}.0/24
-zt_node_exec 0 "$REPO/launcher/zt-launch" --hostfile "$workdir/hostfile" \
-  --mca plm_rsh_agent "$HERE/rsh-agent.sh" --mca plm_rsh_no_tree_spawn 1 \
-  --mca oob_tcp_if_include "$subnet" --mca btl_tcp_if_include "$subnet" --mca btl tcp,self,vader \
-  "$@" 9>&- &
+declare -A mca=([plm_rsh_agent]="$HERE/rsh-agent.sh" [plm_rsh_no_tree_spawn]=1 [oob_tcp_if_include]="$subnet"
+  [btl_tcp_if_include]="$subnet" [btl]="tcp,self,vader")
+args=("$@")
+for ((i = 0; i + 1 < ${#args[@]}; i++)); do
+  [ "${args[$i]}" = --mca ] && unset "mca[${args[$((i + 1))]}]"
+done
+defaults=()
+for key in plm_rsh_agent plm_rsh_no_tree_spawn oob_tcp_if_include btl_tcp_if_include btl; do
+  [ -n "${mca[$key]+set}" ] && defaults+=(--mca "$key" "${mca[$key]}")
+done
+zt_node_exec 0 "$REPO/launcher/zt-launch" --hostfile "$workdir/hostfile" "${defaults[@]}" "$@" 9>&- &
 job=$!
 wait "$job"
 rc=$?

@@ -1,8 +1,11 @@
 """Shared by the emulated-cluster tests: paths, the skip rule, running the cluster script."""
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
+import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -68,3 +71,13 @@ def rank_pid(ns, rank):
         if b"OMPI_COMM_WORLD_RANK=%d" % rank in env:
             return pid
     return None
+
+
+class TempDirTest(unittest.TestCase):
+    """Each test runs in its own fresh directory, self.dir, removed afterwards."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="zt-mn-test.")
+
+    def tearDown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)

@@ -8,19 +8,19 @@ same data in both layouts. Exits 77 (skipped) when this machine cannot create na
 """
 import json
 import os
-import shutil
-import tempfile
 import unittest
 
-from mn_common import CLUSTER, REPO, ZT_LAUNCH, exit_if_no_cluster, leftovers, run
+from mn_common import CLUSTER, REPO, ZT_LAUNCH, TempDirTest, exit_if_no_cluster, leftovers, run
 
 STEPS = 10
 
 
-def fp32_config(stage):
-    """Small buckets and accumulation, so each step has several collectives of each kind."""
-    zero = {"stage": stage, "overlap_comm": True, "reduce_bucket_size": 2000}
-    if stage == 3:
+def fp32_config(stage, small_buckets=True):
+    """With small_buckets, overlap and accumulation, each step has several collectives of each kind."""
+    zero = {"stage": stage}
+    if small_buckets:
+        zero.update({"overlap_comm": True, "reduce_bucket_size": 2000})
+    if stage == 3 and small_buckets:
         zero.update({"stage3_param_persistence_threshold": 100, "stage3_prefetch_bucket_size": 300})
     return {"train_batch_size": 32, "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2,
             "gradient_clipping": 1.0, "zero_optimization": zero,
@@ -38,13 +38,7 @@ def losses(path):
         return [(r["step"], r["loss"]) for r in map(json.loads, f)]
 
 
-class EqualityTests(unittest.TestCase):
-    def setUp(self):
-        self.dir = tempfile.mkdtemp(prefix="zt-mn-test.")
-
-    def tearDown(self):
-        shutil.rmtree(self.dir, ignore_errors=True)
-
+class EqualityTests(TempDirTest):
     def check_stage(self, stage):
         config = os.path.join(self.dir, "stage%d.json" % stage)
         with open(config, "w") as f:
@@ -60,7 +54,8 @@ class EqualityTests(unittest.TestCase):
         self.assertIn("fp32 compute", two)
         for rank in range(4):  # really two nodes: host names and local ranks from MPI
             self.assertRegex(two, r"rank %d\s+host node%d\s+local_rank %d/2" % (rank, rank // 2, rank % 2))
-        one_losses, two_losses = losses(os.path.join(self.dir, "one.jsonl")), losses(os.path.join(self.dir, "two.jsonl"))
+        one_losses = losses(os.path.join(self.dir, "one.jsonl"))
+        two_losses = losses(os.path.join(self.dir, "two.jsonl"))
         self.assertEqual(len(one_losses), STEPS)
         self.assertEqual(two_losses, one_losses)
         with open(os.path.join(self.dir, "one.safetensors"), "rb") as a, \

@@ -4,9 +4,11 @@
 Watches rank 0's --metrics JSONL; each time a step line appears, it reads every node's
 /sys/class/net/eth0/statistics/tx_bytes inside that node's namespace. The bytes of a step are the
 counter's growth since the previous step line (step 1's include the start-up: launching the
-daemons, wiring up MPI, the first broadcast). When several step lines appear between two reads,
-their bytes are split evenly and marked "shared": N. On SIGTERM it reads the file once more,
-then writes one JSON line per step to --out and a table to stderr.
+daemons, wiring up MPI, the first broadcast), and its wall time ("wall_ms") the time between the
+two lines, which unlike the step's own step_ms includes everything between steps. When several
+step lines appear between two reads, bytes and time are split evenly and marked "shared": N.
+On SIGTERM it reads the file once more, then writes one JSON line per step to --out and a table
+to stderr.
 """
 import argparse
 import json
@@ -71,17 +73,18 @@ def main():
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
     counters = [NodeCounter(i) for i in range(args.nodes)]
     watcher = StepWatcher(args.metrics)
-    last = [c.read() for c in counters]
+    last, last_t = [c.read() for c in counters], time.monotonic()
     rows = []
     while True:
         final = bool(stopping)
         steps = watcher.new_steps()
         if steps:
-            now = [c.read() for c in counters]
+            now, now_t = [c.read() for c in counters], time.monotonic()
             for st in steps:
                 rows.append({"step": st["step"], "step_ms": st.get("step_ms"), "shared": len(steps),
+                             "wall_ms": (now_t - last_t) * 1000 / len(steps),
                              "tx_bytes": {c.name: (n - l) // len(steps) for c, n, l in zip(counters, now, last)}})
-            last = now
+            last, last_t = now, now_t
         if final:
             break
         time.sleep(POLL_S)
@@ -93,11 +96,12 @@ def main():
             f.write(json.dumps(r, sort_keys=True) + "\n")
     names = [c.name for c in counters]
     print("bytes sent per step by each node (eth0 tx_bytes; step 1 includes start-up):", file=sys.stderr)
-    print("  step   step ms  " + "".join("%14s" % ("%s B" % n) for n in names), file=sys.stderr)
+    print("  step   step ms   wall ms  " + "".join("%14s" % ("%s B" % n) for n in names), file=sys.stderr)
     for r in rows:
         shared = "  (split over %d steps)" % r["shared"] if r["shared"] > 1 else ""
-        print("  %4d  %8.1f  %s%s" % (r["step"], r["step_ms"] or 0.0,
-                                       "".join("%14d" % r["tx_bytes"][n] for n in names), shared), file=sys.stderr)
+        sent = "".join("%14d" % r["tx_bytes"][n] for n in names)
+        print("  %4d  %8.1f  %8.1f  %s%s" % (r["step"], r["step_ms"] or 0.0, r["wall_ms"], sent, shared),
+              file=sys.stderr)
 
 
 if __name__ == "__main__":
