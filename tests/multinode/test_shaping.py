@@ -1,7 +1,7 @@
 """A slow link between the emulated nodes makes steps slower, by as much as the bytes say.
 
 ctest: multinode_shaped_link. 2 nodes x 2 ranks train (fp32 ZeRO-2, gpt-tiny) with the nodes'
-outgoing links unlimited, then limited to 5 Mbit/s (tc tbf). --tx-report gives the bytes each
+outgoing links unlimited, then limited to 2 Mbit/s (tc tbf). --tx-report gives the bytes each
 node sent per step (its eth0 tx_bytes) and the wall time from one step's end to the next. Checks:
   - every node sends at least one fp32 copy of the parameters per step (ZeRO-2 across 2 nodes:
     half the gradients out, half the updated parameters out, each at least half a copy), and the
@@ -26,7 +26,7 @@ from mn_common import CLUSTER, exit_if_no_cluster, leftovers, run
 from test_train import fp32_config, train_args
 
 STEPS = 6
-RATE, RATE_BITS_PER_S = "5mbit", 5e6
+RATE, RATE_BITS_PER_S = "2mbit", 2e6
 DELAY, DELAY_S = "20ms", 0.020
 PARAM_BYTES = 28544 * 4  # gpt-tiny in fp32
 
@@ -44,7 +44,8 @@ class ShapingTests(unittest.TestCase):
         shutil.rmtree(cls.dir, ignore_errors=True)
 
     def train(self, name, *shaping):
-        """Medians over steps 2.. (1 has the start-up): wall ms, step ms, bytes of the busiest node."""
+        """Over steps 2.. (1 has the start-up): median wall ms and step ms, and the mean bytes per step of
+        the busiest node (a mean: bytes that reach the counter after a step's line count for the next)."""
         report = os.path.join(self.dir, name + ".tx.jsonl")
         rc, out = run(["bash", CLUSTER, *shaping, "--tx-report", report, "--", "-q"]
                       + train_args(self.config, name, steps=STEPS), self.dir, timeout=120)
@@ -54,14 +55,13 @@ class ShapingTests(unittest.TestCase):
         with open(report) as f:
             rows = [json.loads(ln) for ln in f]
         self.assertEqual([r["step"] for r in rows], list(range(1, STEPS + 1)), out)
-        for r in rows[1:]:
-            for node, sent in r["tx_bytes"].items():
-                if r["shared"] == 1:
-                    self.assertGreaterEqual(sent, PARAM_BYTES, "%s step %d: %s" % (name, r["step"], node))
+        mean_sent = {node: statistics.mean(r["tx_bytes"][node] for r in rows[1:]) for node in rows[0]["tx_bytes"]}
+        for node, sent in mean_sent.items():
+            self.assertGreaterEqual(sent, PARAM_BYTES, "%s: %s sends too little per step" % (name, node))
         wall_ms = statistics.median(r["wall_ms"] for r in rows[1:])
         step_ms = statistics.median(r["step_ms"] for r in rows[1:])
-        sent = statistics.median(max(r["tx_bytes"].values()) for r in rows[1:])
-        print("%-9s median step: %.1f ms wall, %.1f ms step_ms; the busiest node sends %d B per step"
+        sent = max(mean_sent.values())
+        print("%-9s median step: %.1f ms wall, %.1f ms step_ms; the busiest node sends %.0f B per step"
               % (name, wall_ms, step_ms, sent), flush=True)
         return wall_ms, step_ms, sent, out
 

@@ -62,17 +62,8 @@ class StepWatcher:
         return [json.loads(ln) for ln in lines if ln.strip()]
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--metrics", required=True, help="rank 0's --metrics JSONL")
-    ap.add_argument("--nodes", type=int, required=True)
-    ap.add_argument("--out", required=True, help="JSON lines: one per step")
-    args = ap.parse_args()
-
-    stopping = []
-    signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
-    counters = [NodeCounter(i) for i in range(args.nodes)]
-    watcher = StepWatcher(args.metrics)
+def watch(counters, watcher, stopping):
+    """Rows, one per step line, until stopping is non-empty (then after one last read)."""
     last, last_t = [c.read() for c in counters], time.monotonic()
     rows = []
     while True:
@@ -86,15 +77,11 @@ def main():
                              "tx_bytes": {c.name: (n - l) // len(steps) for c, n, l in zip(counters, now, last)}})
             last, last_t = now, now_t
         if final:
-            break
+            return rows
         time.sleep(POLL_S)
-    for c in counters:
-        c.close()
 
-    with open(args.out, "w") as f:
-        for r in rows:
-            f.write(json.dumps(r, sort_keys=True) + "\n")
-    names = [c.name for c in counters]
+
+def print_table(rows, names):
     print("bytes sent per step by each node (eth0 tx_bytes; step 1 includes start-up):", file=sys.stderr)
     print("  step   step ms   wall ms  " + "".join("%14s" % ("%s B" % n) for n in names), file=sys.stderr)
     for r in rows:
@@ -102,6 +89,25 @@ def main():
         sent = "".join("%14d" % r["tx_bytes"][n] for n in names)
         print("  %4d  %8.1f  %8.1f  %s%s" % (r["step"], r["step_ms"] or 0.0, r["wall_ms"], sent, shared),
               file=sys.stderr)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--metrics", required=True, help="rank 0's --metrics JSONL")
+    ap.add_argument("--nodes", type=int, required=True)
+    ap.add_argument("--out", required=True, help="JSON lines: one per step")
+    args = ap.parse_args()
+
+    stopping = []
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    counters = [NodeCounter(i) for i in range(args.nodes)]
+    rows = watch(counters, StepWatcher(args.metrics), stopping)
+    for c in counters:
+        c.close()
+    with open(args.out, "w") as f:
+        for r in rows:
+            f.write(json.dumps(r, sort_keys=True) + "\n")
+    print_table(rows, [c.name for c in counters])
 
 
 if __name__ == "__main__":
