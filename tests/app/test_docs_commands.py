@@ -11,7 +11,8 @@ rank lists to their first entry, stage lists to stage 2, message sizes to at mos
 A block is skipped only when the line just above its fence says why:
     <!-- docs-test: skip: REASON -->
 or when it needs an optional tool that is absent (the test prints which):
-    <!-- docs-test: needs: torch|perf|matplotlib|gpu -->
+    <!-- docs-test: needs: torch|perf|matplotlib|gpu|netns -->
+(netns: the privilege to build tests/multinode's emulated cluster)
 """
 import glob
 import os
@@ -58,6 +59,9 @@ def available(tool):
     if tool == "gpu":
         return subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode == 0 if shutil.which(
             "nvidia-smi") else False
+    if tool == "netns":
+        probe = [os.path.join(REPO, "tests", "multinode", "emulated-cluster.sh"), "--probe"]
+        return subprocess.run(probe, capture_output=True).returncode == 0
     return shutil.which(tool) is not None
 
 
