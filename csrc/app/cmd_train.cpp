@@ -23,6 +23,8 @@
 #include "train_agreement.h"
 #include "train_checkpoint.h"
 #include "train_checks.h"
+#include "train_eval.h"
+#include "train_progress.h"
 #include "zerotrain/app/train_setup.h"
 #include "zerotrain/ckpt/weights_export.h"
 #include "zerotrain/comm/communicator.h"
@@ -56,6 +58,7 @@ struct TrainRun {
   std::unique_ptr<Stream> compute;
   std::unique_ptr<Model> model;
   std::unique_ptr<Dataset> data;
+  std::unique_ptr<Dataset> eval_data;  // --eval-data
   std::unique_ptr<LrSchedule> sched;  // built in phase A, handed to the engine
   std::unique_ptr<ZeroEngine> engine;
   std::optional<Monitors> monitors;  // rank 0, with tensorboard or csv_monitor enabled
@@ -165,8 +168,10 @@ void check_inputs(TrainRun& run, const TrainArgs& args, int rank, int world) {
   if (rank == 0) check_output_paths(args, world);
   check_data_cursor(args.steps, run.cfg.train_batch_size);
   run.data = make_dataset(args.data, dataset_shape(run.model_cfg, run.cfg, args.seed, rank, world));
+  run.eval_data = make_eval_data(args, dataset_shape(run.model_cfg, run.cfg, args.seed, rank, world));
   if (rank == 0 && (run.cfg.tensorboard.enabled || run.cfg.csv_monitor.enabled))
-    run.monitors.emplace(run.cfg.tensorboard, run.cfg.csv_monitor, run.cfg.fp16.enabled, run.cfg.wall_clock_breakdown);
+    run.monitors.emplace(run.cfg.tensorboard, run.cfg.csv_monitor, run.cfg.fp16.enabled, run.cfg.wall_clock_breakdown,
+                         args.eval_every > 0);
 }
 
 // Phase B: device, model, communicator and engine; prints the set-up lines. Inputs are valid.
@@ -195,6 +200,9 @@ void set_up(TrainRun& run, const TrainArgs& args, Rank0Log& log, const MaxOverRa
   run.engine = std::make_unique<ZeroEngine>(*run.model, *run.dev, *run.compute, *run.comm, eopt, std::move(run.sched));
   log("model: %s\n", run.model->describe().c_str());
   log("data: %s\n", run.data->describe().c_str());
+  if (run.eval_data)
+    log("validation: %s; %lld global batch(es) every %lld step(s) and at the end\n", run.eval_data->describe().c_str(),
+        static_cast<long long>(args.eval_batches), static_cast<long long>(args.eval_every));
   log("ZeRO stage %d, world %d, batch %lld = micro %lld x accumulation %lld x ranks %d, %s compute, overlap_comm %s\n",
       eopt.stage, world, static_cast<long long>(run.cfg.train_batch_size),
       static_cast<long long>(run.cfg.train_micro_batch_size_per_gpu),
@@ -253,29 +261,6 @@ void init_weights(TrainRun& run, const TrainArgs& args, Rank0Log& log) {
     if (!slice_error.empty()) throw InputError(slice_error);
   });
   log("initialised from %s\n", args.init_from.c_str());
-}
-
-// Steps between progress lines: --log-every, else steps_per_print, else ~10 lines.
-int64_t progress_interval(const TrainArgs& args, const DsConfig& cfg) {
-  if (args.log_every != 0) return args.log_every;
-  if (cfg.steps_per_print && *cfg.steps_per_print > 0) return *cfg.steps_per_print;
-  return std::max<int64_t>(1, args.steps / 10);
-}
-
-void print_step_line(Rank0Log& log, const StepStats& st, const StepThroughput& tp, size_t peak_mem_bytes,
-                     bool breakdown) {
-  char mfu[48] = "";
-  if (tp.has_mfu()) std::snprintf(mfu, sizeof(mfu), " | MFU %.1f%%", 100.0 * tp.tflops * 1e12 / tp.peak_flops);
-  const std::string times = breakdown && st.breakdown ? breakdown_text(*st.breakdown) : "";
-  char skipped[96] = "";
-  if (st.skipped_steps > 0)
-    std::snprintf(skipped, sizeof(skipped), "%s | %lld step(s) skipped so far",
-                  st.skipped ? " | SKIPPED (non-finite gradients)" : "", static_cast<long long>(st.skipped_steps));
-  log("step %5lld | loss %.6f | lr %.3e | grad norm %.4f (clip x%.3f) | loss scale %g%s | %.1f ms | %.0f tok/s | "
-      "%.3f TFLOP/s%s | peak mem %.1f MiB%s\n",
-      static_cast<long long>(st.step), st.loss, st.lr, st.grad_norm, st.clip_coefficient, st.loss_scale,
-      skipped, tp.step_s * 1e3, tp.tokens_per_s, tp.tflops, mfu,
-      peak_mem_bytes / 1048576.0, times.c_str());
 }
 
 // wall_clock_breakdown, --trace, --comm-log and comms_logger around the training loop.
@@ -375,6 +360,12 @@ void train_loop(TrainRun& run, const TrainArgs& args, Rank0Log& log, int64_t sta
   if (start > 0 && start >= args.steps)
     log("the checkpoint is at step %lld and --steps is %lld: nothing to train\n", static_cast<long long>(start),
         static_cast<long long>(args.steps));
+  TrainEval evals(args, std::move(run.eval_data), run.cfg.train_micro_batch_size_per_gpu,
+                  static_cast<int>(run.cfg.gradient_accumulation_steps));
+  const auto line = [&log](const std::string& l) { log("%s", l.c_str()); };
+  if (start >= args.steps && evals.enabled())  // nothing to train: the loaded weights' validation loss
+    log("step %5lld | val loss %.6f\n", static_cast<long long>(start), evals.evaluate(*run.engine, *run.comm));
+  int64_t last = std::max(start, args.steps);
   Batch batch;
   for (int64_t k = start; k < args.steps; ++k) {
     run.engine->set_timing(obs.level(k + 1));
@@ -383,30 +374,37 @@ void train_loop(TrainRun& run, const TrainArgs& args, Rank0Log& log, int64_t sta
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     StepThroughput tp = step_throughput(secs, tbs, tokens_per_sample, run.model->flops_per_sample(), peak);
     samples_done += tbs;
+    std::optional<double> val;
+    if (evals.due(k + 1, args.steps)) val = evals.evaluate(*run.engine, *run.comm);
     // This step's per-rank outputs and the stop request (stop_signals.h): one reduction per step.
     const int64_t stop_signal = run_agreed_with(max, rank, world, "zerotrain train", [&] {
-      if (metrics) metrics->write_step(st, tp, samples_done, tokens_per_sample, run.dev->tracker());
-      if (run.monitors) run.monitors->write_step(st, samples_done);  // rank 0; a write error warns and stops it
+      if (metrics) metrics->write_step(st, tp, samples_done, tokens_per_sample, run.dev->tracker(), val);
+      if (run.monitors) run.monitors->write_step(st, samples_done, val);  // rank 0; a write error warns and stops it
       obs.after_step(run, st);
     }, StopSignals::pending());
-    const bool printed = (k + 1) % every == 0 || k == start || k + 1 == args.steps;
-    if (printed) print_step_line(log, st, tp, run.dev->tracker().peak_total(), obs.breakdown);
+    const bool printed = (k + 1) % every == 0 || k == start || k + 1 == args.steps || val;
+    if (printed) line(step_line(st, tp, run.dev->tracker().peak_total(), obs.breakdown, val));
     // StepStats are the same on every rank (loss and norm are agreed), so every rank stops at
     // the same step.
     std::string stop = nonfinite.after_step(st);
     if (stop.empty() && k + 1 == args.steps) stop = nonfinite.after_last_step(st);
     if (!stop.empty()) {
-      if (!printed) print_step_line(log, st, tp, run.dev->tracker().peak_total(), obs.breakdown);
+      if (!printed) line(step_line(st, tp, run.dev->tracker().peak_total(), obs.breakdown, val));
       if (rank == 0) std::fprintf(stderr, "zerotrain train: error: %s\n", stop.c_str());
       throw AgreedFailure(kExitStalled);
     }
     if (k + 1 == args.steps && !std::isnan(run.data->best_loss()))
       log("best achievable loss of this data: %.6f (final loss %.6f, gap %.6f)\n", run.data->best_loss(), st.loss,
           st.loss - run.data->best_loss());
+    const bool early_stop = val && evals.conclude(*val, k + 1, ckpt, line);  // the same verdict on every rank
     ckpt.after_step(k + 1);
     if (stop_signal) ckpt.stop(k + 1, static_cast<int>(stop_signal));
+    if (early_stop) {
+      last = k + 1;
+      break;
+    }
   }
-  ckpt.at_end(std::max(start, args.steps));
+  ckpt.at_end(last);
   obs.finish(run, args, log);
   if (metrics) metrics->close();
   if (args.cuda_graph) {
@@ -454,8 +452,10 @@ int run_train(const TrainArgs& args_in, Rank0Log& log, WorldControl& control) {
     init_weights(run, args, log);
   } else {
     start = ckpt.resume(&args.seed);  // the checkpoint's seed unless --seed was given
-    if (args.seed != args_in.seed)
+    if (args.seed != args_in.seed) {
       run.data = make_dataset(args.data, dataset_shape(run.model_cfg, run.cfg, args.seed, rank, world));
+      run.eval_data = make_eval_data(args, dataset_shape(run.model_cfg, run.cfg, args.seed, rank, world));
+    }
   }
   if (run.cfg.memory_breakdown) log("%s", run.engine->memory_report().c_str());
   train_loop(run, args, log, start, ckpt);

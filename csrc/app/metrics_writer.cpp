@@ -59,7 +59,7 @@ nlohmann::json tracker_json(const MemoryTracker& mem) {
 MetricsWriter::MetricsWriter(const std::string& path) : out_(path, "train: --metrics", true) {}
 
 void MetricsWriter::write_step(const StepStats& st, const StepThroughput& tp, int64_t samples_done,
-                               double tokens_per_sample, const MemoryTracker& mem) {
+                               double tokens_per_sample, const MemoryTracker& mem, std::optional<double> val_loss) {
   nlohmann::json m = {{"step", st.step}, {"loss", st.loss}, {"lr", st.lr}, {"grad_norm", st.grad_norm},
                       {"clip_coef", st.clip_coefficient}, {"loss_scale", st.loss_scale},
                       {"skipped", st.skipped}, {"skipped_steps", st.skipped_steps}, {"samples", samples_done},
@@ -67,7 +67,8 @@ void MetricsWriter::write_step(const StepStats& st, const StepThroughput& tp, in
                       {"step_ms", tp.step_s * 1e3}, {"tokens_per_s", tp.tokens_per_s},
                       {"samples_per_s", tp.samples_per_s}, {"tflops", tp.tflops},
                       {"mfu", tp.has_mfu() ? nlohmann::json(tp.mfu()) : nlohmann::json()},
-                      {"mem_peak_bytes", mem.peak_total()}, {"memory", tracker_json(mem)}};
+                      {"mem_peak_bytes", mem.peak_total()}, {"memory", tracker_json(mem)},
+                      {"val_loss", val_loss ? nlohmann::json(*val_loss) : nlohmann::json()}};
   if (st.breakdown) add_breakdown_json(m, *st.breakdown);  // wall_clock_breakdown
   out_.write(m.dump() + "\n");
 }

@@ -3,6 +3,7 @@
 // (_bytes, _ms, _per_s); tflops is 10^12 FLOP/s; mfu a fraction of peak (null: unknown peak).
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "mfu.h"
@@ -18,9 +19,10 @@ namespace zt {
 class MetricsWriter {
  public:
   explicit MetricsWriter(const std::string& path);  // InputError naming --metrics when unwritable
-  // samples_done: samples trained so far, this step included.
+  // samples_done: samples trained so far, this step included. val_loss: the step's validation
+  // loss (train --eval-every), written as "val_loss" (null on the steps that did not evaluate).
   void write_step(const StepStats& st, const StepThroughput& tp, int64_t samples_done, double tokens_per_sample,
-                  const MemoryTracker& mem);  // InputError naming the file when a write fails
+                  const MemoryTracker& mem, std::optional<double> val_loss = std::nullopt);  // InputError naming the file when a write fails
   void close() { out_.close(); }            // fsync + close, checked (InputError)
 
  private:

@@ -24,6 +24,7 @@ namespace {
 constexpr const char* kTrainLoss = "Train/Samples/train_loss";
 constexpr const char* kLr = "Train/Samples/lr";
 constexpr const char* kLossScale = "Train/Samples/loss_scale";
+constexpr const char* kValLoss = "Train/Samples/val_loss";
 constexpr const char* kBreakdownTags[] = {
     "Train/Samples/elapsed_time_ms_forward", "Train/Samples/elapsed_time_ms_backward",
     "Train/Samples/elapsed_time_ms_backward_inner", "Train/Samples/elapsed_time_ms_backward_allreduce",
@@ -123,11 +124,13 @@ std::string monitor_dir(const MonitorConfig& m) {
   return d.empty() ? "." : d;
 }
 
-Monitors::Monitors(const MonitorConfig& tensorboard, const MonitorConfig& csv, bool fp16, bool breakdown)
+Monitors::Monitors(const MonitorConfig& tensorboard, const MonitorConfig& csv, bool fp16, bool breakdown,
+                   bool validation)
     : fp16_(fp16), breakdown_(breakdown) {
   tags_ = {kTrainLoss, kLr};
   if (fp16) tags_.push_back(kLossScale);
   if (breakdown) tags_.insert(tags_.end(), std::begin(kBreakdownTags), std::end(kBreakdownTags));
+  if (validation) tags_.push_back(kValLoss);  // last: written only on the steps that evaluated
   std::string names;
   for (const std::string& t : tags_) names += (names.empty() ? "" : ", ") + t;
   if (tensorboard.enabled) {
@@ -181,18 +184,20 @@ void Monitors::append(File& f, const std::string& bytes) {
   }
 }
 
-void Monitors::write_step(const StepStats& st, int64_t global_samples) {
-  const std::vector<double> values = step_values(st, fp16_, breakdown_);
+void Monitors::write_step(const StepStats& st, int64_t global_samples, std::optional<double> val_loss) {
+  std::vector<double> values = step_values(st, fp16_, breakdown_);
+  if (val_loss) values.push_back(*val_loss);  // tags_ ends with kValLoss when the run evaluates
+  ZT_CHECK(values.size() <= tags_.size(), "monitors: a val_loss for a run without --eval-every");
   const double now = unix_time_s();
   for (File& f : files_) {
     if (f.tag.empty()) {  // tensorboard: one record per scalar
       std::string records;
-      for (size_t i = 0; i < tags_.size(); ++i)
+      for (size_t i = 0; i < values.size(); ++i)
         records += tfrecord(scalar_event(now, global_samples, tags_[i], static_cast<float>(values[i])));
       append(f, records);
       continue;
     }
-    for (size_t i = 0; i < tags_.size(); ++i)
+    for (size_t i = 0; i < values.size(); ++i)
       if (tags_[i] == f.tag) append(f, std::to_string(global_samples) + "," + python_float_repr(values[i]) + "\r\n");
   }
 }

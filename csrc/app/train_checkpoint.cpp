@@ -89,8 +89,27 @@ void TrainCheckpoints::save(int64_t step) {
   });
   saved_step_ = step;
   saved_path_ = s.path;
+  report(s);
+}
+
+void TrainCheckpoints::report(const SavedCheckpoint& s) {
   log_("saved checkpoint " + s.path + ": " + mib(s.bytes_this_rank) + " on rank 0, " + mib(s.bytes_total) +
        " in all, " + std::to_string(s.seconds).substr(0, 5) + " s\n");
+}
+
+void TrainCheckpoints::set_best(double loss, int64_t step) {
+  info_.eval_data_spec = args_.eval_data;
+  info_.best_val_loss = loss;
+  info_.best_val_step = step;
+}
+
+void TrainCheckpoints::save_best(int64_t step) {
+  SavedCheckpoint s;
+  agreed([&] {
+    s = save_checkpoint(engine_, comm_, dev_, args_.save_checkpoint, "best", info_, 0, /*point_latest=*/false);
+  });
+  log_("best val loss so far (step " + std::to_string(step) + "): ");
+  report(s);
 }
 
 void TrainCheckpoints::after_step(int64_t step) {

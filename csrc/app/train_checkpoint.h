@@ -25,6 +25,11 @@ class TrainCheckpoints {
   void after_step(int64_t step);
   // At the end of training: saves unless this step is already saved (or was just resumed from DIR).
   void at_end(int64_t step);
+  // train --eval-every: the best validation loss so far, recorded in every later save's meta.json.
+  void set_best(double loss, int64_t step);
+  // --keep-best, after an evaluation that improved: DIR/best, written as any checkpoint is (a
+  // fresh directory installed atomically), without moving DIR/latest.
+  void save_best(int64_t step);
   // Graceful stop (stop_signals.h), every rank after the same step: saves as at_end when
   // --save-checkpoint is set, rank 0 prints "stopped by signal SIG at step N, checkpoint at PATH"
   // (or "no checkpoint: --save-checkpoint not set"), and every rank throws AgreedFailure(kExitStopped).
@@ -32,6 +37,7 @@ class TrainCheckpoints {
 
  private:
   void save(int64_t step);
+  void report(const SavedCheckpoint& s);
   void agreed(const std::function<void()>& step);  // checkpoint errors: one message, one exit code
   const TrainArgs& args_;
   CheckpointRunInfo info_;

@@ -22,6 +22,13 @@ const char* train_usage() {
          "                       [--save-checkpoint DIR [--save-every N] [--keep-last K]] [--resume DIR [--tag T]]\n"
          "                       [--trace DIR [--trace-steps FIRST:LAST]] [--comm-log F.jsonl]\n"
          "                       [--max-skipped-steps N] [--allow-non-finite] [--cuda-graph [--cuda-graph-warmup N]]\n"
+         "                       [--eval-data SPEC --eval-every N [--eval-batches K] [--keep-best] [--early-stop P]]\n"
+         "  --eval-data SPEC       validation data (any --data spec; text:/tokens: with split=F give the last 1-F\n"
+         "                         of the file when --data names the same spec)\n"
+         "  --eval-every N         every N steps and at the end: the mean loss of K fixed global batches of the\n"
+         "                         validation data (--eval-batches K, default 8), printed as 'val loss'\n"
+         "  --keep-best            with --save-checkpoint DIR: save DIR/best whenever the validation loss improves\n"
+         "  --early-stop P         stop (exit 0, final checkpoint saved) after P evaluations without improvement\n"
          "  --max-skipped-steps N  stop with exit 4 after N steps in a row were all skipped for a non-finite\n"
          "                         gradient norm (NaN/Inf; every dtype); 0 never stops (default 100). A run whose\n"
          "                         final loss is NaN/Inf also ends with exit 4\n"
@@ -41,6 +48,15 @@ namespace {
 // least one element. The config keeps the value as written (it is shown by --explain); it is
 // clamped here, once, on its way into EngineOptions.
 int64_t at_least_one_element(int64_t elements) { return std::max<int64_t>(1, elements); }
+
+void check_eval_args(const TrainArgs& a, bool batches_given) {
+  if (a.eval_data.empty() != (a.eval_every == 0))
+    throw InputError("train: --eval-data SPEC and --eval-every N go together (validation every N steps on SPEC)");
+  if (a.eval_every == 0 && (a.keep_best || a.early_stop || batches_given))
+    throw InputError("train: --eval-batches, --keep-best and --early-stop need --eval-data SPEC --eval-every N");
+  if (a.keep_best && a.save_checkpoint.empty())
+    throw InputError("train: --keep-best saves DIR/best; --save-checkpoint DIR is missing");
+}
 
 void check_checkpoint_args(const TrainArgs& a) {
   if ((a.save_every || a.keep_last) && a.save_checkpoint.empty())
@@ -67,7 +83,7 @@ int64_t parse_int(const std::string& flag, const char* v, int64_t lo, int64_t hi
 
 TrainArgs parse_train_args(int argc, char** argv) {
   TrainArgs a;
-  bool steps_given = false, warmup_given = false;
+  bool steps_given = false, warmup_given = false, batches_given = false;
   for (int i = 1; i < argc; ++i) {
     std::string f = argv[i];
     const int at = i;
@@ -111,6 +127,14 @@ TrainArgs parse_train_args(int argc, char** argv) {
       a.cuda_graph_warmup = parse_int(f, value(), 1, INT32_MAX);  // an int in the engine
       warmup_given = true;
     }
+    else if (f == "--eval-data") a.eval_data = value();
+    else if (f == "--eval-every") a.eval_every = parse_int(f, value(), 1);
+    else if (f == "--eval-batches") {
+      a.eval_batches = parse_int(f, value(), 1, INT32_MAX);
+      batches_given = true;
+    }
+    else if (f == "--keep-best") a.keep_best = true;
+    else if (f == "--early-stop") a.early_stop = parse_int(f, value(), 1);
     else if (take_client_optimizer_flag(a.client_optimizer, "train", argc, argv, i)) continue;
     else throw InputError("train: unknown flag '" + f + "'\n" + train_usage());
     a.given.emplace_back(f, i > at ? argv[i] : "");
@@ -119,6 +143,7 @@ TrainArgs parse_train_args(int argc, char** argv) {
   if (a.config.empty() || a.model.empty() || a.data.empty() || !steps_given)
     throw InputError(std::string("train: --config, --model, --data and --steps are required\n") + train_usage());
   check_checkpoint_args(a);
+  check_eval_args(a, batches_given);
   if (warmup_given && !a.cuda_graph) throw InputError("train: --cuda-graph-warmup needs --cuda-graph");
   return a;
 }

@@ -172,6 +172,9 @@ json build_meta(const ZeroEngine& engine, const std::string& tag, const Checkpoi
       {"shards", shard_list},
       {"tensors", tensors},
   };
+  if (info.best_val_step >= 0)
+    doc["validation"] = {{"eval_data", info.eval_data_spec}, {"best_loss", info.best_val_loss},
+                         {"best_step", info.best_val_step}};
   doc[kMetaChecksumKey] = meta_checksum(doc);
   return doc;
 }

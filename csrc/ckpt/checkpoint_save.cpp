@@ -200,7 +200,8 @@ void check_checkpoint_dir(Communicator& comm, Device& dev, const std::string& di
 }
 
 SavedCheckpoint save_checkpoint(ZeroEngine& engine, Communicator& comm, Device& dev, const std::string& dir,
-                                const std::string& tag_in, const CheckpointRunInfo& info, int keep_last) {
+                                const std::string& tag_in, const CheckpointRunInfo& info, int keep_last,
+                                bool point_latest) {
   const auto t0 = std::chrono::steady_clock::now();
   if (!valid_checkpoint_tag(tag_in)) throw InputError("checkpoint tag '" + tag_in + "' is not a valid name");
   std::vector<std::string> warnings;
@@ -255,7 +256,7 @@ SavedCheckpoint save_checkpoint(ZeroEngine& engine, Communicator& comm, Device& 
       ckptfs::write_file_atomically(ckptfs::join(tmp, "meta.json"), meta);  // fsyncs tmp: every shard's entry too
       check_replaceable(final_dir);
       ckptfs::install_dir(tmp, final_dir);
-      ckptfs::write_file_atomically(ckptfs::join(dir, "latest"), tag + "\n");
+      if (point_latest) ckptfs::write_file_atomically(ckptfs::join(dir, "latest"), tag + "\n");
       if (keep_last > 0) prune(dir, tag, keep_last);
     } catch (const InputError& e) {
       err = e.what();

@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <cerrno>
 #include <cstring>
 #include <sstream>
@@ -43,7 +45,7 @@ const char* format_name(TokenFileDataset::Format f) {
 }  // namespace
 
 TokenFileDataset::TokenFileDataset(const std::string& path, Format format, int64_t model_vocab, int64_t n_ctx,
-                                   int64_t global_batch, int validate_shard, int validate_shards)
+                                   int64_t global_batch, int validate_shard, int validate_shards, Part part)
     : path_(path), format_(format), vocab_(model_vocab), T_(n_ctx), B_(global_batch) {
   const std::string what = "data file '" + path_ + "'";
   if (T_ < 1 || vocab_ < 1) throw InputError(what + ": text/tokens data needs a token model (GPT) with n_ctx and vocab_size");
@@ -93,8 +95,9 @@ TokenFileDataset::TokenFileDataset(const std::string& path, Format format, int64
         throw InputError(what + ": the llm.c header says " + std::to_string(header[2]) + " tokens (" +
                          std::to_string(expected) + " bytes) but the file has " + std::to_string(size) + " bytes");
     }
+    if (part.split < 1) select_part(part);
     if (ntok_ < T_ + 1)
-      throw InputError(what + ": holds " + std::to_string(ntok_) + " tokens, fewer than n_ctx + 1 = " +
+      throw InputError(what + ": holds " + std::to_string(ntok_) + " tokens" + part_ + ", fewer than n_ctx + 1 = " +
                        std::to_string(T_ + 1));
     seq_per_pass_ = (ntok_ - 1) / T_;
     validate_tokens(validate_shard, validate_shards);
@@ -103,6 +106,17 @@ TokenFileDataset::TokenFileDataset(const std::string& path, Format format, int64
     fd_ = -1;
     throw;
   }
+}
+
+// The part's tokens become the stream: token 0 is the part's first, ntok_ its count.
+void TokenFileDataset::select_part(const Part& part) {
+  const int64_t cut = static_cast<int64_t>(std::floor(part.split * static_cast<double>(ntok_)));
+  data_offset_ += (part.holdout ? cut : 0) * token_bytes_;
+  ntok_ = part.holdout ? ntok_ - cut : cut;
+  char text[96];
+  std::snprintf(text, sizeof(text), " in its %s %g%% (split=%g)", part.holdout ? "last" : "first",
+                100.0 * (part.holdout ? 1 - part.split : part.split), part.split);
+  part_ = text;
 }
 
 TokenFileDataset::~TokenFileDataset() {
@@ -159,7 +173,7 @@ void TokenFileDataset::fill(int64_t k, int64_t first_sample, int64_t count, Batc
 std::string TokenFileDataset::describe() const {
   std::ostringstream os;
   os << (format_ == Format::Bytes ? "text" : "tokens") << ": '" << path_ << "' (" << format_name(format_) << "), "
-     << ntok_ << " tokens, " << seq_per_pass_ << " sequences of " << T_ << "+1 per pass";
+     << ntok_ << " tokens" << part_ << ", " << seq_per_pass_ << " sequences of " << T_ << "+1 per pass";
   return os.str();
 }
 

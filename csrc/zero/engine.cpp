@@ -64,7 +64,8 @@ ZeroEngine::Impl::Impl(ZeroEngine& o, Model& m, Device& d, Stream& c, Communicat
       exchange(cx),
       sched(std::move(s)),
       scaler(o.opt_.loss_scaler),
-      program(step_program(o.plan_, o.opt_.gradient_accumulation_steps)) {
+      program(step_program(o.plan_, o.opt_.gradient_accumulation_steps)),
+      eval(eval_program(o.plan_)) {
   if (host_optimizer) timer.add_copy_lane();
 }
 

@@ -141,6 +141,9 @@ class ParamSync {
   virtual void gather(int b, bool prefetch);  // Gather, Prefetch, Regather (stage 3)
   virtual void wait(int id);                 // Wait: a gathered bucket (stage 3) or an all-gather group (1-2)
   virtual void bind(int pos) {}              // position pos's compute reads its params from here on
+  // An evaluation's forward of `unit` reads its params from here on (its buckets gathered, no
+  // schedule position: the step's gather statistics are left alone).
+  virtual void bind_unit(int unit) {}
   virtual void release(int b);               // Release (stage 3)
   virtual void gather_group(int g);          // GatherGroup (stages 1-2)
   virtual const GatherStats& stats() const;
@@ -329,11 +332,13 @@ struct ZeroEngine::Impl {
   int64_t global_steps = 0, successful_steps = 0;
 
   const StepProgram program;           // the ops of every micro-step kind and of the boundary
+  const std::vector<StepOp> eval;      // an evaluation's forward-only ops (eval_program)
 
   // ---- the step program's executor (engine_micro_step.cpp, engine_step.cpp) ----
   void micro_body(const MicroStep& m);  // one micro-step's device work after set_batch (a graph's region)
   void run_micro_op(const StepOp& op, bool first, float dloss);
   void run_boundary_op(const StepOp& op, StepVerdict& v);
+  float run_eval(const std::vector<StepOp>& ops);  // an evaluation's ops; the micro-batch's mean loss
   GraphSignature graph_signature(const Batch& batch, bool boundary) const;
   StepVerdict agree_on_step();        // norm, loss, clip and overflow: the same on every rank
   void update_owned_shard(float grad_scale);

@@ -64,6 +64,36 @@ void ZeroEngine::Impl::run_micro_op(const StepOp& op, bool first, float dloss) {
   }
 }
 
+double ZeroEngine::eval_loss(const Batch& batch) {
+  Impl& e = *impl_;
+  ZT_CHECK(e.micro == 0, "eval_loss inside an accumulation window: call it after step()");
+  e.cx.model.set_batch(batch);
+  return e.run_eval(e.eval);
+}
+
+// The evaluation's ops (eval_program): the parameter ops and the forwards as in a micro-step, the
+// loss read back to the host instead of accumulated into the step statistics.
+float ZeroEngine::Impl::run_eval(const std::vector<StepOp>& ops) {
+  float loss = 0;
+  for (const StepOp& op : ops) {
+    switch (op.kind) {
+      case OpKind::Gather: param_sync->gather(op.bucket, false); break;
+      case OpKind::Wait: param_sync->wait(op.bucket >= 0 ? op.bucket : op.group); break;
+      case OpKind::Forward:
+        param_sync->bind_unit(op.unit);
+        cx.model.forward_unit(op.unit);
+        break;
+      case OpKind::Release: param_sync->release(op.bucket); break;
+      case OpKind::Loss:
+        cx.dev.memcpy_async(&loss, cx.model.loss_device(), sizeof(float), CopyKind::DeviceToHost, cx.compute);
+        cx.compute.synchronize();
+        break;
+      default: throw std::logic_error(std::string("eval program: '") + op_text(op) + "' in a forward-only evaluation");
+    }
+  }
+  return loss;
+}
+
 StepExchange::StepExchange(EngineContext& cx) : cx_(cx) {
   const size_t slots = static_cast<size_t>(cx.plan.step_stats().slots);
   local_ = cx.dev.alloc(slots * sizeof(double), MemCategory::Workspace, true);

@@ -76,7 +76,11 @@ class Stage3Gatherer final : public ParamSync {
     const GatherStep& step = cx_.plan.gather_steps[pos];
     stats_.peak_live_elems = std::max(stats_.peak_live_elems, step.live);
     stats_.peak_live_beyond_current = std::max(stats_.peak_live_beyond_current, step.live - step.current);
-    for (int p : cx_.plan.unit_params[cx_.plan.unit_of(pos)]) {
+    bind_unit(cx_.plan.unit_of(pos));
+  }
+
+  void bind_unit(int unit) override {
+    for (int p : cx_.plan.unit_params[unit]) {
       const int b = cx_.plan.param(p).bucket;
       cx_.model.bind_param(p, slots_[b].buf.view(cx_.plan.param_in_bucket(p)).data);
     }

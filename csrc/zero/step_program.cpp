@@ -39,6 +39,22 @@ class Planner {
     return m;
   }
 
+  std::vector<StepOp> eval() {
+    std::vector<StepOp> ops;
+    out_ = &ops;
+    std::vector<bool> waited(plan_.ag_groups.size(), false);
+    for (int u = 0; u < plan_.num_units(); ++u) {
+      group_waits(u, waited);
+      const std::vector<int> buckets = gathered_buckets(u);
+      for (int b : buckets) add({OpKind::Gather, u, false, b});
+      for (int b : buckets) add({OpKind::Wait, u, false, b});
+      add({OpKind::Forward, u, false});
+      for (int b : buckets) add({OpKind::Release, u, false, b});
+    }
+    add({OpKind::Loss});
+    return ops;
+  }
+
   std::vector<StepOp> boundary() {
     std::vector<StepOp> ops;
     out_ = &ops;
@@ -83,6 +99,16 @@ class Planner {
     for (int b : g.gather) add({OpKind::Gather, u, backward, b});
     for (int b : g.need) add({OpKind::Wait, u, backward, b});
     for (int b : g.prefetch) add({OpKind::Prefetch, u, backward, b});
+  }
+  // Stage 3: the non-persistent buckets holding the unit's parameters, in parameter order, once each.
+  std::vector<int> gathered_buckets(int u) const {
+    std::vector<int> out;
+    if (!plan_.flow.gather_before_use) return out;
+    for (int p : plan_.unit_params[u]) {
+      const int b = plan_.param(p).bucket;
+      if (!plan_.bucket(b).persistent && std::find(out.begin(), out.end(), b) == out.end()) out.push_back(b);
+    }
+    return out;
   }
   void releases(int u, bool backward) {
     if (!plan_.flow.gather_before_use) return;
@@ -136,6 +162,8 @@ StepProgram step_program(const ZeroPlan& plan, int gradient_accumulation_steps) 
   p.boundary = planner.boundary();
   return p;
 }
+
+std::vector<StepOp> eval_program(const ZeroPlan& plan) { return Planner(plan).eval(); }
 
 std::vector<PlannedCollective> op_collectives(const ZeroPlan& plan, const StepOp& op) {
   std::vector<PlannedCollective> out;

@@ -180,3 +180,34 @@ TEST(TokenFile, Errors) {
 
   for (const std::string& p : {empty, shortf, odd, magic, version, count, hdr, big}) std::remove(p.c_str());
 }
+
+// split=F: --data reads the first floor(F*N) tokens, the holdout (train --eval-data) the rest;
+// each part is its own stream, and both options may follow the path in either order.
+TEST(TokenFile, HoldoutSplit) {
+  const std::string path = temp_path("split.bin");
+  write_raw(path, ramp(100, 1000));
+  zt::DatasetShape train = shape(1000, 4, 1), held = train;
+  held.holdout = true;
+  auto a = zt::make_dataset("tokens:" + path + ",split=0.7,format=raw", train);
+  auto b = zt::make_dataset("tokens:" + path + ",format=raw,split=0.7", held);
+  auto whole = zt::make_dataset("tokens:" + path + ",format=raw", held);  // no split: the holdout flag is moot
+  zt::Batch x;
+  a->fill(0, 0, 1, x);
+  EXPECT_EQ(x.inputs[0], 0);
+  a->fill(16, 0, 1, x);  // 70 tokens, T = 4: S = 17 sequences; 16 is the last one of a pass
+  EXPECT_EQ(x.inputs[0], 64);
+  a->fill(17, 0, 1, x);  // wraps inside the first part, never into the holdout
+  EXPECT_EQ(x.inputs[0], 0);
+  b->fill(0, 0, 1, x);
+  EXPECT_EQ(x.inputs[0], 70);
+  b->fill(7, 0, 1, x);  // 30 tokens: S = 7, so sequence 7 wraps to the holdout's start
+  EXPECT_EQ(x.inputs[0], 70);
+  whole->fill(0, 0, 1, x);
+  EXPECT_EQ(x.inputs[0], 0);
+  EXPECT_NE(a->describe().find("first 70%"), std::string::npos) << a->describe();
+  EXPECT_NE(b->describe().find("last 30%"), std::string::npos) << b->describe();
+  for (const char* bad : {",split=0", ",split=1", ",split=-0.5", ",split=x", ",split="})
+    expect_file_error("tokens:" + path + bad, train, "split=", "split must be a number between 0 and 1");
+  expect_file_error("tokens:" + path + ",split=0.97", held, path, "fewer than n_ctx + 1");  // 3 tokens left
+  std::remove(path.c_str());
+}

@@ -173,7 +173,23 @@ RunResult run_engine(const RunSpec& spec, MPI_Comm mpi) {
     engine.init_parameters(spec.seed);
     engine.set_timing(spec.timing);
     Batch batch;
+    const auto evaluate_after = [&](int k) {
+      for (int n = static_cast<int>(std::count(spec.eval_after_steps.begin(), spec.eval_after_steps.end(), k)); n > 0; --n) {
+      res.pool_in_use_before_eval.push_back(dev->pool().stats().in_use);
+      res.gathers_before_eval.push_back(engine.gather_stats().gathers);
+      std::vector<double> losses;
+      for (int j = 0; j < gas; ++j) {
+        data->fill(RunResult::kEvalBatch, sample_range(comm->rank(), world, j, gas, spec.micro_batch), spec.micro_batch,
+                   batch);
+        losses.push_back(engine.eval_loss(batch));
+      }
+      res.eval_losses.push_back(losses);
+      res.pool_in_use_after_eval.push_back(dev->pool().stats().in_use);
+      res.gathers_after_eval.push_back(engine.gather_stats().gathers);
+      }
+    };
     res.first_step_seq = comm->log().last_issued() + 1;
+    evaluate_after(0);
     for (int k = 0; k < spec.steps; ++k) {
       const auto t0 = std::chrono::steady_clock::now();
       for (int j = 0; j < gas; ++j) {
@@ -183,6 +199,7 @@ RunResult run_engine(const RunSpec& spec, MPI_Comm mpi) {
       res.steps.push_back(engine.step());
       if (k == 0) res.pool_after_first_step = dev->pool().stats();
       res.step_wall_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      evaluate_after(k + 1);
     }
     res.last_step_seq = comm->log().last_issued();
     if (spec.timing == TimingLevel::Trace) res.timelines = engine.take_timelines();

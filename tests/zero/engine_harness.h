@@ -34,6 +34,10 @@ struct RunSpec {
   // One rank at stage 0 only: copy every parameter's gradient before each step's norm
   // (RunResult::grads), for optimizer references written from the published formulas.
   bool capture_grads = false;
+  // Evaluations (ZeroEngine::eval_loss): after each listed number of steps (0: before the first;
+  // a number listed twice: two evaluations there), every micro-batch of the fixed global batch RunResult::kEvalBatch, split across the ranks like
+  // a training batch.
+  std::vector<int> eval_after_steps;
 };
 
 struct RunResult {
@@ -62,6 +66,12 @@ struct RunResult {
   std::vector<std::vector<std::vector<float>>> grads;
   // Every op of the step program the engine ran on this rank during the steps, in order.
   std::vector<StepOp> ops;
+  static constexpr int64_t kEvalBatch = 1000;  // the data index the evaluations read
+  // Per evaluation: this rank's micro-batch losses, and the device pool's leased bytes and
+  // gather counters just before and just after it.
+  std::vector<std::vector<double>> eval_losses;
+  std::vector<size_t> pool_in_use_before_eval, pool_in_use_after_eval;
+  std::vector<int64_t> gathers_before_eval, gathers_after_eval;
 };
 
 RunResult run_engine(const RunSpec& spec, MPI_Comm comm);

@@ -3,7 +3,8 @@
 // trained so far, this step included), under DeepSpeed's event names:
 //   Train/Samples/train_loss, Train/Samples/lr, Train/Samples/loss_scale (fp16 only), and with
 //   wall_clock_breakdown Train/Samples/elapsed_time_ms_{forward,backward,backward_inner,
-//   backward_allreduce,step}.
+//   backward_allreduce,step}; with train --eval-every, Train/Samples/val_loss on the steps that
+//   evaluated.
 // Files go in output_path/job_name (os.path.join's rules; "" -> the working directory):
 //   tensorboard: events.out.tfevents.<unix time, 10 digits>.<host>.<pid>.0 (SummaryWriter's name),
 //                created new (O_EXCL), one TFRecord per scalar (io/tfevents.h);
@@ -13,6 +14,7 @@
 // No file is opened through a symlink (O_NOFOLLOW) and only regular files are written.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,13 +35,17 @@ class Monitors {
   // Rank 0 only. Creates each enabled monitor's directory and opens all its files; InputError
   // naming the section and the path when that fails (a file where a directory must be, no
   // permission, a symlink or non-regular file where a file must be).
-  Monitors(const MonitorConfig& tensorboard, const MonitorConfig& csv, bool fp16, bool breakdown);
+  // validation: the run evaluates (train --eval-every): the val_loss event exists.
+  Monitors(const MonitorConfig& tensorboard, const MonitorConfig& csv, bool fp16, bool breakdown,
+           bool validation = false);
   bool any() const { return !files_.empty(); }
   std::string describe() const;  // one line per monitor: where it writes, which events
 
   // Writes the step's events (flushed to the kernel). A failed write prints one warning and turns
   // that file's monitor off for the rest of the run; training goes on.
-  void write_step(const StepStats& st, int64_t global_samples);
+  // val_loss: the step's validation loss, on the steps that evaluated (else nothing is written
+  // for that event).
+  void write_step(const StepStats& st, int64_t global_samples, std::optional<double> val_loss = std::nullopt);
 
  private:
   struct File {

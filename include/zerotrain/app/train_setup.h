@@ -38,6 +38,12 @@ struct TrainArgs {
   bool cuda_graph = false;         // --cuda-graph: capture + replay each micro-step (zero/step_graph.h)
   int64_t cuda_graph_warmup = 2;   // --cuda-graph-warmup N: eager steps before the first capture (>= 1)
   ClientOptimizer client_optimizer; // --optimizer, --lr, ...: used when the config has no optimizer section
+  // Validation (csrc/app/train_eval.cpp): every eval_every steps and at the end, the mean loss of
+  // eval_batches fixed global batches of eval_data; keep_best saves DIR/best on an improvement;
+  // early_stop ends training after that many evaluations without one (0: never).
+  std::string eval_data;
+  int64_t eval_every = 0, eval_batches = 8, early_stop = 0;
+  bool keep_best = false;
   // Every flag as given, in command-line order, with its value ("" for a switch): what the ranks
   // compare at start-up (train_agreement.h).
   std::vector<std::pair<std::string, std::string>> given;

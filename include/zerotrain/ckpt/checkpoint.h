@@ -52,6 +52,11 @@ struct CheckpointRunInfo {
   std::string lr_schedule;                  // LrSchedule::name()
   std::string tag_validation = "WARN";      // checkpoint.tag_validation: WARN | IGNORE | FAIL
   bool allow_non_finite = false;            // load: NaN/Inf states pass (else InputError naming the tensor)
+  // train --eval-every: the best validation loss so far and the step it was measured after
+  // (meta.json "validation"; best_step < 0: none yet, nothing recorded).
+  std::string eval_data_spec;
+  double best_val_loss = 0;
+  int64_t best_val_step = -1;
 };
 
 struct SavedCheckpoint {
@@ -61,10 +66,12 @@ struct SavedCheckpoint {
   double seconds = 0;
 };
 
-// Collective. Saves DIR/<tag> and points DIR/latest at it; keep_last > 0 then removes all but the
-// newest keep_last "global_step<N>" zerotrain checkpoints of DIR (never the one `latest` names).
+// Collective. Saves DIR/<tag> and points DIR/latest at it (unless point_latest is false: train
+// --keep-best's DIR/best); keep_last > 0 then removes all but the newest keep_last
+// "global_step<N>" zerotrain checkpoints of DIR (never the one `latest` names).
 SavedCheckpoint save_checkpoint(ZeroEngine& engine, Communicator& comm, Device& dev, const std::string& dir,
-                                const std::string& tag, const CheckpointRunInfo& info, int keep_last = 0);
+                                const std::string& tag, const CheckpointRunInfo& info, int keep_last = 0,
+                                bool point_latest = true);
 
 struct ResumedCheckpoint {
   std::string path, tag;

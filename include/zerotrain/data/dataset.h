@@ -10,6 +10,8 @@
 //   text:PATH                                      any file as bytes (token ids 0..255)
 //   tokens:PATH[,format=auto|llmc|raw]             uint16 tokens: llm.c header (magic 20240520)
 //                                                  or raw uint16 (nanoGPT); auto detects the magic
+//   text:/tokens: ...,split=F                      0 < F < 1: the first F of the file's tokens
+//                                                  (DatasetShape::holdout: the rest, 1 - F)
 // Every key is optional (defaults in docs/data.md). Bad specs and bad files are InputErrors that
 // name the spec or the file.
 #pragma once
@@ -60,6 +62,9 @@ struct DatasetShape {
   // (train: its rank of the world; the ranks agree on the verdict). Default: the whole file.
   int validate_shard = 0;
   int validate_shards = 1;
+  // Validation data (train --eval-data): a text:/tokens: spec with split=F reads the tokens after
+  // the first F of the file instead of the first F.
+  bool holdout = false;
 };
 
 // Parses `spec` and opens the source. InputError on an unknown kind, a bad key=value, a value out

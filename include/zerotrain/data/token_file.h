@@ -20,6 +20,13 @@
 
 namespace zt {
 
+// The tokens a TokenFileDataset reads, a fraction of the file's: the first floor(split·N) or,
+// holdout, the rest; split 1 is the whole file. The part must hold n_ctx + 1 tokens.
+struct TokenFilePart {
+  double split = 1;
+  bool holdout = false;
+};
+
 class TokenFileDataset final : public Dataset {
  public:
   enum class Format { Bytes, Llmc, Raw, Auto };
@@ -28,9 +35,10 @@ class TokenFileDataset final : public Dataset {
 
   // InputError (naming the file) when it is missing, unreadable, empty, malformed, shorter than
   // n_ctx + 1 tokens, or holds a token >= model_vocab.
+  using Part = TokenFilePart;
   TokenFileDataset(const std::string& path, Format format, int64_t model_vocab, int64_t n_ctx,
                    int64_t global_batch,
-                   int validate_shard = 0, int validate_shards = 1);
+                   int validate_shard = 0, int validate_shards = 1, Part part = {});
   ~TokenFileDataset() override;
   TokenFileDataset(const TokenFileDataset&) = delete;
   TokenFileDataset& operator=(const TokenFileDataset&) = delete;
@@ -39,7 +47,7 @@ class TokenFileDataset final : public Dataset {
   int64_t vocab_size() const override { return vocab_; }
   void fill(int64_t global_batch_index, int64_t first_sample, int64_t count, Batch& out) const override;
 
-  int64_t num_tokens() const { return ntok_; }
+  int64_t num_tokens() const { return ntok_; }  // in the part read
   int64_t sequences_per_pass() const { return seq_per_pass_; }
   Format format() const { return format_; }  // resolved (never Auto)
   // Offset (in tokens) of global sequence i within the file's token stream.
@@ -49,6 +57,7 @@ class TokenFileDataset final : public Dataset {
   // Checks the token ids of shard `shard` of `shards` equal parts of the file (each rank checks
   // one part; the ranks agree on the verdict before training, so the file is read once per job).
   void validate_tokens(int shard, int shards);
+  void select_part(const Part& part);
   void read_tokens(int64_t first, int64_t count, int32_t* out) const;  // tokens [first, first+count)
 
   std::string path_;
@@ -60,6 +69,7 @@ class TokenFileDataset final : public Dataset {
   int64_t vocab_;             // ids are validated < vocab_
   int64_t T_, B_;
   int64_t seq_per_pass_ = 0;
+  std::string part_;          // describe(): "" or ", first 90% (split=0.9)"
 };
 
 }  // namespace zt

@@ -173,6 +173,13 @@ class ZeroEngine {
   // At the accumulation boundary (after gradient_accumulation_steps micro-steps): norm, clip,
   // overflow check, optimizer, parameter all-gather. Blocks once, for the norm and loss.
   StepStats step();
+  // Forward only, at an accumulation boundary (after step(), or before the first micro_step()):
+  // the micro-batch's mean loss under the current parameters, as this rank computed it (the
+  // caller averages across ranks). It runs eval_program (step_program.h) in the training
+  // activation buffers: no gradient, optimizer or step-statistics buffer is touched and nothing
+  // stays gathered, so training continues bitwise as without it. Collective at stage 3 (the
+  // parameter gathers); blocks until the loss is on the host.
+  double eval_loss(const Batch& batch);
 
   // Stream timing (step_timing.h) from the next step on: Off records nothing and costs nothing;
   // otherwise step() waits for the step's compute work and fills StepStats::breakdown.

@@ -84,6 +84,13 @@ struct StepProgram {
 };
 
 StepProgram step_program(const ZeroPlan& plan, int gradient_accumulation_steps);
+// One forward-only evaluation of a micro-batch (ZeroEngine::eval_loss), run at an accumulation
+// boundary. Per unit, in forward order: stages 1-2 the all-gather group waits of a step's first
+// micro-step (the parameters are current after a step); stage 3 gather b and wait b for every
+// non-persistent bucket the unit reads, then forward u, then release b for each of them (nothing
+// prefetched, nothing left gathered: only the persistent buckets stay, as between steps); then the
+// loss. No Open, Backward, Close, Reduce or Offload: no gradient buffer is touched.
+std::vector<StepOp> eval_program(const ZeroPlan& plan);
 // The collectives op issues, in order (empty for most ops); micro is left -1.
 std::vector<PlannedCollective> op_collectives(const ZeroPlan& plan, const StepOp& op);
 // The program as text: one line per op (op_text), a section per micro-step kind and the boundary.
