@@ -55,7 +55,7 @@ ZT_ZERO_KEY(Z, elastic_checkpoint, bool, false, kFlag, "", kNever, "", kNotUsed,
             "every checkpoint reshards to any world size", "true", "", "")
 
 ZT_ZERO_SPECIAL(OO, "device", read_offload_sections, kImplemented,
-                "\"cpu\": master weights and moments live in host memory", "\"cpu\"", "M", "", "", false, "")
+                "\"cpu\": master weights, moments and accumulated gradients live in host memory", "\"cpu\"", "M", "", "", false, "")
 ZT_ZERO_SPECIAL(OO, "nvme_path", kNone, kNotUsed, "NVMe offload is not supported; the path is never read", "\"/tmp\"", "",
                 kOffload, "", false, "")
 ZT_ZERO_KEY(OO, buffer_count, int64_t, 4, kCount, "", kNever, "", kImplemented,

@@ -1,7 +1,7 @@
 // host_optim.h — the host-side (CPU) optimizer step for ZeRO-Offload
-// (`offload_optimizer: {"device": "cpu"}`): master weights and moments live in host memory and
-// are updated here, on host pointers, by a SIMD kernel picked at run time (core/cpu_isa.h) and
-// split over a host thread pool (core/host_thread_pool.h).
+// (`offload_optimizer: {"device": "cpu"}`): master weights and moments (and the gradient shard they
+// read) live in host memory and are updated here, on host pointers, by a SIMD kernel picked at run
+// time (core/cpu_isa.h) and split over a host thread pool (core/host_thread_pool.h).
 //
 // Bitwise contract: for every ISA path and every thread count, adam_step leaves p, m, v and
 // param_out bitwise equal to the CPU backend's AdamW (cpu_ops::adam_step: math::adam_update per
