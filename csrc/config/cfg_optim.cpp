@@ -20,11 +20,6 @@ const char* const kDsLowerNames[] = {"adagrad", "adam", "adamw", "lamb", "onebit
 const char* const kTorchOptimNames[] = {"SGD", "ASGD", "Adadelta", "Adafactor", "Adamax", "LBFGS", "NAdam",
                                         "RAdam", "RMSprop", "Rprop", "SparseAdam"};
 
-void set_kind(OptimizerConfig& o, OptimizerKind rule, ConfigOptimizerKind config_kind) {
-  o.OptimizerHparams::kind = rule;
-  o.kind = config_kind;
-}
-
 double read_number(Ctx& c, Section& s, const std::string& key, double def, double min_value) {
   Section::Lookup l = s.take(key);
   double v = def;
@@ -79,8 +74,7 @@ void read_adam_params(Ctx& c, Section& s, OptimizerConfig& o) {
   read_flag(c, s, "set_grad_none", true);
   // Effective decoupled weight decay: "adamw" always; "adam" unless adam_w_mode is false.
   o.adam_w_mode = o.type == "adamw" || w_mode_param;
-  o.decoupled_weight_decay = o.adam_w_mode;
-  set_kind(o, OptimizerKind::Adam, o.adam_w_mode ? ConfigOptimizerKind::kAdamW : ConfigOptimizerKind::kAdam);
+  o.kind = OptimizerKind::Adam;
 }
 
 // torch's implementation switches: null or a bool, no effect here.
@@ -94,7 +88,7 @@ void read_torch_switches(Ctx& c, Section& s) {
 }
 
 void read_sgd_params(Ctx& c, Section& s, OptimizerConfig& o) {
-  set_kind(o, OptimizerKind::SGD, ConfigOptimizerKind::kSGD);
+  o.kind = OptimizerKind::SGD;
   o.lr = read_number(c, s, "lr", optim_defaults::kLr, 0.0);
   o.momentum = read_number(c, s, "momentum", optim_defaults::kSgdMomentum, 0.0);
   o.dampening = read_number(c, s, "dampening", optim_defaults::kSgdDampening, -INFINITY);
@@ -110,7 +104,7 @@ void read_sgd_params(Ctx& c, Section& s, OptimizerConfig& o) {
 
 // FusedLion (set_grad_none) and DeepSpeedCPULion (fp32_optimizer_states): the union is accepted.
 void read_lion_params(Ctx& c, Section& s, OptimizerConfig& o) {
-  set_kind(o, OptimizerKind::Lion, ConfigOptimizerKind::kLion);
+  o.kind = OptimizerKind::Lion;
   o.lr = read_number(c, s, "lr", optim_defaults::kLr, 0.0);
   o.beta2 = optim_defaults::kLionBeta2;
   read_betas(c, s, o);
@@ -121,7 +115,7 @@ void read_lion_params(Ctx& c, Section& s, OptimizerConfig& o) {
 
 // torch.optim.Adagrad (no offload) and DeepSpeedCPUAdagrad (offload): the union is accepted.
 void read_adagrad_params(Ctx& c, Section& s, OptimizerConfig& o) {
-  set_kind(o, OptimizerKind::Adagrad, ConfigOptimizerKind::kAdagrad);
+  o.kind = OptimizerKind::Adagrad;
   o.lr = read_number(c, s, "lr", optim_defaults::kAdagradLr, 0.0);
   o.lr_decay = read_number(c, s, "lr_decay", 0.0, 0.0);
   o.weight_decay = read_number(c, s, "weight_decay", optim_defaults::kWeightDecay, 0.0);
@@ -135,7 +129,7 @@ void read_adagrad_params(Ctx& c, Section& s, OptimizerConfig& o) {
 
 // FusedLamb. DeepSpeed's engine requires dynamic loss scaling with it.
 void read_lamb_params(Ctx& c, Section& s, OptimizerConfig& o) {
-  set_kind(o, OptimizerKind::Lamb, ConfigOptimizerKind::kLamb);
+  o.kind = OptimizerKind::Lamb;
   o.lr = read_number(c, s, "lr", optim_defaults::kLr, 0.0);
   o.bias_correction = read_flag(c, s, "bias_correction", optim_defaults::kAdamBiasCorrection);
   read_betas(c, s, o);

@@ -139,17 +139,12 @@ struct ZeroConfig {
 #undef ZT_ZERO_FIELD
 #undef ZT_ZERO_FIELD_SKIP
 
-enum class ConfigOptimizerKind { kAdam, kAdamW, kSGD, kLion, kAdagrad, kLamb };
-
 // The `optimizer` section, read once straight into the hyper-parameters the optimizer uses (the
-// base; its `type` is DeepSpeed's lower-cased name, or "SGD", and its `adam_w_mode` is the
-// effective decoupled-weight-decay rule: type "adamw" || params.adam_w_mode).
+// base; its `type` is DeepSpeed's lower-cased name, or "SGD"; its `kind` is the update rule, Adam
+// for both "adam" and "adamw"; its `adam_w_mode` is the effective decoupled-weight-decay rule:
+// type "adamw" || params.adam_w_mode).
 struct OptimizerConfig : OptimizerHparams {
-  // The config's view of the update rule: OptimizerHparams::kind with Adam split by
-  // decoupled_weight_decay (shadows the base's `kind`; optimizer_of() hands out the base).
-  ConfigOptimizerKind kind = ConfigOptimizerKind::kAdamW;
-  bool decoupled_weight_decay = true;  // == adam_w_mode for Adam/AdamW; kept for the kind split
-  Json params;                         // resolved params, every default filled (DeepSpeed names)
+  Json params;  // resolved params, every default filled (DeepSpeed names)
 };
 
 // The five DeepSpeed schedules. Learning-rate and momentum values may be per-param-group
