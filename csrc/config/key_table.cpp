@@ -155,38 +155,17 @@ std::vector<KeyEntry> build_scheduler() {
   };
 }
 
+// activation_checkpointing / comms_logger / checkpoint / flops_profiler rows, from their
+// declaration (config/feature_keys.h).
 std::vector<KeyEntry> build_sections() {
-  const std::string a = "activation_checkpointing.", cl = "comms_logger.", ck = "checkpoint.", fp = "flops_profiler.";
-  std::vector<KeyEntry> t = {
-      unused(a + "partition_activations",
-             "it partitions checkpoints over model-parallel ranks; data parallelism only (model-parallel size 1): "
-             "nothing to partition, as in DeepSpeed", "true"),
-      unused(a + "contiguous_memory_optimization", "kept block inputs are already one allocation", "true"),
-      impl(a + "cpu_checkpointing", "with recompute on, the kept block inputs live in pinned host memory (host_activations)",
-           "true", "M", R"({"activation_checkpointing":{"zerotrain_recompute":"block"}})"),
-      impl(a + "number_checkpoints", ">= 1 recomputes every block in backward", "2", "M"),
-      impl(a + "zerotrain_recompute", "zerotrain's granularity: none, block or selective", "\"selective\"", "M"),
-      unused(a + "synchronize_checkpoint_boundary", "recompute needs no extra synchronisation here", "true"),
-      unused(a + "profile", "recompute is timed by wall_clock_breakdown's backward", "true"),
-      impl(cl + "enabled", "per-op communication summary at the end of the run", "true", "O"),
-      unused(cl + "verbose", "the per-collective log is `--comm-log FILE`", "true"),
-      impl(cl + "prof_all", "false: summarise only the ops in prof_ops", "false", "O", R"({"comms_logger":{"enabled":true}})"),
-      unused(cl + "debug", "the per-collective log is `--comm-log FILE`", "true"),
-      impl(cl + "prof_ops", "ops summarised when prof_all is false", R"(["all_gather"])", "O", kCommsLogger),
-      impl(ck + "tag_validation", "checks that every rank saves the same tag", "\"FAIL\"",
-           "=test_checkpoint_e2e.test_tag_validation_across_ranks"),
-      rejected(ck + "load_universal", "universal checkpoints", "true"),
-      unused(ck + "use_node_local_storage", "every rank writes its own shard files under the directory given", "true"),
-      unused(ck + "parallel_write.pipeline_stage", "no pipeline parallelism", "true"),
-      unused(ck + "writer", "zerotrain has one checkpoint writer", R"({"type":"fast"})"),
-      impl(fp + "enabled", "turns on wall_clock_breakdown (as DeepSpeed); progress lines already print TFLOP/s", "true",
-           "O"),
-  };
-  for (const char* k : {"recompute_fwd_factor", "profile_step", "module_depth", "top_modules", "detailed", "output_file"}) {
-    t.push_back(unused(fp + k, "zerotrain has no FLOPs profiler; progress lines print achieved TFLOP/s", "2"));
-  }
-  t.back().probe = "\"profile.txt\"";   // output_file
-  t[t.size() - 2].probe = "false";      // detailed
+  const std::string AC = "activation_checkpointing.", CL = "comms_logger.", CK = "checkpoint.", FP = "flops_profiler.";
+  const char* const kNoProfiler = "zerotrain has no FLOPs profiler; progress lines print achieved TFLOP/s";
+  std::vector<KeyEntry> t;
+#define ZT_FEATURE_KEY(sec, name, type, def, rule, store, refused, use, why, probe, effects, context) \
+  t.push_back(row(KeyUse::use, sec + #name, why, probe, effects, context, "", false, ""));
+#define ZT_FEATURE_SPECIAL(sec, path, handler, use, why, probe, effects, context) \
+  t.push_back(row(KeyUse::use, sec + path, why, probe, effects, context, "", false, ""));
+#include "zerotrain/config/feature_keys.h"
   return t;
 }
 
@@ -224,21 +203,15 @@ std::vector<KeyEntry> build_monitors_and_features() {
 #undef ZT_MONITOR_ROW_FILE
 #undef ZT_MONITOR_ROW_WANDB
 #undef ZT_MONITOR_ROW_COMET
-  for (const char* k : {"aio", "timers", "pipeline"}) {
-    t.push_back(unused(k, std::string("DeepSpeed's ") + k + " settings have no counterpart in zerotrain", R"({"x":1})"));
-  }
-  const char* const kFeatures[] = {"elasticity", "amp", "progressive_layer_drop", "compression_training",
-                                   "quantize_training", "data_efficiency", "curriculum_learning", "hybrid_engine",
-                                   "compile", "autotuning", "nebula",
-                                   "datastates", "eigenvalue", "weight_quantization", "expert_parallel",
-                                   "tensor_parallel", "sparse_attention"};
-  for (const char* k : kFeatures) {
-    std::string probe = R"({"enabled":true})";
-    if (std::string(k) == "compile") probe = R"({"deepcompile":true})";
-    if (std::string(k) == "tensor_parallel") probe = R"({"autotp_size":2})";
-    if (std::string(k) == "sparse_attention") probe = R"({"mode":"fixed"})";
-    t.push_back(rejected(k, "a DeepSpeed feature zerotrain does not implement; accepted only while disabled", probe));
-  }
+#define ZT_IGNORED_SECTION(key)                                                                                 \
+  t.push_back(row(KeyUse::kNotUsed, #key, "DeepSpeed's " #key " settings have no counterpart in zerotrain", \
+                  R"({"x":1})", "", "", "", false, ""));
+#include "zerotrain/config/section_keys.h"
+#define ZT_UNSUPPORTED_SECTION(key, what, keys, probe)                                                   \
+  t.push_back(row(KeyUse::kRejected, #key,                                                             \
+                  "a DeepSpeed feature zerotrain does not implement; accepted only while disabled", probe, "", \
+                  "", "", false, ""));
+#include "zerotrain/config/section_keys.h"
   return t;
 }
 
