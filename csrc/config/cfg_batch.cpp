@@ -42,7 +42,10 @@ std::optional<int64_t> batch_key(Ctx& c, Section& top, const std::string& key, S
   return to_int(c, p, v, BoolAsInt::kReject);
 }
 
-std::optional<int64_t> read_steps_per_print(Ctx& c, Section& top, const char* key, std::optional<int64_t> def) {
+// A nullable integer (a boolean rejected): absent or null resolves to null and gives `def`; a value
+// below `min` fails with `expected`.
+std::optional<int64_t> read_nullable_int(Ctx& c, Section& top, const char* key, std::optional<int64_t> def,
+                                         int64_t min, const char* expected) {
   Section::Lookup l = top.take(key);
   if (!l.present() || l.value->is_null()) {
     top.put_lookup(key, nullptr, l);
@@ -50,9 +53,13 @@ std::optional<int64_t> read_steps_per_print(Ctx& c, Section& top, const char* ke
   }
   std::string p = top.key_path(l.key);
   int64_t v = to_int(c, p, *l.value, BoolAsInt::kReject);
-  if (v < 0) c.fail(p, *l.value, "an integer >= 0 (0 or null: no periodic progress line)");
+  if (v < min) c.fail(p, *l.value, expected);
   top.put_lookup(key, v, l);
   return v;
+}
+
+std::optional<int64_t> read_steps_per_print(Ctx& c, Section& top, const char* key, std::optional<int64_t> def) {
+  return read_nullable_int(c, top, key, def, 0, "an integer >= 0 (0 or null: no periodic progress line)");
 }
 
 double read_predivide_factor(Ctx& c, Section& top, const char* key, double def) {
@@ -109,16 +116,8 @@ Json read_log_level(Ctx& c, Section& top, const char* key, Json def) {
 }
 
 std::optional<int64_t> read_vocabulary_size(Ctx& c, Section& top, const char* key, std::optional<int64_t> def) {
-  Section::Lookup l = top.take(key);
-  if (!l.present() || l.value->is_null()) {
-    top.put_lookup(key, nullptr, l);
-    return def;
-  }
-  std::string p = top.key_path(l.key);
-  int64_t v = to_int(c, p, *l.value, BoolAsInt::kReject);
-  if (v <= 0) c.fail(p, *l.value, "an integer > 0");
-  if (v % 8 != 0) c.warn(p, "not a multiple of 8; tensor cores are used less efficiently");
-  top.put_lookup(key, v, l);
+  std::optional<int64_t> v = read_nullable_int(c, top, key, def, 1, "an integer > 0");
+  if (v && *v % 8 != 0) c.warn(top.key_path(key), "not a multiple of 8; tensor cores are used less efficiently");
   return v;
 }
 

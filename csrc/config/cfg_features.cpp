@@ -1,7 +1,8 @@
 // cfg_features.cpp — the remaining DeepSpeed sections (docs/config.md §9): those zerotrain
-// reads (activation_checkpointing, checkpoint), those it knows but does not implement (accepted
-// while disabled, rejected when enabled: docs/config.md rule 5), cross-section rules, and the key
-// tables behind "did you mean" hints.
+// reads (activation_checkpointing, comms_logger, checkpoint, flops_profiler: config/feature_keys.h),
+// those it knows but does not implement (accepted while disabled, rejected when enabled:
+// docs/config.md rule 5; config/section_keys.h), cross-section rules, and the key tables behind
+// "did you mean" hints.
 #include <algorithm>
 #include <utility>
 #include <vector>
@@ -28,34 +29,12 @@ const char* const kBf16Keys[] = {"immediate_grad_update", "check_grad_overflow",
 const char* const kOffloadKeys[] = {"device", "nvme_path", "buffer_count", "buffer_size", "max_in_cpu",
                                     "pin_memory", "pipeline_read", "pipeline_write", "fast_init", "ratio"};
 
-// DeepSpeed top-level sections zerotrain does not implement: accepted while disabled.
-struct Feature {
-  const char* key;
-  const char* what;
-  std::vector<const char*> strict_keys = {};  // pydantic sections: the complete key set (unknown -> error)
-};
-const Feature kFeatures[] = {
-    {"elasticity", "elastic training"},
-    {"amp", "Apex AMP (use fp16 or bf16)"},
-    {"progressive_layer_drop", "progressive layer drop"},
-    {"compression_training", "compression training"},
-    {"quantize_training", "quantization-aware training"},
-    {"data_efficiency", "data efficiency (curriculum / random-LTD)"},
-    {"curriculum_learning", "curriculum learning"},
-    {"hybrid_engine", "the hybrid engine", {"enabled", "max_out_tokens", "inference_tp_size", "release_inference_cache",
-                                           "pin_parameters", "tp_gather_partition_size", "enable_cuda_graph"}},
-    {"compile", "torch.compile / DeepCompile"},
-    {"autotuning", "autotuning"},
-    {"nebula", "Nebula checkpointing"},
-    {"datastates", "DataStates checkpointing"},
-    {"eigenvalue", "eigenvalue computation"},
-    {"weight_quantization", "weight quantization"},
-    {"expert_parallel", "expert parallelism"},
-    {"tensor_parallel", "tensor parallelism"},
-    {"sparse_attention", "sparse attention"},
-};
-// Accepted and not used (no effect on training).
-const char* const kIgnoredSections[] = {"aio", "timers", "pipeline", "flops_profiler"};
+// The complete key set of DeepSpeed's hybrid_engine (pydantic, extra="forbid"); kAnyKeys: any key
+// (section_keys.h `keys`).
+const std::vector<const char*> kHybridEngineKeys = {"enabled", "max_out_tokens", "inference_tp_size",
+                                                    "release_inference_cache", "pin_parameters",
+                                                    "tp_gather_partition_size", "enable_cuda_graph"};
+const std::vector<const char*> kAnyKeys;
 
 bool contains_enabled(const Json& v) {
   if (v.is_object()) {
@@ -84,30 +63,45 @@ bool feature_on(Ctx& c, const std::string& k, const Json& v) {
   return on;
 }
 
-void read_feature(Ctx& c, Section& top, const Feature& f) {
-  Section::Lookup l = top.take(f.key);
+// A ZT_UNSUPPORTED_SECTION of section_keys.h.
+void read_unsupported(Ctx& c, Section& top, const std::string& k, const char* what,
+                      const std::vector<const char*>& strict_keys) {
+  Section::Lookup l = top.take(k);
   if (!l.present() || l.value->is_null()) return;
   const Json& v = *l.value;
-  std::string k = f.key;
   if (!v.is_object()) c.fail(k, v, "an object");
   if ((k == "amp" || k == "progressive_layer_drop") && !v.contains("enabled")) {
     c.error(k, "missing `enabled` (DeepSpeed requires it in this section)");
   }
-  if (!f.strict_keys.empty()) {  // DeepSpeed validates these sections with extra="forbid"
+  if (!strict_keys.empty()) {  // DeepSpeed validates these sections with extra="forbid"
     Section s(c, &v, k, Section::Kind::kStrict);
-    for (const char* known : f.strict_keys) s.accept(known);
+    for (const char* known : strict_keys) s.accept(known);
     s.finish();
   }
   if (feature_on(c, k, v)) {
-    c.error(k, std::string("enables ") + f.what + ", which is not supported by zerotrain; remove the section or disable it");
+    c.error(k, std::string("enables ") + what + ", which is not supported by zerotrain; remove the section or disable it");
   }
   c.cfg.resolved[k] = v;
   c.record(k, ConfigSource::kFile, "disabled");
 }
 
-// zerotrain's granularity key (DeepSpeed ignores unknown keys of this section): "none" | "block"
-// | "selective". Without it, number_checkpoints >= 1 turns on block recompute of every block.
-std::string read_recompute(Ctx& c, Section& s) {
+// A ZT_IGNORED_SECTION of section_keys.h (and flops_profiler): kept as given.
+void read_ignored(Ctx& c, Section& top, const char* k) {
+  Section::Lookup l = top.take(k);
+  if (!l.present() || l.value->is_null()) return;
+  if (!l.value->is_object()) c.fail(k, *l.value, "an object");
+  c.cfg.resolved[k] = *l.value;
+  c.record(k, ConfigSource::kFile, "accepted");
+}
+
+// The handlers of the ZT_FEATURE_SPECIAL entries (feature_keys.h).
+
+void kNone(Ctx&, Section&) {}
+
+// number_checkpoints, and zerotrain's granularity key (DeepSpeed ignores unknown keys of this
+// section): "none" | "block" | "selective". Without it, number_checkpoints >= 1 turns on block
+// recompute of every block.
+void read_recompute(Ctx& c, Section& s) {
   Section::Lookup ln = s.take("number_checkpoints");
   int64_t checkpoints = 0;
   if (ln.present() && !ln.value->is_null()) checkpoints = to_int(c, s.key_path(ln.key), *ln.value, BoolAsInt::kReject);
@@ -122,37 +116,24 @@ std::string read_recompute(Ctx& c, Section& s) {
   }
   s.put("zerotrain_recompute", recompute, lr.present() ? ConfigSource::kFile : ConfigSource::kDefault,
         lr.present() ? "" : (checkpoints >= 1 ? "number_checkpoints >= 1: block recompute" : ""));
-  return recompute;
-}
-
-void read_activation_checkpointing(Ctx& c, Section& top) {
-  Section::Lookup l = top.take("activation_checkpointing");
-  if (l.present() && !l.value->is_object()) c.fail("activation_checkpointing", *l.value, "an object");
-  Section s(c, l.present() ? l.value : nullptr, "activation_checkpointing", Section::Kind::kLoose);
-  // Not used (key_table.cpp): it partitions checkpoints over model-parallel ranks; zerotrain's
-  // model-parallel size is 1, so there is nothing to partition (as DeepSpeed with mp size 1).
-  s.get_bool("partition_activations", false);
-  // Accepted: zerotrain allocates every kept block input once at start-up (nothing to defragment).
-  s.get_bool("contiguous_memory_optimization", false);
-  bool cpu = s.get_bool("cpu_checkpointing", false);
-  const std::string recompute = read_recompute(c, s);
   c.cfg.activation_recompute = recompute;
-  s.get_bool("synchronize_checkpoint_boundary", false);
-  s.get_bool("profile", false);
-  s.finish();
-  c.cfg.activation_cpu_checkpointing = cpu;
-  // As in DeepSpeed, where it moves only the inputs of checkpointed blocks: nothing to move
-  // without recompute.
-  const std::string& effective = c.opt.recompute_flag.empty() ? recompute : c.opt.recompute_flag;
-  if (cpu && effective == "none")
-    c.warn("activation_checkpointing.cpu_checkpointing",
-           "true has no effect without activation recompute: it keeps recomputed blocks' inputs in host memory "
-           "(as DeepSpeed does for checkpointed blocks only); turn recompute on with zerotrain_recompute \"block\" "
-           "or \"selective\", number_checkpoints >= 1, or train --recompute block|selective");
-  c.cfg.resolved["activation_checkpointing"] = s.out();
 }
 
-std::string read_tag_validation(Ctx& c, Section& s) {
+void read_prof_ops(Ctx& c, Section& s) {
+  Section::Lookup ops = s.take("prof_ops");
+  Json ops_out = Json::array();
+  if (ops.present() && !ops.value->is_null()) {
+    if (!ops.value->is_array()) c.fail("comms_logger.prof_ops", *ops.value, "a list of op names");
+    for (const Json& o : *ops.value) {
+      if (!o.is_string()) c.fail("comms_logger.prof_ops", o, "an op name (string)");
+      c.cfg.comms_logger.prof_ops.push_back(o.get<std::string>());
+      ops_out.push_back(o);
+    }
+  }
+  s.put_lookup("prof_ops", ops_out, ops);
+}
+
+void read_tag_validation(Ctx& c, Section& s) {
   Section::Lookup lt = s.take("tag_validation");
   std::string tv = "WARN";
   if (lt.present()) {
@@ -165,7 +146,7 @@ std::string read_tag_validation(Ctx& c, Section& s) {
     }
   }
   s.put_lookup("tag_validation", tv, lt);
-  return tv;
+  c.cfg.checkpoint_tag_validation = tv;
 }
 
 void read_parallel_write(Ctx& c, Section& s) {
@@ -183,20 +164,84 @@ void read_parallel_write(Ctx& c, Section& s) {
   s.put_lookup("parallel_write", pw, lp);
 }
 
-void read_checkpoint(Ctx& c, Section& top) {
-  Section::Lookup l = top.take("checkpoint");
-  if (l.present() && !l.value->is_object()) c.fail("checkpoint", *l.value, "an object");
-  Section s(c, l.present() ? l.value : nullptr, "checkpoint", Section::Kind::kLoose);
-  c.cfg.checkpoint_tag_validation = read_tag_validation(c, s);
-  if (s.get_bool("load_universal", false)) {
-    c.error("checkpoint.load_universal", "true is not supported by zerotrain (universal checkpoints)");
-  }
-  s.get_bool("use_node_local_storage", false);
-  read_parallel_write(c, s);
+// Any value, kept as given (absent: not in the resolved document).
+void read_writer(Ctx&, Section& s) {
   Section::Lookup lw = s.take("writer");
   if (lw.present()) s.put_lookup("writer", *lw.value, lw);
+}
+
+// A boolean whose true turns on a feature zerotrain does not implement (feature_keys.h: refused).
+void refuse_if_on(Ctx& c, const Section& s, const char* key, bool on, const char* refused) {
+  if (on && *refused) c.error(s.key_path(key), refused);
+}
+template <typename T>
+void refuse_if_on(Ctx&, const Section&, const char*, const T&, const char*) {}
+
+// The section's object, or nullptr when absent. Each section keeps DeepSpeed's rule for null.
+const Json* section_object(Ctx& c, const Section::Lookup& l, const char* key, bool null_is_absent) {
+  if (!l.present() || (null_is_absent && l.value->is_null())) return nullptr;
+  if (!l.value->is_object()) c.fail(key, *l.value, "an object");
+  return l.value;
+}
+
+// The sections of feature_keys.h.
+enum class FeatureSec { kAC, kCL, kCK, kFP };
+
+// The entries of section `sec` of feature_keys.h, in list order, read from `s`: a ZT_FEATURE_KEY by
+// the generic reader, into its field (STORE) or only resolved (NONE), then refused when it turns an
+// unsupported feature on; a ZT_FEATURE_SPECIAL by its handler.
+void read_feature_keys(Ctx& c, Section& s, FeatureSec sec) {
+#define ZT_FEATURE_FIELD_AC(name) c.cfg.activation_##name
+#define ZT_FEATURE_FIELD_CL(name) c.cfg.comms_logger.name
+#define ZT_FEATURE_INTO_STORE(sec, name, type, def, rule) (ZT_FEATURE_FIELD_##sec(name) = read_key(s, #name, type(def), rule))
+#define ZT_FEATURE_INTO_NONE(sec, name, type, def, rule) read_key(s, #name, type(def), rule)
+#define ZT_FEATURE_KEY(sec_, name, type, def, rule, store, refused, ...) \
+  if (sec == FeatureSec::k##sec_) refuse_if_on(c, s, #name, ZT_FEATURE_INTO_##store(sec_, name, type, def, rule), refused);
+#define ZT_FEATURE_SPECIAL(sec_, path, handler, ...) \
+  if (sec == FeatureSec::k##sec_) handler(c, s);
+#include "zerotrain/config/feature_keys.h"
+#undef ZT_FEATURE_FIELD_AC
+#undef ZT_FEATURE_FIELD_CL
+#undef ZT_FEATURE_INTO_STORE
+#undef ZT_FEATURE_INTO_NONE
+}
+
+// One section of feature_keys.h: its object (absent, or null when `null_is_absent`: every default),
+// its keys, its unknown keys, its resolved value.
+void read_feature_section(Ctx& c, Section& top, const char* key, FeatureSec sec, Section::Kind kind,
+                          bool null_is_absent) {
+  Section::Lookup l = top.take(key);
+  Section s(c, section_object(c, l, key, null_is_absent), key, kind);
+  read_feature_keys(c, s, sec);
   s.finish();
-  c.cfg.resolved["checkpoint"] = s.out();
+  c.cfg.resolved[key] = s.out();
+}
+
+void read_activation_checkpointing(Ctx& c, Section& top) {
+  read_feature_section(c, top, "activation_checkpointing", FeatureSec::kAC, Section::Kind::kLoose, false);
+  // As in DeepSpeed, where it moves only the inputs of checkpointed blocks: nothing to move
+  // without recompute.
+  const DsConfig& g = c.cfg;
+  const std::string& effective = c.opt.recompute_flag.empty() ? g.activation_recompute : c.opt.recompute_flag;
+  if (g.activation_cpu_checkpointing && effective == "none")
+    c.warn("activation_checkpointing.cpu_checkpointing",
+           "true has no effect without activation recompute: it keeps recomputed blocks' inputs in host memory "
+           "(as DeepSpeed does for checkpointed blocks only); turn recompute on with zerotrain_recompute \"block\" "
+           "or \"selective\", number_checkpoints >= 1, or train --recompute block|selective");
+}
+
+// flops_profiler (feature_keys.h FP): kept as given; DeepSpeed ORs its `enabled` into
+// wall_clock_breakdown.
+void read_flops_profiler(Ctx& c, Section& top) {
+  read_ignored(c, top, "flops_profiler");
+  if (!top.has("flops_profiler")) return;
+  const Json& fp = top.in()["flops_profiler"];
+  if (fp.is_object() && fp.contains("enabled") && to_bool(c, "flops_profiler.enabled", fp["enabled"])) {
+    c.cfg.wall_clock_breakdown = true;
+    top.put("wall_clock_breakdown", true, ConfigSource::kDerived, "flops_profiler.enabled turns it on");
+    c.warn("flops_profiler", "the FLOPs profiler is not implemented by zerotrain (the progress line reports "
+                             "TFLOP/s); wall_clock_breakdown is on, as in DeepSpeed");
+  }
 }
 
 }  // namespace
@@ -223,56 +268,17 @@ std::string home_section_of(const std::string& key) {
   return "";
 }
 
-// comms_logger (DeepSpeed's pydantic section: strict keys): a per-op summary at the end of the
-// run from the communicator's log (docs/observability.md). prof_ops filters it when prof_all is
-// false; verbose and debug are accepted and have no effect.
-void read_comms_logger(Ctx& c, Section& top) {
-  Section::Lookup l = top.take("comms_logger");
-  if (l.present() && !l.value->is_null() && !l.value->is_object()) c.fail("comms_logger", *l.value, "an object");
-  Section s(c, l.present() && !l.value->is_null() ? l.value : nullptr, "comms_logger", Section::Kind::kStrict);
-  CommsLoggerConfig& cl = c.cfg.comms_logger;
-  cl.enabled = s.get_bool("enabled", false);
-  cl.verbose = s.get_bool("verbose", false);
-  cl.prof_all = s.get_bool("prof_all", true);
-  s.get_bool("debug", false);
-  Section::Lookup ops = s.take("prof_ops");
-  Json ops_out = Json::array();
-  if (ops.present() && !ops.value->is_null()) {
-    if (!ops.value->is_array()) c.fail("comms_logger.prof_ops", *ops.value, "a list of op names");
-    for (const Json& o : *ops.value) {
-      if (!o.is_string()) c.fail("comms_logger.prof_ops", o, "an op name (string)");
-      cl.prof_ops.push_back(o.get<std::string>());
-      ops_out.push_back(o);
-    }
-  }
-  s.put_lookup("prof_ops", ops_out, ops);
-  s.finish();
-  c.cfg.resolved["comms_logger"] = s.out();
-}
-
 void read_other_sections(Ctx& c, Section& top) {
   read_activation_checkpointing(c, top);
-  read_comms_logger(c, top);
-  read_checkpoint(c, top);
+  // comms_logger (DeepSpeed's pydantic section: strict keys): a per-op summary at the end of the
+  // run from the communicator's log (docs/observability.md).
+  read_feature_section(c, top, "comms_logger", FeatureSec::kCL, Section::Kind::kStrict, true);
+  read_feature_section(c, top, "checkpoint", FeatureSec::kCK, Section::Kind::kLoose, false);
   read_monitors(c, top);
-  for (const Feature& f : kFeatures) read_feature(c, top, f);
-  for (const char* k : kIgnoredSections) {
-    Section::Lookup l = top.take(k);
-    if (!l.present() || l.value->is_null()) continue;
-    if (!l.value->is_object()) c.fail(k, *l.value, "an object");
-    c.cfg.resolved[k] = *l.value;
-    c.record(k, ConfigSource::kFile, "accepted");
-  }
-  if (top.has("flops_profiler")) {
-    const Json& fp = top.in()["flops_profiler"];
-    if (fp.is_object() && fp.contains("enabled") && to_bool(c, "flops_profiler.enabled", fp["enabled"])) {
-      // DeepSpeed ORs flops_profiler.enabled into wall_clock_breakdown.
-      c.cfg.wall_clock_breakdown = true;
-      top.put("wall_clock_breakdown", true, ConfigSource::kDerived, "flops_profiler.enabled turns it on");
-      c.warn("flops_profiler", "the FLOPs profiler is not implemented by zerotrain (the progress line reports "
-                               "TFLOP/s); wall_clock_breakdown is on, as in DeepSpeed");
-    }
-  }
+#define ZT_UNSUPPORTED_SECTION(key, what, keys, probe) read_unsupported(c, top, #key, what, keys);
+#define ZT_IGNORED_SECTION(key) read_ignored(c, top, #key);
+#include "zerotrain/config/section_keys.h"
+  read_flops_profiler(c, top);
 }
 
 namespace {

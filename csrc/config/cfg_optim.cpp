@@ -20,10 +20,17 @@ const char* const kDsLowerNames[] = {"adagrad", "adam", "adamw", "lamb", "onebit
 const char* const kTorchOptimNames[] = {"SGD", "ASGD", "Adadelta", "Adafactor", "Adamax", "LBFGS", "NAdam",
                                         "RAdam", "RMSprop", "Rprop", "SparseAdam"};
 
-void set_kind(OptimizerConfig& o, OptimizerKind rule, ConfigOptimizerKind config_kind) {
-  o.OptimizerHparams::kind = rule;
-  o.kind = config_kind;
-}
+// The reading rules of optim_keys.h: one type each, so that a key's rule picks its reader.
+struct NonNegative {};
+struct AnyNumber {};
+struct Switch {};
+struct NullableSwitch {};
+struct Betas {};
+constexpr NonNegative kNonNegative;
+constexpr AnyNumber kAnyNumber;
+constexpr Switch kSwitch;
+constexpr NullableSwitch kNullableSwitch;
+constexpr Betas kBetas;
 
 double read_number(Ctx& c, Section& s, const std::string& key, double def, double min_value) {
   Section::Lookup l = s.take(key);
@@ -40,7 +47,14 @@ double read_number(Ctx& c, Section& s, const std::string& key, double def, doubl
   return v;
 }
 
-bool read_flag(Ctx& c, Section& s, const std::string& key, bool def) {
+double read_param(Ctx& c, Section& s, OptimizerConfig&, const char* key, double def, NonNegative) {
+  return read_number(c, s, key, def, 0.0);
+}
+double read_param(Ctx& c, Section& s, OptimizerConfig&, const char* key, double def, AnyNumber) {
+  return read_number(c, s, key, def, -INFINITY);
+}
+
+bool read_param(Ctx& c, Section& s, OptimizerConfig&, const char* key, bool def, Switch) {
   Section::Lookup l = s.take(key);
   bool v = def;
   if (l.present()) v = to_bool_strict(c, s.key_path(l.key), *l.value);
@@ -48,8 +62,19 @@ bool read_flag(Ctx& c, Section& s, const std::string& key, bool def) {
   return v;
 }
 
-void read_betas(Ctx& c, Section& s, OptimizerConfig& o) {
-  Section::Lookup l = s.take("betas");
+// torch's implementation switches: null or a bool, kept as given; `false` when absent or null.
+bool read_param(Ctx& c, Section& s, OptimizerConfig&, const char* key, bool, NullableSwitch) {
+  Section::Lookup l = s.take(key);
+  bool on = false;
+  if (l.present() && !l.value->is_null()) on = to_bool_strict(c, s.key_path(l.key), *l.value);
+  s.put_lookup(key, l.present() ? *l.value : Json(nullptr), l);
+  return on;
+}
+
+// Both betas into `o`; `beta2_def`: this optimizer's default beta2 (beta1's is kAdamBeta1).
+double read_param(Ctx& c, Section& s, OptimizerConfig& o, const char* key, double beta2_def, Betas) {
+  o.beta2 = beta2_def;
+  Section::Lookup l = s.take(key);
   if (l.present()) {
     std::string p = s.key_path(l.key);
     const Json& v = *l.value;
@@ -61,96 +86,43 @@ void read_betas(Ctx& c, Section& s, OptimizerConfig& o) {
     }
     if (!ok) c.fail(p, v, "a list of two numbers in [0, 1), e.g. [0.9, 0.999]");
   }
-  s.put_lookup("betas", Json::array({o.beta1, o.beta2}), l);
+  s.put_lookup(key, Json::array({o.beta1, o.beta2}), l);
+  return o.beta2;
 }
 
-void read_adam_params(Ctx& c, Section& s, OptimizerConfig& o) {
-  o.lr = read_number(c, s, "lr", optim_defaults::kLr, 0.0);
-  read_betas(c, s, o);
-  o.eps = read_number(c, s, "eps", optim_defaults::kAdamEps, 0.0);
-  o.weight_decay = read_number(c, s, "weight_decay", optim_defaults::kWeightDecay, 0.0);
-  o.bias_correction = read_flag(c, s, "bias_correction", optim_defaults::kAdamBiasCorrection);
-  const bool w_mode_param = read_flag(c, s, "adam_w_mode", optim_defaults::kAdamWMode);
-  if (read_flag(c, s, "amsgrad", false)) {
-    c.error(s.key_path("amsgrad"), "true is not supported (DeepSpeed's FusedAdam rejects it too)");
-  }
-  read_flag(c, s, "torch_adam", false);
-  read_flag(c, s, "fp32_optimizer_states", true);
-  read_flag(c, s, "set_grad_none", true);
+// A switch whose true turns on what zerotrain does not implement (optim_keys.h: refused).
+void refuse_if_on(Ctx& c, Section& s, const char* key, bool on, const char* refused) {
+  if (on && *refused) c.error(s.key_path(key), refused);
+}
+void refuse_if_on(Ctx&, Section&, const char*, double, const char*) {}
+
+// The params of o.kind (set by the caller), in optim_keys.h's order for that kind.
+void read_declared_params(Ctx& c, Section& s, OptimizerConfig& o) {
+#define ZT_OPTIM_KEY(name, rule, ...) constexpr auto kRuleOf_##name = rule;
+#include "zerotrain/config/optim_keys.h"
+#define ZT_OPTIM_INTO_STORE(name, def) (o.name = read_param(c, s, o, #name, def, kRuleOf_##name))
+#define ZT_OPTIM_INTO_NONE(name, def) read_param(c, s, o, #name, def, kRuleOf_##name)
+#define ZT_OPTIM_PARAM(kind_, name, def, store, refused) \
+  if (o.kind == OptimizerKind::kind_) refuse_if_on(c, s, #name, ZT_OPTIM_INTO_##store(name, def), refused);
+#include "zerotrain/config/optim_keys.h"
+#undef ZT_OPTIM_INTO_STORE
+#undef ZT_OPTIM_INTO_NONE
+}
+
+// The rules beyond one key's, after read_declared_params.
+void check_params(Ctx& c, Section& s, OptimizerConfig& o) {
   // Effective decoupled weight decay: "adamw" always; "adam" unless adam_w_mode is false.
-  o.adam_w_mode = o.type == "adamw" || w_mode_param;
-  o.decoupled_weight_decay = o.adam_w_mode;
-  set_kind(o, OptimizerKind::Adam, o.adam_w_mode ? ConfigOptimizerKind::kAdamW : ConfigOptimizerKind::kAdam);
-}
-
-// torch's implementation switches: null or a bool, no effect here.
-void read_torch_switches(Ctx& c, Section& s) {
-  for (const char* k : {"foreach", "fused"}) {
-    Section::Lookup l = s.take(k);
-    if (l.present() && !l.value->is_null()) to_bool_strict(c, s.key_path(l.key), *l.value);
-    s.put_lookup(k, l.present() ? *l.value : Json(nullptr), l);
-  }
-  read_flag(c, s, "differentiable", false);
-}
-
-void read_sgd_params(Ctx& c, Section& s, OptimizerConfig& o) {
-  set_kind(o, OptimizerKind::SGD, ConfigOptimizerKind::kSGD);
-  o.lr = read_number(c, s, "lr", optim_defaults::kLr, 0.0);
-  o.momentum = read_number(c, s, "momentum", optim_defaults::kSgdMomentum, 0.0);
-  o.dampening = read_number(c, s, "dampening", optim_defaults::kSgdDampening, -INFINITY);
-  o.weight_decay = read_number(c, s, "weight_decay", optim_defaults::kWeightDecay, 0.0);
-  o.nesterov = read_flag(c, s, "nesterov", false);
-  if (read_flag(c, s, "maximize", false)) c.error(s.key_path("maximize"), "true is not supported by zerotrain");
-  read_torch_switches(c, s);
-  if (o.nesterov && (o.momentum <= 0 || o.dampening != 0)) {
+  if (o.kind == OptimizerKind::Adam) o.adam_w_mode = o.type == "adamw" || o.adam_w_mode;
+  if (o.kind == OptimizerKind::SGD && o.nesterov && (o.momentum <= 0 || o.dampening != 0)) {
     c.error(s.key_path("nesterov"), "true requires momentum > 0 and dampening 0 (Nesterov momentum requires a "
                                     "momentum and zero dampening)");
   }
-}
-
-// FusedLion (set_grad_none) and DeepSpeedCPULion (fp32_optimizer_states): the union is accepted.
-void read_lion_params(Ctx& c, Section& s, OptimizerConfig& o) {
-  set_kind(o, OptimizerKind::Lion, ConfigOptimizerKind::kLion);
-  o.lr = read_number(c, s, "lr", optim_defaults::kLr, 0.0);
-  o.beta2 = optim_defaults::kLionBeta2;
-  read_betas(c, s, o);
-  o.weight_decay = read_number(c, s, "weight_decay", optim_defaults::kWeightDecay, 0.0);
-  read_flag(c, s, "set_grad_none", true);
-  read_flag(c, s, "fp32_optimizer_states", true);
-}
-
-// torch.optim.Adagrad (no offload) and DeepSpeedCPUAdagrad (offload): the union is accepted.
-void read_adagrad_params(Ctx& c, Section& s, OptimizerConfig& o) {
-  set_kind(o, OptimizerKind::Adagrad, ConfigOptimizerKind::kAdagrad);
-  o.lr = read_number(c, s, "lr", optim_defaults::kAdagradLr, 0.0);
-  o.lr_decay = read_number(c, s, "lr_decay", 0.0, 0.0);
-  o.weight_decay = read_number(c, s, "weight_decay", optim_defaults::kWeightDecay, 0.0);
-  o.initial_accumulator_value = read_number(c, s, "initial_accumulator_value", 0.0, 0.0);
-  o.eps = read_number(c, s, "eps", optim_defaults::kAdagradEps, 0.0);
-  if (read_flag(c, s, "maximize", false)) c.error(s.key_path("maximize"), "true is not supported by zerotrain");
-  if (read_flag(c, s, "amsgrad", false)) c.error(s.key_path("amsgrad"), "true is not supported (Adagrad has no AMSGrad variant)");
-  read_flag(c, s, "fp32_optimizer_states", true);
-  read_torch_switches(c, s);
-}
-
-// FusedLamb. DeepSpeed's engine requires dynamic loss scaling with it.
-void read_lamb_params(Ctx& c, Section& s, OptimizerConfig& o) {
-  set_kind(o, OptimizerKind::Lamb, ConfigOptimizerKind::kLamb);
-  o.lr = read_number(c, s, "lr", optim_defaults::kLr, 0.0);
-  o.bias_correction = read_flag(c, s, "bias_correction", optim_defaults::kAdamBiasCorrection);
-  read_betas(c, s, o);
-  o.eps = read_number(c, s, "eps", optim_defaults::kAdamEps, 0.0);
-  o.eps_inside_sqrt = read_flag(c, s, "eps_inside_sqrt", false);
-  o.weight_decay = read_number(c, s, "weight_decay", optim_defaults::kWeightDecay, 0.0);
-  o.max_coeff = read_number(c, s, "max_coeff", optim_defaults::kLambMaxCoeff, 0.0);
-  o.min_coeff = read_number(c, s, "min_coeff", optim_defaults::kLambMinCoeff, 0.0);
-  if (read_flag(c, s, "amsgrad", false)) {
-    c.error(s.key_path("amsgrad"), "true is not supported (DeepSpeed's FusedLamb rejects it too)");
-  }
+  if (o.kind != OptimizerKind::Lamb) return;
   if (o.min_coeff > o.max_coeff) {
     c.error(s.key_path("min_coeff"), "must be <= max_coeff (" + describe(Json(o.max_coeff)) + "): the trust ratio is "
                                      "clamped to [min_coeff, max_coeff]");
   }
+  // DeepSpeed's engine requires dynamic loss scaling with FusedLamb.
   if (c.cfg.fp16.enabled && !c.cfg.fp16.dynamic()) {
     c.error("optimizer.type", "LAMB requires dynamic loss scaling (fp16.loss_scale 0), as in DeepSpeed; found a static "
                               "fp16.loss_scale of " + describe(Json(c.cfg.fp16.loss_scale)));
@@ -215,11 +187,13 @@ bool take_max_grad_norm(Ctx& c, Json& params_in) {
 }
 
 void read_params(Ctx& c, Section& ps, OptimizerConfig& o) {
-  if (o.type == "SGD") read_sgd_params(c, ps, o);
-  else if (o.type == "lion") read_lion_params(c, ps, o);
-  else if (o.type == "adagrad") read_adagrad_params(c, ps, o);
-  else if (o.type == "lamb") read_lamb_params(c, ps, o);
-  else read_adam_params(c, ps, o);
+  if (o.type == "SGD") o.kind = OptimizerKind::SGD;
+  else if (o.type == "lion") o.kind = OptimizerKind::Lion;
+  else if (o.type == "adagrad") o.kind = OptimizerKind::Adagrad;
+  else if (o.type == "lamb") o.kind = OptimizerKind::Lamb;
+  else o.kind = OptimizerKind::Adam;
+  read_declared_params(c, ps, o);
+  check_params(c, ps, o);
 }
 
 const char* const kMaxGradNormRefused =

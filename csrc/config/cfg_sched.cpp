@@ -89,9 +89,9 @@ int64_t read_count(Ctx& c, Section& s, const std::string& key, std::optional<int
   return n;
 }
 
-std::string read_warmup_type(Ctx& c, Section& s) {
+std::string read_warmup_type(Ctx& c, Section& s, const std::string& def) {
   Section::Lookup l = s.take("warmup_type");
-  std::string t = "log";
+  std::string t = def;
   if (l.present()) {
     if (!l.value->is_string()) c.fail(s.key_path(l.key), *l.value, "\"log\" or \"linear\"");
     t = l.value->get<std::string>();
@@ -104,90 +104,110 @@ std::string read_warmup_type(Ctx& c, Section& s) {
   return t;
 }
 
-void read_warmup_family(Ctx& c, Section& s, SchedulerConfig& r) {
-  const std::vector<double> zero{sched_defaults::kWarmupMinLr};
-  if (r.type != "WarmupCosineLR") {
-    r.warmup_min_lr = read_group_values(c, s, "warmup_min_lr", &zero);
-    if (r.type == "WarmupLR") {
-      // Default: each group's optimizer lr (DeepSpeed >= 0.17.2).
-      std::vector<double> opt_lr;
-      Json shown = nullptr;
-      if (c.cfg.optimizer) {
-        opt_lr.push_back(c.cfg.optimizer->lr);
-        shown = c.cfg.optimizer->lr;
-      }
-      Section::Lookup peek = s.take("warmup_max_lr");
-      r.warmup_max_lr = read_group_values(c, s, "warmup_max_lr", &opt_lr, shown);
-      if (!peek.present()) {
-        c.record(s.key_path("warmup_max_lr"), peek.source,
-                 c.cfg.optimizer ? "default: the optimizer's lr" : "default: each param group's lr");
-      }
-    } else {
-      const std::vector<double> def{sched_defaults::kWarmupDecayMaxLr};
-      r.warmup_max_lr = read_group_values(c, s, "warmup_max_lr", &def);
-    }
-  } else {
-    r.warmup_min_ratio = read_real(c, s, "warmup_min_ratio", sched_defaults::kWarmupMinRatio, -INFINITY, false);
-    r.cos_min_ratio = read_real(c, s, "cos_min_ratio", sched_defaults::kCosMinRatio, -INFINITY, false);
-  }
-  r.warmup_num_steps = read_count(c, s, "warmup_num_steps", sched_defaults::kWarmupNumSteps, 1);
-  r.warmup_type = read_warmup_type(c, s);
-  if (r.type != "WarmupLR") {
-    r.total_num_steps = read_count(c, s, "total_num_steps", std::nullopt, 0, true);
-    if (r.total_num_steps < r.warmup_num_steps) {
-      c.warn(s.key_path("total_num_steps"), "smaller than warmup_num_steps; the schedule never leaves warm-up fully");
-    }
-  }
-}
-
-void read_one_cycle(Ctx& c, Section& s, SchedulerConfig& r) {
-  r.cycle_min_lr = read_group_values(c, s, "cycle_min_lr", nullptr);
-  r.cycle_max_lr = read_group_values(c, s, "cycle_max_lr", nullptr);
-  r.decay_lr_rate = read_real(c, s, "decay_lr_rate", 0.0, 0.0, false);
-  r.cycle_first_step_size = read_real(c, s, "cycle_first_step_size", sched_defaults::kCycleFirstStepSize, 0.0, true);
-  {
-    Section::Lookup l = s.take("cycle_second_step_size");
-    if (l.present() && !l.value->is_null()) {
-      r.cycle_second_step_size = read_real(c, s, "cycle_second_step_size", 0, 0.0, false);
-    } else {
-      r.cycle_second_step_size = r.cycle_first_step_size;
-      s.put("cycle_second_step_size", nullptr, l.source, "null -> cycle_first_step_size");
-    }
-  }
-  r.cycle_first_stair_count = read_count(c, s, "cycle_first_stair_count", 0, 0);
-  {
-    Section::Lookup l = s.take("cycle_second_stair_count");
-    if (l.present() && !l.value->is_null()) {
-      r.cycle_second_stair_count = read_count(c, s, "cycle_second_stair_count", 0, 0);
-    } else {
-      r.cycle_second_stair_count = r.cycle_first_stair_count;
-      s.put("cycle_second_stair_count", nullptr, l.source, "null -> cycle_first_stair_count");
-    }
-  }
-  r.decay_step_size = read_real(c, s, "decay_step_size", 0, 0.0, false);
-  {
-    Section::Lookup l = s.take("cycle_momentum");
-    bool v = true;
-    if (l.present()) v = to_bool_strict(c, s.key_path(l.key), *l.value);
-    s.put_lookup("cycle_momentum", v, l);
-    r.cycle_momentum = v;
-  }
-  const std::vector<double> min_mom{sched_defaults::kCycleMinMom}, max_mom{sched_defaults::kCycleMaxMom};
-  r.cycle_min_mom = read_group_values(c, s, "cycle_min_mom", &min_mom);
-  r.cycle_max_mom = read_group_values(c, s, "cycle_max_mom", &max_mom);
-  r.decay_mom_rate = read_real(c, s, "decay_mom_rate", 0.0, 0.0, false);
-}
-
-void read_range_test(Ctx& c, Section& s, SchedulerConfig& r) {
-  const std::vector<double> def{sched_defaults::kLrRangeTestMinLr};
-  r.lr_range_test_min_lr = read_group_values(c, s, "lr_range_test_min_lr", &def);
-  r.lr_range_test_step_size = read_count(c, s, "lr_range_test_step_size", sched_defaults::kLrRangeTestStepSize, 1);
-  r.lr_range_test_step_rate = read_real(c, s, "lr_range_test_step_rate", sched_defaults::kLrRangeTestStepRate, -INFINITY, false);
-  Section::Lookup l = s.take("lr_range_test_staircase");
-  bool v = false;
+bool read_switch(Ctx& c, Section& s, const char* key, bool def) {
+  Section::Lookup l = s.take(key);
+  bool v = def;
   if (l.present()) v = to_bool_strict(c, s.key_path(l.key), *l.value);
-  s.put_lookup("lr_range_test_staircase", v, l);
-  r.lr_range_test_staircase = v;
+  s.put_lookup(key, v, l);
+  return v;
+}
+
+// The reading rules of sched_keys.h (one type each, so that a key's rule picks its reader) and the
+// defaults that are not values.
+struct Groups {};
+struct Real {};
+struct PositiveReal {};
+struct AnyReal {};
+struct Count {};
+struct StepCount {};
+struct TotalSteps {};
+struct Switch {};
+struct WarmupType {};
+struct SecondStepSize {};
+struct SecondStairCount {};
+struct Required {};
+struct OptimizerLr {};
+constexpr Groups kGroups;
+constexpr Real kReal;
+constexpr PositiveReal kPositiveReal;
+constexpr AnyReal kAnyReal;
+constexpr Count kCount;
+constexpr StepCount kStepCount;
+constexpr TotalSteps kTotalSteps;
+constexpr Switch kSwitch;
+constexpr WarmupType kWarmupType;
+constexpr SecondStepSize kSecondStepSize;
+constexpr SecondStairCount kSecondStairCount;
+constexpr Required kRequired;
+constexpr OptimizerLr kOptimizerLr;
+
+std::vector<double> read_sched(Ctx& c, Section& s, SchedulerConfig&, const char* key, double def, Groups) {
+  const std::vector<double> d{def};
+  return read_group_values(c, s, key, &d);
+}
+std::vector<double> read_sched(Ctx& c, Section& s, SchedulerConfig&, const char* key, Required, Groups) {
+  return read_group_values(c, s, key, nullptr);
+}
+// WarmupLR's warmup_max_lr: each group's optimizer lr (DeepSpeed >= 0.17.2).
+std::vector<double> read_sched(Ctx& c, Section& s, SchedulerConfig&, const char* key, OptimizerLr, Groups) {
+  std::vector<double> opt_lr;
+  Json shown = nullptr;
+  if (c.cfg.optimizer) {
+    opt_lr.push_back(c.cfg.optimizer->lr);
+    shown = c.cfg.optimizer->lr;
+  }
+  Section::Lookup peek = s.take(key);
+  std::vector<double> v = read_group_values(c, s, key, &opt_lr, shown);
+  if (!peek.present()) {
+    c.record(s.key_path(key), peek.source, c.cfg.optimizer ? "default: the optimizer's lr" : "default: each param group's lr");
+  }
+  return v;
+}
+double read_sched(Ctx& c, Section& s, SchedulerConfig&, const char* key, double def, Real) {
+  return read_real(c, s, key, def, 0.0, false);
+}
+double read_sched(Ctx& c, Section& s, SchedulerConfig&, const char* key, double def, PositiveReal) {
+  return read_real(c, s, key, def, 0.0, true);
+}
+double read_sched(Ctx& c, Section& s, SchedulerConfig&, const char* key, double def, AnyReal) {
+  return read_real(c, s, key, def, -INFINITY, false);
+}
+int64_t read_sched(Ctx& c, Section& s, SchedulerConfig&, const char* key, int64_t def, Count) {
+  return read_count(c, s, key, def, 0);
+}
+int64_t read_sched(Ctx& c, Section& s, SchedulerConfig&, const char* key, int64_t def, StepCount) {
+  return read_count(c, s, key, def, 1);
+}
+int64_t read_sched(Ctx& c, Section& s, SchedulerConfig&, const char* key, Required, TotalSteps) {
+  return read_count(c, s, key, std::nullopt, 0, true);
+}
+bool read_sched(Ctx& c, Section& s, SchedulerConfig&, const char* key, bool def, Switch) {
+  return read_switch(c, s, key, def);
+}
+std::string read_sched(Ctx& c, Section& s, SchedulerConfig&, const char*, const char* def, WarmupType) {
+  return read_warmup_type(c, s, def);
+}
+// OneCycle's falling half: null or absent -> the rising half's value.
+double read_sched(Ctx& c, Section& s, SchedulerConfig& r, const char* key, double def, SecondStepSize) {
+  Section::Lookup l = s.take(key);
+  if (l.present() && !l.value->is_null()) return read_real(c, s, key, def, 0.0, false);
+  s.put(key, nullptr, l.source, "null -> cycle_first_step_size");
+  return r.cycle_first_step_size;
+}
+int64_t read_sched(Ctx& c, Section& s, SchedulerConfig& r, const char* key, int64_t def, SecondStairCount) {
+  Section::Lookup l = s.take(key);
+  if (l.present() && !l.value->is_null()) return read_count(c, s, key, def, 0);
+  s.put(key, nullptr, l.source, "null -> cycle_first_stair_count");
+  return r.cycle_first_stair_count;
+}
+
+// The params of r.type, in sched_keys.h's order for that schedule.
+void read_declared_params(Ctx& c, Section& s, SchedulerConfig& r) {
+#define ZT_SCHED_KEY(name, rule, ...) constexpr auto kRuleOf_##name = rule;
+#include "zerotrain/config/sched_keys.h"
+#define ZT_SCHED_PARAM(schedule, name, def) \
+  if (r.type == #schedule) r.name = read_sched(c, s, r, #name, def, kRuleOf_##name);
+#include "zerotrain/config/sched_keys.h"
 }
 
 [[noreturn]] void fail_unknown_schedule(Ctx& c, const Json& t, const std::string& type) {
@@ -201,9 +221,10 @@ void read_range_test(Ctx& c, Section& s, SchedulerConfig& r) {
 }
 
 void read_params(Ctx& c, Section& ps, SchedulerConfig& r) {
-  if (r.type == "OneCycle") read_one_cycle(c, ps, r);
-  else if (r.type == "LRRangeTest") read_range_test(c, ps, r);
-  else read_warmup_family(c, ps, r);
+  read_declared_params(c, ps, r);
+  if ((r.type == "WarmupDecayLR" || r.type == "WarmupCosineLR") && r.total_num_steps < r.warmup_num_steps) {
+    c.warn(ps.key_path("total_num_steps"), "smaller than warmup_num_steps; the schedule never leaves warm-up fully");
+  }
   Section::Lookup li = ps.take("last_batch_iteration");
   if (li.present()) {
     int64_t v = to_int(c, ps.key_path(li.key), *li.value, BoolAsInt::kReject);

@@ -10,18 +10,6 @@
 namespace zt {
 namespace {
 
-KeyEntry impl(std::string path, std::string why, std::string probe, std::string effects, std::string context = "",
-              std::string alias = "") {
-  return {std::move(path), KeyUse::kImplemented, std::move(why), std::move(probe), std::move(effects),
-          std::move(context), std::move(alias), false, ""};
-}
-KeyEntry unused(std::string path, std::string why, std::string probe, std::string context = "", std::string alias = "") {
-  return {std::move(path), KeyUse::kNotUsed, std::move(why), std::move(probe), "", std::move(context), std::move(alias), false, ""};
-}
-KeyEntry rejected(std::string path, std::string why, std::string probe, std::string context = "") {
-  return {std::move(path), KeyUse::kRejected, std::move(why), std::move(probe), "", std::move(context), "", false, ""};
-}
-
 // Probe contexts (JSON merge patches over the test's base config: stage 2, AdamW, fp32).
 const char* const kStage1 = R"({"zero_optimization":{"stage":1}})";
 const char* const kStage3 = R"({"zero_optimization":{"stage":3,"stage3_param_persistence_threshold":0}})";
@@ -87,106 +75,34 @@ std::vector<KeyEntry> build_zero() {
   return t;
 }
 
-std::vector<KeyEntry> build_optimizer() {
-  const std::string p = "optimizer.params.";
-  return {
-      impl("optimizer.type", "Adam, AdamW, SGD, Lion, Adagrad or LAMB", "\"SGD\"", "LM"),
-      impl(p + "lr", "learning rate", "0.01", "L"),
-      impl(p + "betas", "Adam's beta1, beta2", "[0.5,0.9]", "L"),
-      impl(p + "eps", "Adam's epsilon", "0.001", "L"),
-      impl(p + "weight_decay", "weight decay", "0.1", "L"),
-      impl(p + "bias_correction", "Adam's bias correction", "false", "L"),
-      impl(p + "adam_w_mode", "type Adam: false couples the weight decay into the gradient", "false", "L", kAdam),
-      rejected(p + "amsgrad", "AMSGrad (DeepSpeed's FusedAdam rejects it too)", "true"),
-      unused(p + "torch_adam", "zerotrain's Adam is the same arithmetic either way", "true"),
-      unused(p + "fp32_optimizer_states", "states are fp32 unless bf16.bf16_optimizer_states", "false"),
-      unused(p + "set_grad_none", "gradient buffers are zeroed in place", "false"),
-      unused("optimizer.legacy_fusion", "a DeepSpeed FP16_Optimizer switch with no counterpart", "true"),
-      impl(p + "momentum", "SGD momentum", "0.5", "L", kSgd),
-      impl(p + "dampening", "SGD dampening", "0.5", "L", kSgd),
-      impl(p + "nesterov", "SGD Nesterov momentum", "true", "L", kSgd),
-      rejected(p + "maximize", "maximizing SGD", "true", kSgd),
-      impl(p + "lr_decay", "Adagrad: lr / (1 + (step - 1) lr_decay)", "0.5", "L", kAdagrad),
-      impl(p + "initial_accumulator_value", "Adagrad: starting sum of squared gradients", "1.0", "L", kAdagrad),
-      impl(p + "max_coeff", "LAMB: upper bound of the trust ratio", "0.02", "L", kLamb),
-      impl(p + "min_coeff", "LAMB: lower bound of the trust ratio", "0.5", "L", kLamb),
-      impl(p + "eps_inside_sqrt", "LAMB: eps under the square root of the second moment", "true", "L", kLamb),
-      unused(p + "foreach", "a torch implementation switch", "true", kSgd),
-      unused(p + "differentiable", "a torch implementation switch", "true", kSgd),
-      unused(p + "fused", "a torch implementation switch", "true", kSgd),
-  };
+// The optimizer's and the scheduler's rows, from their declarations (config/optim_keys.h,
+// config/sched_keys.h).
+std::vector<KeyEntry> build_optimizer_and_scheduler() {
+  const std::string O = "optimizer.params.", S = "scheduler.params.", SECTION;
+  std::vector<KeyEntry> t;
+#define ZT_PARAMS_ROW(prefix, path, use, why, probe, effects, context) \
+  t.push_back(row(KeyUse::use, prefix + path, why, probe, effects, context, "", false, ""));
+#define ZT_OPTIM_KEY(name, rule, ...) ZT_PARAMS_ROW(O, #name, __VA_ARGS__)
+#define ZT_OPTIM_SPECIAL(path, ...) ZT_PARAMS_ROW(SECTION, path, __VA_ARGS__)
+#include "zerotrain/config/optim_keys.h"
+#define ZT_SCHED_KEY(name, rule, ...) ZT_PARAMS_ROW(S, #name, __VA_ARGS__)
+#define ZT_SCHED_SPECIAL(path, ...) ZT_PARAMS_ROW(SECTION, path, __VA_ARGS__)
+#include "zerotrain/config/sched_keys.h"
+#undef ZT_PARAMS_ROW
+  return t;
 }
 
-std::vector<KeyEntry> build_scheduler() {
-  const std::string s = "scheduler.params.";
-  return {
-      impl("scheduler.type", "the learning-rate schedule", "\"WarmupLR\"", "L"),
-      impl(s + "warmup_min_lr", "lr at the start of warm-up", "0.0001", "L", kWarmupLR),
-      impl(s + "warmup_max_lr", "lr at the end of warm-up", "0.01", "L", kWarmupLR),
-      impl(s + "warmup_num_steps", "warm-up length in steps", "2", "L", kWarmupLR),
-      impl(s + "warmup_type", "\"log\" or \"linear\" warm-up", "\"linear\"", "L", kWarmupLR),
-      impl(s + "total_num_steps", "WarmupDecayLR / WarmupCosineLR: schedule length", "8", "=LrSchedule.WarmupDecayTrace",
-           kDecayLR),
-      impl(s + "warmup_min_ratio", "WarmupCosineLR: start of warm-up as a share of lr", "0.5", "L", kCosineLR),
-      impl(s + "cos_min_ratio", "WarmupCosineLR: floor as a share of lr", "0.5", "=LrSchedule.WarmupCosineLinearTrace",
-           kCosineLR),
-      impl(s + "lr_range_test_min_lr", "LRRangeTest: first lr", "0.01", "L", kRangeLR),
-      impl(s + "lr_range_test_step_size", "LRRangeTest: steps per increase", "1", "L", kRangeLR),
-      impl(s + "lr_range_test_step_rate", "LRRangeTest: increase per step size", "100", "L", kRangeLR),
-      impl(s + "lr_range_test_staircase", "LRRangeTest: step-wise increases", "true", "=LrSchedule.LrRangeTestTraces",
-           kRangeLR),
-      impl(s + "cycle_min_lr", "OneCycle: lowest lr", "0.001", "L", kOneCycle),
-      impl(s + "cycle_max_lr", "OneCycle: highest lr", "0.05", "L", kOneCycle),
-      impl(s + "decay_lr_rate", "OneCycle: lr decay after the cycle", "0.5", "=LrSchedule.OneCycleItem34And35", kOneCycle),
-      impl(s + "cycle_first_step_size", "OneCycle: steps of the rising half", "1", "L", kOneCycle),
-      impl(s + "cycle_second_step_size", "OneCycle: steps of the falling half", "1", "=LrSchedule.OneCycleStairs",
-           kOneCycle),
-      impl(s + "cycle_first_stair_count", "OneCycle: stairs in the rising half", "1", "L", kOneCycle),
-      impl(s + "cycle_second_stair_count", "OneCycle: stairs in the falling half", "1", "=LrSchedule.OneCycleStairs",
-           kOneCycle),
-      impl(s + "decay_step_size", "OneCycle: steps per decay", "1", "=LrSchedule.OneCycleItem34And35", kOneCycle),
-      impl(s + "cycle_momentum", "OneCycle: cycle Adam's beta1 against the lr", "false", "L", kOneCycle),
-      impl(s + "cycle_min_mom", "OneCycle: lowest beta1", "0.5", "L", kOneCycle),
-      impl(s + "cycle_max_mom", "OneCycle: highest beta1", "0.95", "L", kOneCycle),
-      impl(s + "decay_mom_rate", "OneCycle: beta1 decay after the cycle", "0.5", "=LrSchedule.OneCycleItem34And35",
-           kOneCycle),
-      rejected(s + "last_batch_iteration", "a schedule resumes from its checkpoint; only -1 (the beginning) is accepted",
-               "3", kOneCycle),
-  };
-}
-
+// activation_checkpointing / comms_logger / checkpoint / flops_profiler rows, from their
+// declaration (config/feature_keys.h).
 std::vector<KeyEntry> build_sections() {
-  const std::string a = "activation_checkpointing.", cl = "comms_logger.", ck = "checkpoint.", fp = "flops_profiler.";
-  std::vector<KeyEntry> t = {
-      unused(a + "partition_activations",
-             "it partitions checkpoints over model-parallel ranks; data parallelism only (model-parallel size 1): "
-             "nothing to partition, as in DeepSpeed", "true"),
-      unused(a + "contiguous_memory_optimization", "kept block inputs are already one allocation", "true"),
-      impl(a + "cpu_checkpointing", "with recompute on, the kept block inputs live in pinned host memory (host_activations)",
-           "true", "M", R"({"activation_checkpointing":{"zerotrain_recompute":"block"}})"),
-      impl(a + "number_checkpoints", ">= 1 recomputes every block in backward", "2", "M"),
-      impl(a + "zerotrain_recompute", "zerotrain's granularity: none, block or selective", "\"selective\"", "M"),
-      unused(a + "synchronize_checkpoint_boundary", "recompute needs no extra synchronisation here", "true"),
-      unused(a + "profile", "recompute is timed by wall_clock_breakdown's backward", "true"),
-      impl(cl + "enabled", "per-op communication summary at the end of the run", "true", "O"),
-      unused(cl + "verbose", "the per-collective log is `--comm-log FILE`", "true"),
-      impl(cl + "prof_all", "false: summarise only the ops in prof_ops", "false", "O", R"({"comms_logger":{"enabled":true}})"),
-      unused(cl + "debug", "the per-collective log is `--comm-log FILE`", "true"),
-      impl(cl + "prof_ops", "ops summarised when prof_all is false", R"(["all_gather"])", "O", kCommsLogger),
-      impl(ck + "tag_validation", "checks that every rank saves the same tag", "\"FAIL\"",
-           "=test_checkpoint_e2e.test_tag_validation_across_ranks"),
-      rejected(ck + "load_universal", "universal checkpoints", "true"),
-      unused(ck + "use_node_local_storage", "every rank writes its own shard files under the directory given", "true"),
-      unused(ck + "parallel_write.pipeline_stage", "no pipeline parallelism", "true"),
-      unused(ck + "writer", "zerotrain has one checkpoint writer", R"({"type":"fast"})"),
-      impl(fp + "enabled", "turns on wall_clock_breakdown (as DeepSpeed); progress lines already print TFLOP/s", "true",
-           "O"),
-  };
-  for (const char* k : {"recompute_fwd_factor", "profile_step", "module_depth", "top_modules", "detailed", "output_file"}) {
-    t.push_back(unused(fp + k, "zerotrain has no FLOPs profiler; progress lines print achieved TFLOP/s", "2"));
-  }
-  t.back().probe = "\"profile.txt\"";   // output_file
-  t[t.size() - 2].probe = "false";      // detailed
+  const std::string AC = "activation_checkpointing.", CL = "comms_logger.", CK = "checkpoint.", FP = "flops_profiler.";
+  const char* const kNoProfiler = "zerotrain has no FLOPs profiler; progress lines print achieved TFLOP/s";
+  std::vector<KeyEntry> t;
+#define ZT_FEATURE_KEY(sec, name, type, def, rule, store, refused, use, why, probe, effects, context) \
+  t.push_back(row(KeyUse::use, sec + #name, why, probe, effects, context, "", false, ""));
+#define ZT_FEATURE_SPECIAL(sec, path, handler, use, why, probe, effects, context) \
+  t.push_back(row(KeyUse::use, sec + path, why, probe, effects, context, "", false, ""));
+#include "zerotrain/config/feature_keys.h"
   return t;
 }
 
@@ -224,27 +140,21 @@ std::vector<KeyEntry> build_monitors_and_features() {
 #undef ZT_MONITOR_ROW_FILE
 #undef ZT_MONITOR_ROW_WANDB
 #undef ZT_MONITOR_ROW_COMET
-  for (const char* k : {"aio", "timers", "pipeline"}) {
-    t.push_back(unused(k, std::string("DeepSpeed's ") + k + " settings have no counterpart in zerotrain", R"({"x":1})"));
-  }
-  const char* const kFeatures[] = {"elasticity", "amp", "progressive_layer_drop", "compression_training",
-                                   "quantize_training", "data_efficiency", "curriculum_learning", "hybrid_engine",
-                                   "compile", "autotuning", "nebula",
-                                   "datastates", "eigenvalue", "weight_quantization", "expert_parallel",
-                                   "tensor_parallel", "sparse_attention"};
-  for (const char* k : kFeatures) {
-    std::string probe = R"({"enabled":true})";
-    if (std::string(k) == "compile") probe = R"({"deepcompile":true})";
-    if (std::string(k) == "tensor_parallel") probe = R"({"autotp_size":2})";
-    if (std::string(k) == "sparse_attention") probe = R"({"mode":"fixed"})";
-    t.push_back(rejected(k, "a DeepSpeed feature zerotrain does not implement; accepted only while disabled", probe));
-  }
+#define ZT_IGNORED_SECTION(key)                                                                                 \
+  t.push_back(row(KeyUse::kNotUsed, #key, "DeepSpeed's " #key " settings have no counterpart in zerotrain", \
+                  R"({"x":1})", "", "", "", false, ""));
+#include "zerotrain/config/section_keys.h"
+#define ZT_UNSUPPORTED_SECTION(key, what, keys, probe)                                                   \
+  t.push_back(row(KeyUse::kRejected, #key,                                                             \
+                  "a DeepSpeed feature zerotrain does not implement; accepted only while disabled", probe, "", \
+                  "", "", false, ""));
+#include "zerotrain/config/section_keys.h"
   return t;
 }
 
 std::vector<KeyEntry> build_table() {
   std::vector<KeyEntry> t;
-  for (auto part : {build_top_level, build_precision, build_zero, build_optimizer, build_scheduler, build_sections,
+  for (auto part : {build_top_level, build_precision, build_zero, build_optimizer_and_scheduler, build_sections,
                     build_monitors_and_features}) {
     std::vector<KeyEntry> p = part();
     t.insert(t.end(), p.begin(), p.end());

@@ -47,7 +47,7 @@ TEST(Optimizer, UnsupportedAndUnknownTypes) {  // §4, docs/config.md rule 5
 TEST(Optimizer, LionAdagradLambDefaultsAndChecks) {
   zt::DsConfig lion = opt(R"({"type": "Lion"})");
   EXPECT_EQ(lion.optimizer->type, "lion");
-  EXPECT_EQ(lion.optimizer->kind, zt::ConfigOptimizerKind::kLion);
+  EXPECT_EQ(lion.optimizer->kind, zt::OptimizerKind::Lion);
   EXPECT_EQ(lion.resolved["optimizer"]["params"]["betas"], Json::array({0.9, 0.999}));
   EXPECT_EQ(lion.resolved["optimizer"]["params"]["lr"], 1e-3);
   EXPECT_EQ(lion.resolved["optimizer"]["params"]["weight_decay"], 0.0);
@@ -103,10 +103,15 @@ TEST(Optimizer, AdamDefaultsFilled) {  // §4 FusedAdam defaults
 }
 
 TEST(Optimizer, AdamWModeRule) {  // §4: decoupled = type adamw || adam_w_mode
-  EXPECT_EQ(opt(R"({"type": "Adam"})").optimizer->kind, zt::ConfigOptimizerKind::kAdamW);
-  EXPECT_EQ(opt(R"({"type": "Adam", "params": {"adam_w_mode": false}})").optimizer->kind, zt::ConfigOptimizerKind::kAdam);
-  EXPECT_FALSE(opt(R"({"type": "Adam", "params": {"adam_w_mode": false}})").optimizer->decoupled_weight_decay);
-  EXPECT_EQ(opt(R"({"type": "AdamW", "params": {"adam_w_mode": false}})").optimizer->kind, zt::ConfigOptimizerKind::kAdamW);
+  const zt::DsConfig adam = opt(R"({"type": "Adam"})");
+  EXPECT_EQ(adam.optimizer->kind, zt::OptimizerKind::Adam);
+  EXPECT_TRUE(adam.optimizer->adam_w_mode);
+  const zt::DsConfig coupled = opt(R"({"type": "Adam", "params": {"adam_w_mode": false}})");
+  EXPECT_EQ(coupled.optimizer->kind, zt::OptimizerKind::Adam);
+  EXPECT_FALSE(coupled.optimizer->adam_w_mode);
+  const zt::DsConfig adamw = opt(R"({"type": "AdamW", "params": {"adam_w_mode": false}})");
+  EXPECT_EQ(adamw.optimizer->kind, zt::OptimizerKind::Adam);
+  EXPECT_TRUE(adamw.optimizer->adam_w_mode);
 }
 
 TEST(Optimizer, ParamsValidated) {  // unknown kwargs fail construction in DeepSpeed: rejected here
@@ -126,7 +131,7 @@ TEST(Optimizer, ParamsValidated) {  // unknown kwargs fail construction in DeepS
 
 TEST(Optimizer, Sgd) {
   zt::DsConfig c = opt(R"({"type": "SGD", "params": {"lr": 0.1, "momentum": 0.9, "nesterov": true}})");
-  EXPECT_EQ(c.optimizer->kind, zt::ConfigOptimizerKind::kSGD);
+  EXPECT_EQ(c.optimizer->kind, zt::OptimizerKind::SGD);
   EXPECT_DOUBLE_EQ(c.optimizer->momentum, 0.9);
   EXPECT_TRUE(c.optimizer->nesterov);
   EXPECT_EQ(c.resolved["optimizer"]["params"]["dampening"], 0.0);

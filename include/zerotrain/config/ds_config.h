@@ -139,17 +139,12 @@ struct ZeroConfig {
 #undef ZT_ZERO_FIELD
 #undef ZT_ZERO_FIELD_SKIP
 
-enum class ConfigOptimizerKind { kAdam, kAdamW, kSGD, kLion, kAdagrad, kLamb };
-
 // The `optimizer` section, read once straight into the hyper-parameters the optimizer uses (the
-// base; its `type` is DeepSpeed's lower-cased name, or "SGD", and its `adam_w_mode` is the
-// effective decoupled-weight-decay rule: type "adamw" || params.adam_w_mode).
+// base; its `type` is DeepSpeed's lower-cased name, or "SGD"; its `kind` is the update rule, Adam
+// for both "adam" and "adamw"; its `adam_w_mode` is the effective decoupled-weight-decay rule:
+// type "adamw" || params.adam_w_mode).
 struct OptimizerConfig : OptimizerHparams {
-  // The config's view of the update rule: OptimizerHparams::kind with Adam split by
-  // decoupled_weight_decay (shadows the base's `kind`; optimizer_of() hands out the base).
-  ConfigOptimizerKind kind = ConfigOptimizerKind::kAdamW;
-  bool decoupled_weight_decay = true;  // == adam_w_mode for Adam/AdamW; kept for the kind split
-  Json params;                         // resolved params, every default filled (DeepSpeed names)
+  Json params;  // resolved params, every default filled (DeepSpeed names)
 };
 
 // The five DeepSpeed schedules. Learning-rate and momentum values may be per-param-group
@@ -183,12 +178,21 @@ struct SchedulerConfig {
   double decay_mom_rate = 0.0;
 };
 
+// The STORE entries of config/feature_keys.h (ZT_FEATURE_KEY): `type name = default;` for the
+// section `ZT_FEATURE_FIELD_<sec>` declares, nothing for the others.
+#define ZT_FEATURE_FIELD_STORE(sec, name, type, def) ZT_FEATURE_FIELD_##sec(name, type, def)
+#define ZT_FEATURE_FIELD_NONE(...)
+
 // comms_logger: at the end of the run each rank prints a per-op summary (count, bytes, busy
-// time, algbw/busbw) from its communicator's log.
+// time, algbw/busbw) from its communicator's log. verbose is accepted (the per-collective log is
+// --comm-log); prof_all false: only the ops in prof_ops.
 struct CommsLoggerConfig {
-  bool enabled = false;
-  bool verbose = false;                // accepted; the per-collective log is --comm-log
-  bool prof_all = true;                // false: only the ops in prof_ops
+#define ZT_FEATURE_KEY(sec, name, type, def, rule, store, ...) ZT_FEATURE_FIELD_##store(sec, name, type, def)
+#define ZT_FEATURE_FIELD_CL(name, type, def) type name = def;
+#define ZT_FEATURE_FIELD_AC(...)
+#include "zerotrain/config/feature_keys.h"
+#undef ZT_FEATURE_FIELD_CL
+#undef ZT_FEATURE_FIELD_AC
   std::vector<std::string> prof_ops;   // op names ("all_reduce", "reduce_scatter", "all_gather", ...)
 };
 
@@ -228,9 +232,16 @@ struct DsConfig {
   // activation_checkpointing: "none" | "block" | "selective" (zerotrain_recompute, or "block"
   // when number_checkpoints >= 1); `train --recompute` overrides it.
   std::string activation_recompute = "none";
-  // activation_checkpointing.cpu_checkpointing: with recompute on, the kept block inputs live in
-  // host memory (ModelOptions::cpu_checkpointing); with recompute off it has no effect (a warning).
-  bool activation_cpu_checkpointing = false;
+  // The other activation_checkpointing keys: the AC STORE entries of config/feature_keys.h,
+  // `type activation_<name> = default;` (activation_cpu_checkpointing).
+#define ZT_FEATURE_KEY(sec, name, type, def, rule, store, ...) ZT_FEATURE_FIELD_##store(sec, name, type, def)
+#define ZT_FEATURE_FIELD_CL(...)
+#define ZT_FEATURE_FIELD_AC(name, type, def) type activation_##name = def;
+#include "zerotrain/config/feature_keys.h"
+#undef ZT_FEATURE_FIELD_CL
+#undef ZT_FEATURE_FIELD_AC
+#undef ZT_FEATURE_FIELD_STORE
+#undef ZT_FEATURE_FIELD_NONE
 
   // The resolved config: DeepSpeed's key names and nesting, every default filled in.
   Json resolved;
