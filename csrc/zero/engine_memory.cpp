@@ -33,11 +33,11 @@ PlanOptions plan_options_of(const EngineOptions& o, int world) {
   PlanOptions p;
   p.stage = o.stage;
   p.world = world;
-  p.bucket_elems = o.reduce_bucket_size;
-  p.allgather_bucket_elems = o.allgather_bucket_size;
-  p.persistence_threshold = o.param_persistence_threshold;
-  p.prefetch_elems = o.prefetch_bucket_size;
-  p.max_live_elems = o.max_live_parameters;
+  p.reduce_bucket_size = o.reduce_bucket_size;
+  p.allgather_bucket_size = o.allgather_bucket_size;
+  p.param_persistence_threshold = o.param_persistence_threshold;
+  p.prefetch_bucket_size = o.prefetch_bucket_size;
+  p.max_live_parameters = o.max_live_parameters;
   p.max_reuse_distance = o.max_reuse_distance;
   p.compute = o.compute_dtype;
   p.grad_accum = o.grad_accum_dtype;

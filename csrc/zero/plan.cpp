@@ -79,14 +79,14 @@ uint64_t mix_list(uint64_t h, const std::vector<int>& v) {
 
 }  // namespace
 
-ZeroPlan make_zero_plan(const std::vector<ParamSpec>& params, int num_units, int world, int64_t bucket_elems,
+ZeroPlan make_zero_plan(const std::vector<ParamSpec>& params, int num_units, int world, int64_t reduce_bucket_size,
                         int64_t persistence_threshold) {
   ZT_CHECK(world >= 1, "world size must be >= 1");
   for (const ParamSpec& p : params)
     ZT_CHECK(p.unit >= 0 && p.unit < num_units, "parameter " + p.name + " has unit " + std::to_string(p.unit));
   ZeroPlan plan;
   plan.world = world;
-  plan.bucket_elems = bucket_elems;
+  plan.reduce_bucket_size = reduce_bucket_size;
   plan.persistence_threshold = persistence_threshold;
   plan.params.resize(params.size());
   plan.unit_buckets.assign(num_units, {});
@@ -97,7 +97,7 @@ ZeroPlan make_zero_plan(const std::vector<ParamSpec>& params, int num_units, int
     for (int i : regular) {
       const int64_t n = params[i].numel;
       const PlanBucket* cur = current < 0 ? nullptr : &plan.bucket(current);
-      if (!cur || (cur->numel > 0 && cur->numel + n > bucket_elems)) current = open_bucket(plan, u, false);
+      if (!cur || (cur->numel > 0 && cur->numel + n > reduce_bucket_size)) current = open_bucket(plan, u, false);
       add_to_bucket(plan, current, i, n);
     }
     if (persistent.empty()) continue;
@@ -153,7 +153,7 @@ int64_t ZeroPlan::max_slice() const {
 
 uint64_t ZeroPlan::hash() const {
   uint64_t h = 1469598103934665603ull;
-  for (auto v : {int64_t(flow.stage), int64_t(world), bucket_elems, persistence_threshold, int64_t(compute),
+  for (auto v : {int64_t(flow.stage), int64_t(world), reduce_bucket_size, persistence_threshold, int64_t(compute),
                  int64_t(grad_dtype), int64_t(wire), int64_t(staged_grads), int64_t(param_norms_all_reduce), ring_elems,
                  int64_t(wire_slots), wire_slot_elems})
     h = mix(h, v);

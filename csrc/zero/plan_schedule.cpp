@@ -89,7 +89,7 @@ void size_ring(ZeroPlan& plan) {
     }
 }
 
-// Stages 1-2: consecutive buckets grouped up to allgather_bucket_elems.
+// Stages 1-2: consecutive buckets grouped up to allgather_bucket_size.
 void group_all_gathers(ZeroPlan& plan, int64_t group_elems) {
   if (!plan.flow.gather_after_step) return;
   int64_t in_group = 0;
@@ -157,7 +157,7 @@ class GatherSimulation {
       for (int b : plan_.gather_steps[j].need) {
         const PlanBucket& k = plan_.bucket(b);
         if (k.persistent || live_[b]) continue;
-        if (taken + k.padded > o_.prefetch_elems || live_elems_ - g.current + k.padded > o_.max_live_elems) return;
+        if (taken + k.padded > o_.prefetch_bucket_size || live_elems_ - g.current + k.padded > o_.max_live_parameters) return;
         g.prefetch.push_back(gather(b));
         taken += k.padded;
       }
@@ -186,9 +186,9 @@ class GatherSimulation {
 ZeroPlan make_engine_plan(const std::vector<ParamSpec>& params, const std::vector<std::vector<int>>& unit_params,
                           const PlanOptions& o) {
   const StageFlow flow = stage_flow(o.stage);
-  ZT_CHECK(o.bucket_elems >= 1 && o.allgather_bucket_elems >= 1, "bucket sizes must be >= 1 element");
-  ZeroPlan plan = make_zero_plan(params, static_cast<int>(unit_params.size()), o.world, o.bucket_elems,
-                                 flow.gather_before_use ? o.persistence_threshold : -1);
+  ZT_CHECK(o.reduce_bucket_size >= 1 && o.allgather_bucket_size >= 1, "bucket sizes must be >= 1 element");
+  ZeroPlan plan = make_zero_plan(params, static_cast<int>(unit_params.size()), o.world, o.reduce_bucket_size,
+                                 flow.gather_before_use ? o.param_persistence_threshold : -1);
   plan.flow = flow;
   plan.unit_params = unit_params;
   plan.compute = o.compute;
@@ -208,7 +208,7 @@ ZeroPlan make_engine_plan(const std::vector<ParamSpec>& params, const std::vecto
     plan.wire_slots = 2;  // double buffered
     plan.wire_slot_elems = max_padded(plan);
   }
-  group_all_gathers(plan, o.allgather_bucket_elems);
+  group_all_gathers(plan, o.allgather_bucket_size);
   if (flow.gather_before_use) GatherSimulation(plan, o).run();
   return plan;
 }

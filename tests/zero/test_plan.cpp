@@ -91,11 +91,11 @@ PlanOptions engine_opts(int stage, int world, int64_t bucket) {
   PlanOptions o;
   o.stage = stage;
   o.world = world;
-  o.bucket_elems = bucket;
-  o.allgather_bucket_elems = 1000;
-  o.persistence_threshold = 4;
-  o.prefetch_elems = 40;
-  o.max_live_elems = 1000;
+  o.reduce_bucket_size = bucket;
+  o.allgather_bucket_size = 1000;
+  o.param_persistence_threshold = 4;
+  o.prefetch_bucket_size = 40;
+  o.max_live_parameters = 1000;
   o.max_reuse_distance = 0;
   return o;
 }
@@ -188,7 +188,7 @@ TEST(EnginePlan, EveryOffsetIsAlignedForOddSizesAndWorlds) {
         const std::string what = "N=" + std::to_string(world) + " stage " + std::to_string(stage) +
                                  " bucket " + std::to_string(bucket);
         PlanOptions o = engine_opts(stage, world, bucket);
-        o.persistence_threshold = stage == 3 ? 4 : -1;
+        o.param_persistence_threshold = stage == 3 ? 4 : -1;
         const ZeroPlan plan = make_engine_plan(ps, units, o);
         int64_t flat = 0, shard = 0, numel = 0, spans = 0;
         for (const PlanBucket& b : plan.buckets) {
@@ -282,7 +282,7 @@ TEST(EnginePlan, AdamChunksCoverTheUpdatedRangesAligned) {
   for (int world = 1; world <= 4; ++world) {
     for (int stage = 0; stage <= 3; ++stage) {
       PlanOptions o = engine_opts(stage, world, 100);
-      o.persistence_threshold = -1;
+      o.param_persistence_threshold = -1;
       const ZeroPlan plan = make_engine_plan(ps, units, o);
       for (int rank = 0; rank < world; ++rank) {
         const std::string what = "N=" + std::to_string(world) + " stage " + std::to_string(stage) + " rank " +

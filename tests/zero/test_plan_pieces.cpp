@@ -29,8 +29,8 @@ PlanOptions options(int stage, int world, int64_t bucket) {
   PlanOptions o;  // the schedule's budgets do not move the layout
   o.stage = stage;
   o.world = world;
-  o.bucket_elems = o.allgather_bucket_elems = bucket;
-  o.persistence_threshold = stage == 3 ? 4 : -1;
+  o.reduce_bucket_size = o.allgather_bucket_size = bucket;
+  o.param_persistence_threshold = stage == 3 ? 4 : -1;
   return o;
 }
 

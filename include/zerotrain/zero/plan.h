@@ -5,7 +5,7 @@
 //  * Parameters are laid out in forward (unit) order in one flat space.
 //  * The flat space is cut into buckets. A bucket never spans two units and never splits a
 //    parameter; within a unit a new bucket starts when adding the next parameter would exceed
-//    `bucket_elems` (so a bucket smaller than every parameter gives one bucket per parameter).
+//    `reduce_bucket_size` (so a bucket smaller than every parameter gives one bucket per parameter).
 //    At stage 3, parameters with numel <= persistence_threshold are grouped into their unit's
 //    own "persistent" bucket (gathered once after each step, never released).
 //  * Alignment (kFlatAlignElems = A = 8 elements: 16 bytes of the narrowest dtype a flat buffer
@@ -16,7 +16,7 @@
 //    every bucket's flat_begin / shard_begin / ring_offset, and every slice boundary in both
 //    layouts is a multiple of A: a buffer whose base is 16-byte aligned gives 16-byte aligned
 //    vector loads at every one of them. Bucket membership still counts real elements only
-//    (a bucket is cut when Σ numel would exceed bucket_elems), so alignment never splits or
+//    (a bucket is cut when Σ numel would exceed reduce_bucket_size), so alignment never splits or
 //    merges buckets.
 //  * Rank r owns slice r of every bucket. Rank r's shard is its slices of all buckets, in bucket
 //    order, contiguous. One in-place reduce-scatter / all-gather per bucket, no staging copies.
@@ -167,10 +167,11 @@ struct PlanPiece {
 struct PlanOptions {
   int stage = 0;
   int world = 1;
-  int64_t bucket_elems = 1;                 // reduce_bucket_size
-  int64_t allgather_bucket_elems = 1;       // stages 1-2 post-step groups
-  int64_t persistence_threshold = 0;        // stage 3
-  int64_t prefetch_elems = 0, max_live_elems = 0, max_reuse_distance = 0;  // stage 3
+  // DeepSpeed's knobs by DeepSpeed's names, in elements (EngineOptions holds the same values).
+  int64_t reduce_bucket_size = 1;
+  int64_t allgather_bucket_size = 1;           // stages 1-2 post-step groups
+  int64_t param_persistence_threshold = 0;     // stage 3
+  int64_t prefetch_bucket_size = 0, max_live_parameters = 0, max_reuse_distance = 0;  // stage 3
   DType compute = DType::F32, grad_accum = DType::F32, wire = DType::F32;
   bool contiguous_gradients = true;
   bool param_norms = false;                 // LAMB: per-parameter norms summed across ranks each step
@@ -180,7 +181,7 @@ struct PlanOptions {
 struct ZeroPlan {
   StageFlow flow;
   int world = 1;
-  int64_t bucket_elems = 0;
+  int64_t reduce_bucket_size = 0;
   int64_t persistence_threshold = -1;  // < 0: no persistent buckets
   std::vector<PlanBucket> buckets;
   std::vector<PlanParam> params;       // indexed like Model::params()
@@ -274,7 +275,7 @@ struct ZeroPlan {
 };
 
 // The bucket layout alone (no schedule). persistence_threshold < 0 disables persistent buckets.
-ZeroPlan make_zero_plan(const std::vector<ParamSpec>& params, int num_units, int world, int64_t bucket_elems,
+ZeroPlan make_zero_plan(const std::vector<ParamSpec>& params, int num_units, int world, int64_t reduce_bucket_size,
                         int64_t persistence_threshold);
 // Layout + the whole static schedule the engine executes.
 ZeroPlan make_engine_plan(const std::vector<ParamSpec>& params, const std::vector<std::vector<int>>& unit_params,
