@@ -41,7 +41,8 @@ std::string links_line(const CostModel& cost) {
   const HardwareProfile& h = cost.hardware();
   return "  links: ring " + std::string(cost.ring_spans_nodes() ? "across nodes" : "inside one node") + " at " +
          with_unit(cost.link_bytes_per_s() / 1e9, 1, " GB/s") + " per GPU, " + with_unit(cost.link_latency_s() * 1e6, 1, " us") +
-         " latency per hop; host link " + with_unit(h.host_link_bytes_per_s / 1e9, 1, " GB/s") + "; peak " +
+         " latency per hop (" + with_unit(h.intra_latency_s * 1e6, 1, " us") + " inside a node, " +
+         with_unit(h.launch_latency_s * 1e6, 1, " us") + " per collective); host link " + with_unit(h.host_link_bytes_per_s / 1e9, 1, " GB/s") + "; peak " +
          with_unit(cost.peak_flops() / 1e12, 1, " TFLOP/s") + " per GPU\n";
 }
 

@@ -2,6 +2,7 @@
 #include "zerotrain/sim/cost_model.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "zerotrain/core/check.h"
 #include "zerotrain/model/gpt.h"
@@ -13,6 +14,8 @@ namespace {
 // Bytes per token per block that the elementwise ops of a GPT block's forward move, in units of
 // C·dtype: two LayerNorms (read + write), GELU over 4C (read + write), two residual adds.
 constexpr double kBlockElementwisePerTokenC = 4 + 8 + 6;
+
+constexpr double kTreeBusEfficiency = 0.9;
 
 double unit_numel(const ZeroPlan& plan, int u) {
   double n = 0;
@@ -107,17 +110,33 @@ double CostModel::copy_seconds(double bytes) const { return bytes / hw_.host_lin
 double CostModel::link_bytes_per_s() const { return ring_spans_nodes() ? hw_.inter_bytes_per_s : hw_.intra_bytes_per_s; }
 double CostModel::link_latency_s() const { return ring_spans_nodes() ? hw_.inter_latency_s : hw_.intra_latency_s; }
 
-double CostModel::collective_seconds(CommOp op, double bytes) const {
-  if (world_ <= 1) return 0;
-  const double n = world_;
-  const double one_pass = (n - 1) * link_latency_s() + (n - 1) / n * bytes / link_bytes_per_s();
-  switch (op) {
-    case CommOp::AllReduce: return 2 * one_pass;
-    case CommOp::ReduceScatter:
-    case CommOp::AllGather: return one_pass;
-    default: return (n - 1) * link_latency_s() + bytes / link_bytes_per_s();  // broadcast, send / receive
-  }
+CollectiveCost CostModel::collective(CommOp op, double bytes) const {
+  if (world_ <= 1) return {};
+  const double n = world_, k = nodes_, per_node = n / k;
+  const bool all_reduce = op == CommOp::AllReduce;
+  const bool ring_op = all_reduce || op == CommOp::ReduceScatter || op == CommOp::AllGather;
+  // Ring: N-1 steps per pass (all-reduce: two passes); K-1 of each pass's steps cross a node
+  // boundary and pay the inter-node hop latency, the rest the intra-node one. Every rank moves
+  // steps/N of the buffer through its slowest link.
+  const double passes = all_reduce ? 2 : 1;
+  const double steps = ring_op ? passes * (n - 1) : n;
+  const double inter_steps = ring_op ? passes * (k - 1) : k - 1;
+  CollectiveCost ring;
+  ring.algorithm = "ring";
+  ring.latency_s = hw_.launch_latency_s + (steps - inter_steps) * hw_.intra_latency_s + inter_steps * hw_.inter_latency_s;
+  ring.seconds = ring.latency_s + (ring_op ? steps / n : 1.0) * bytes / link_bytes_per_s();
+  if (!all_reduce || nodes_ == 1) return ring;
+  // Tree all-reduce across nodes (reduce up, broadcast down): a chain inside each node and a binary
+  // tree over the nodes, each traversed twice; half the link bandwidth reaches the algorithm, and
+  // the tree's pipelining reaches 0.9 of the ring's bus bandwidth (NCCL's tuning model).
+  CollectiveCost tree;
+  tree.algorithm = "tree";
+  tree.latency_s = hw_.launch_latency_s + 2 * ((per_node - 1) * hw_.intra_latency_s + std::ceil(std::log2(k)) * hw_.inter_latency_s);
+  tree.seconds = tree.latency_s + 2 * bytes / (kTreeBusEfficiency * hw_.inter_bytes_per_s);
+  return tree.seconds < ring.seconds ? tree : ring;
 }
+
+double CostModel::collective_seconds(CommOp op, double bytes) const { return collective(op, bytes).seconds; }
 
 double optimizer_bytes_per_element(const EngineOptions& o, DType grad_dtype) {
   const double moments = o.optimizer.moment_count() * static_cast<double>(dtype_size(o.moments_dtype));

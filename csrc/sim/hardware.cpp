@@ -60,7 +60,7 @@ HardwareProfile load_hardware_profile(const std::string& path) {
   const json doc = parse(path);
   check_keys(doc, path, "",
              {"name", "sources", "peak_bf16_flops_per_s", "peak_fp32_flops_per_s", "hbm_bytes_per_s", "efficiency",
-              "gpus_per_node", "intra_node_bytes_per_s", "intra_node_latency_s", "inter_node_bytes_per_s_per_gpu",
+              "gpus_per_node", "collective_launch_latency_s", "intra_node_bytes_per_s", "intra_node_latency_s", "inter_node_bytes_per_s_per_gpu",
               "inter_node_latency_s", "host_link_bytes_per_s", "host_memory_bytes_per_s"});
   HardwareProfile h;
   h.name = text(doc, path, "name");
@@ -77,6 +77,7 @@ HardwareProfile load_hardware_profile(const std::string& path) {
   if (!g.is_number_integer() || g.get<int64_t>() < 1 || g.get<int64_t>() > 4096)
     fail(path, "gpus_per_node", "expected an integer in [1, 4096], got " + g.dump());
   h.gpus_per_node = g.get<int64_t>();
+  h.launch_latency_s = positive(doc, path, "", "collective_launch_latency_s");
   h.intra_bytes_per_s = positive(doc, path, "", "intra_node_bytes_per_s");
   h.intra_latency_s = positive(doc, path, "", "intra_node_latency_s");
   h.inter_bytes_per_s = positive(doc, path, "", "inter_node_bytes_per_s_per_gpu");

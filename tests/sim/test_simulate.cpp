@@ -63,7 +63,7 @@ struct SimSetup {
 
 HardwareProfile infinite_links(HardwareProfile h) {
   h.intra_bytes_per_s = h.inter_bytes_per_s = h.host_link_bytes_per_s = 1e300;
-  h.intra_latency_s = h.inter_latency_s = 0;
+  h.intra_latency_s = h.inter_latency_s = h.launch_latency_s = 0;
   return h;
 }
 
@@ -139,11 +139,35 @@ TEST(SimHardware, BadProfilesNameFileAndKey) {
 TEST(SimCostModel, RingAlphaBeta) {
   HardwareProfile h = h100();
   const CostModel one_node(h, 8, 1, DType::BF16), two_nodes(h, 16, 2, DType::BF16);
-  const double B = 1e9;
-  EXPECT_DOUBLE_EQ(one_node.collective_seconds(CommOp::ReduceScatter, B), 7 * h.intra_latency_s + 7.0 / 8 * B / h.intra_bytes_per_s);
-  EXPECT_DOUBLE_EQ(one_node.collective_seconds(CommOp::AllReduce, B), 2 * one_node.collective_seconds(CommOp::AllGather, B));
-  EXPECT_DOUBLE_EQ(two_nodes.collective_seconds(CommOp::AllGather, B), 15 * h.inter_latency_s + 15.0 / 16 * B / h.inter_bytes_per_s);
+  const double B = 1e9, a0 = h.launch_latency_s;
+  EXPECT_DOUBLE_EQ(one_node.collective_seconds(CommOp::ReduceScatter, B), a0 + 7 * h.intra_latency_s + 7.0 / 8 * B / h.intra_bytes_per_s);
+  EXPECT_DOUBLE_EQ(one_node.collective_seconds(CommOp::AllReduce, B),
+                   a0 + 14 * h.intra_latency_s + 14.0 / 8 * B / h.intra_bytes_per_s);
+  EXPECT_STREQ(one_node.collective(CommOp::AllReduce, B).algorithm, "ring");
+  // 15 ring steps, one of them crossing the node boundary; the NIC's bandwidth per GPU.
+  EXPECT_DOUBLE_EQ(two_nodes.collective_seconds(CommOp::AllGather, B),
+                   a0 + 14 * h.intra_latency_s + h.inter_latency_s + 15.0 / 16 * B / h.inter_bytes_per_s);
   EXPECT_EQ(CostModel(h, 1, 1, DType::BF16).collective_seconds(CommOp::AllReduce, B), 0);
+}
+
+// Across many nodes a small all-reduce is latency-bound and NCCL's tree wins; a large one is
+// bandwidth-bound and the ring wins. Ring latency grows with N, the tree's with log2 of the nodes.
+TEST(SimCostModel, TreeAllReduceAcrossNodes) {
+  HardwareProfile h = h100();
+  const CostModel big(h, 1024, 128, DType::BF16);
+  const CollectiveCost small = big.collective(CommOp::AllReduce, 1e3), large = big.collective(CommOp::AllReduce, 1e10);
+  EXPECT_STREQ(small.algorithm, "tree");
+  EXPECT_DOUBLE_EQ(small.latency_s, h.launch_latency_s + 2 * (7 * h.intra_latency_s + 7 * h.inter_latency_s));
+  EXPECT_STREQ(large.algorithm, "ring");
+  const double ring_latency = h.launch_latency_s + 2 * (1023 - 127) * h.intra_latency_s + 2 * 127 * h.inter_latency_s;
+  EXPECT_DOUBLE_EQ(large.latency_s, ring_latency);
+  // Reduce-scatter and all-gather stay rings (NCCL has no tree for them): N-K intra hops, K-1 inter.
+  EXPECT_DOUBLE_EQ(big.collective(CommOp::AllGather, 1e3).latency_s, ring_latency / 2 + h.launch_latency_s / 2);
+}
+
+TEST(SimCostModel, UnitSeconds) {
+  HardwareProfile h = h100();
+  const CostModel one_node(h, 8, 1, DType::BF16);
   EXPECT_DOUBLE_EQ(one_node.unit_seconds({2e12, 0, 0}), 2e12 / (h.peak_bf16_flops * h.efficiency.gemm));
   EXPECT_DOUBLE_EQ(CostModel(h, 8, 1, DType::F32).unit_seconds({0, 1e12, 0}), 1e12 / (h.peak_fp32_flops * h.efficiency.attention));
 }

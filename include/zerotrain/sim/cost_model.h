@@ -7,9 +7,11 @@
 //  * Optimizer: the bytes it moves per element of the range it updates at HBM bandwidth x
 //    efficiency.optimizer (device), or at the rank's share of the node's host memory bandwidth
 //    (offload_optimizer's CPU optimizer).
-//  * Collectives (ring, alpha-beta): reduce-scatter / all-gather of B bytes over N ranks take
-//    (N-1)·α + (N-1)/N·B/β, all-reduce twice that; α, β are the intra-node link's, or the
-//    inter-node link's per GPU when the ring spans nodes.
+//  * Collectives (alpha-beta per algorithm, NCCL's latency decomposition): a ring reduce-scatter /
+//    all-gather of B bytes over N ranks on K nodes takes α0 + (N-K)·α_intra + (K-1)·α_inter +
+//    (N-1)/N·B/β, all-reduce two passes of it; β is the intra-node link's, or the inter-node link's
+//    per GPU once the ring spans nodes. Across nodes an all-reduce takes the faster of the ring and
+//    a tree: α0 + 2·((N/K-1)·α_intra + ⌈log2 K⌉·α_inter) + 2·B/(0.9·β_inter).
 //  * Host <-> device copies at the host link's bandwidth.
 #pragma once
 #include <cstdint>
@@ -46,6 +48,13 @@ struct SimWorkload {
 SimWorkload make_workload(const ModelConfig& model, const ZeroPlan& plan, int64_t micro_batch, Recompute recompute,
                           DType compute);
 
+// One collective as the cost model prices it.
+struct CollectiveCost {
+  const char* algorithm = "none";  // "ring" or "tree"; "none" on one rank
+  double latency_s = 0;            // the α part
+  double seconds = 0;              // α part + bytes / bandwidth part
+};
+
 class CostModel {
  public:
   // world ranks on `nodes` nodes (world / nodes ranks per node); compute: the engine's dtype.
@@ -56,6 +65,7 @@ class CostModel {
   double host_optimizer_seconds(double bytes) const;  // this rank's share of the node's DRAM
   double copy_seconds(double bytes) const;            // host link
   // One collective of a buffer of `bytes` (the whole buffer, as PlannedCollective::bytes).
+  CollectiveCost collective(CommOp op, double bytes) const;
   double collective_seconds(CommOp op, double bytes) const;
   bool ring_spans_nodes() const { return nodes_ > 1; }
   double link_bytes_per_s() const;

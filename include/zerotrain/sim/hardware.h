@@ -5,10 +5,11 @@
 //   {"name": "h100_sxm_8x", "sources": "where each number comes from",
 //    "peak_bf16_flops_per_s": 989e12, "peak_fp32_flops_per_s": 67e12, "hbm_bytes_per_s": 3.35e12,
 //    "efficiency": {"gemm": 0.6, "attention": 0.4, "elementwise": 0.7, "optimizer": 0.6},
-//    "gpus_per_node": 8,
+//    "gpus_per_node": 8, "collective_launch_latency_s": 8e-6,
 //    "intra_node_bytes_per_s": 360e9, "intra_node_latency_s": 8e-6,
 //    "inter_node_bytes_per_s_per_gpu": 50e9, "inter_node_latency_s": 15e-6,
 //    "host_link_bytes_per_s": 50e9, "host_memory_bytes_per_s": 300e9}
+// Latencies are per ring step (hop) except the launch latency, paid once per collective.
 // Link bandwidths are per GPU and per direction; host memory bandwidth is the node's (its ranks
 // share it).
 #pragma once
@@ -28,7 +29,8 @@ struct HardwareProfile {
   double hbm_bytes_per_s = 0;   // device memory bandwidth
   OpEfficiency efficiency;
   int64_t gpus_per_node = 1;
-  double intra_bytes_per_s = 0, intra_latency_s = 0;  // one node's GPUs (NVLink / PCIe peer)
+  double launch_latency_s = 0;                        // a collective's fixed cost (NCCL's base latency)
+  double intra_bytes_per_s = 0, intra_latency_s = 0;  // one node's GPUs (NVLink / PCIe peer); latency per ring step
   double inter_bytes_per_s = 0, inter_latency_s = 0;  // between nodes, per GPU (its NIC's share)
   double host_link_bytes_per_s = 0;                   // device <-> pinned host memory (PCIe)
   double host_memory_bytes_per_s = 0;                 // the node's DRAM, shared by its ranks
