@@ -28,6 +28,7 @@ const Command kCommands[] = {
     {"check-config", zt::cmd_check_config, "validate a DeepSpeed config and print it fully resolved"},
     {"estimate", zt::cmd_estimate, "per-rank memory of a run, per category, without running it"},
     {"simulate", zt::cmd_simulate, "predict one optimizer step's time on a hardware profile, without running"},
+    {"tune", zt::cmd_tune, "the fastest ZeRO settings that fit, ranked by simulated step time"},
     {"train", zt::cmd_train, "train a model with ZeRO stage 0-3 (run under mpirun for several ranks)"},
     {"consolidate", zt::cmd_consolidate, "a sharded checkpoint's weights as one safetensors file (one tensor in memory)"},
     {"explain", zt::cmd_explain, "print the ZeRO plan, ownership and one step's collectives, without running"},

@@ -59,7 +59,7 @@ json parse(const std::string& path) {
 HardwareProfile load_hardware_profile(const std::string& path) {
   const json doc = parse(path);
   check_keys(doc, path, "",
-             {"name", "sources", "peak_bf16_flops_per_s", "peak_fp32_flops_per_s", "hbm_bytes_per_s", "efficiency",
+             {"name", "sources", "peak_bf16_flops_per_s", "peak_fp32_flops_per_s", "device_memory_bytes", "hbm_bytes_per_s", "efficiency",
               "gpus_per_node", "collective_launch_latency_s", "intra_node_bytes_per_s", "intra_node_latency_s", "inter_node_bytes_per_s_per_gpu",
               "inter_node_latency_s", "host_link_bytes_per_s", "host_memory_bytes_per_s"});
   HardwareProfile h;
@@ -67,6 +67,7 @@ HardwareProfile load_hardware_profile(const std::string& path) {
   h.sources = text(doc, path, "sources");
   h.peak_bf16_flops = positive(doc, path, "", "peak_bf16_flops_per_s");
   h.peak_fp32_flops = positive(doc, path, "", "peak_fp32_flops_per_s");
+  h.device_memory_bytes = positive(doc, path, "", "device_memory_bytes");
   h.hbm_bytes_per_s = positive(doc, path, "", "hbm_bytes_per_s");
   const json& e = doc.at("efficiency");
   if (!e.is_object()) fail(path, "efficiency", "expected an object {gemm, attention, elementwise, optimizer}");

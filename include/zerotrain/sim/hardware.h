@@ -3,7 +3,8 @@
 //
 // File format (every key required, no other key allowed; numbers > 0, efficiencies in (0, 1]):
 //   {"name": "h100_sxm_8x", "sources": "where each number comes from",
-//    "peak_bf16_flops_per_s": 989e12, "peak_fp32_flops_per_s": 67e12, "hbm_bytes_per_s": 3.35e12,
+//    "peak_bf16_flops_per_s": 989e12, "peak_fp32_flops_per_s": 67e12,
+//    "device_memory_bytes": 85899345920, "hbm_bytes_per_s": 3.35e12,
 //    "efficiency": {"gemm": 0.6, "attention": 0.4, "elementwise": 0.7, "optimizer": 0.6},
 //    "gpus_per_node": 8, "collective_launch_latency_s": 8e-6,
 //    "intra_node_bytes_per_s": 360e9, "intra_node_latency_s": 8e-6,
@@ -26,6 +27,7 @@ struct HardwareProfile {
   std::string name, sources;
   double peak_bf16_flops = 0;   // FLOP/s per GPU, dense bf16 / fp16 tensor cores
   double peak_fp32_flops = 0;   // FLOP/s per GPU, plain fp32
+  double device_memory_bytes = 0;  // one GPU's memory (what `tune` fits candidates into)
   double hbm_bytes_per_s = 0;   // device memory bandwidth
   OpEfficiency efficiency;
   int64_t gpus_per_node = 1;
