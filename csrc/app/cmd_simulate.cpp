@@ -11,6 +11,7 @@
 #include "commands.h"
 #include "estimate.h"
 #include "observe.h"
+#include "simulate_calibrate.h"
 #include "simulate_report.h"
 #include "zerotrain/app/client_optimizer.h"
 #include "zerotrain/app/train_setup.h"
@@ -27,10 +28,14 @@ const char* kUsage =
     "  --hardware: a profile such as configs/hardware/h100_sxm_8x.json (peaks, bandwidths, latencies)\n"
     "  --nodes: nodes the N ranks are spread over (default: as few as the profile's gpus_per_node allows)\n"
     "  --json: the prediction as JSON; --trace: the predicted step as a trace (train --trace's format)\n"
-    "  --optimizer, --lr, ...: train's client optimizer flags, for a config without an optimizer\n";
+    "  --optimizer, --lr, ...: train's client optimizer flags, for a config without an optimizer\n"
+    "   or: mpirun -np N zerotrain simulate --calibrate --config DS.json --model M.json --out P.json [--name NAME]\n"
+    "  --calibrate: measure this machine as a profile (the CPU kernels at the model's shapes with all N ranks\n"
+    "    running, the collectives between them); use it as --hardware P.json\n";
 
 struct SimArgs {
-  std::string config, model, hardware, json_out, trace_out, recompute;
+  std::string config, model, hardware, json_out, trace_out, recompute, out, name;
+  bool calibrate = false;
   int64_t world = 0, nodes = 0;
   ClientOptimizer client;
 };
@@ -44,7 +49,8 @@ const char* flag_value(int argc, char** argv, int& i) {
 
 std::string* text_flag(SimArgs& a, const std::string& f) {
   const std::pair<const char*, std::string*> flags[] = {{"--config", &a.config}, {"--model", &a.model},
-      {"--hardware", &a.hardware}, {"--recompute", &a.recompute}, {"--json", &a.json_out}, {"--trace", &a.trace_out}};
+      {"--hardware", &a.hardware}, {"--recompute", &a.recompute}, {"--json", &a.json_out}, {"--trace", &a.trace_out},
+      {"--out", &a.out}, {"--name", &a.name}};
   for (const auto& [flag, dest] : flags)
     if (f == flag) return dest;
   return nullptr;
@@ -58,12 +64,23 @@ bool parse_args(int argc, char** argv, SimArgs& a) {
       std::printf("%s%s", kUsage, client_optimizer_usage());
       return false;
     }
-    if (std::string* text = text_flag(a, f)) *text = flag_value(argc, argv, i);
+    if (f == "--calibrate") a.calibrate = true;
+    else if (std::string* text = text_flag(a, f)) *text = flag_value(argc, argv, i);
     else if (f == "--world-size" || f == "--nodes")
       (f == "--nodes" ? a.nodes : a.world) = parse_count_flag("simulate", f, flag_value(argc, argv, i), int64_t(1) << 24);
     else if (!take_client_optimizer_flag(a.client, "simulate", argc, argv, i))
       throw InputError("simulate: unknown flag '" + f + "'\n" + kUsage);
   }
+  if (a.calibrate) {
+    if (a.config.empty() || a.model.empty() || a.out.empty())
+      throw InputError(std::string("simulate --calibrate: --config, --model and --out are required\n") + kUsage);
+    if (a.world || a.nodes || !a.hardware.empty() || !a.json_out.empty() || !a.trace_out.empty())
+      throw InputError("simulate --calibrate: measures the job it runs in (mpirun -np N); --world-size, --nodes, "
+                       "--hardware, --json and --trace do not apply");
+    return true;
+  }
+  if (!a.out.empty() || !a.name.empty())
+    throw InputError(std::string("simulate: --out and --name go with --calibrate\n") + kUsage);
   if (a.config.empty() || a.model.empty() || a.world == 0 || a.hardware.empty())
     throw InputError(std::string("simulate: --config, --model, --world-size and --hardware are required\n") + kUsage);
   return true;
@@ -129,6 +146,7 @@ int cmd_simulate(int argc, char** argv) {
   try {
     SimArgs a;
     if (!parse_args(argc, argv, a)) return 0;
+    if (a.calibrate) return run_calibrate({a.config, a.model, a.out, a.name.empty() ? "local" : a.name}, &argc, &argv);
     return run(a);
   } catch (const InputError& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

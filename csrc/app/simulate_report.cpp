@@ -92,8 +92,9 @@ nlohmann::json simulate_json(const SimResult& r, const SimContext& c) {
 }
 
 nlohmann::json simulate_trace(const SimResult& r) {
-  StepTimeline t;
-  t.step = 1;
+  StepTimeline previous, step;  // the previous step's work that ends inside this one (step 0), and step 1
+  previous.step = 0;
+  step.step = 1;
   double origin = 0;
   for (size_t i = 0; i < r.slices.size(); ++i) {
     const SimSlice& s = r.slices[i];
@@ -111,6 +112,7 @@ nlohmann::json simulate_trace(const SimResult& r) {
       x.bucket = s.bucket;
       x.bytes = static_cast<uint64_t>(s.bytes);
     }
+    StepTimeline& t = s.op < 0 ? previous : step;
     t.slices.push_back(x);
     if (s.handoff_s < 0) continue;
     TimelineSlice ready;  // the flow's source: compute handed bucket s.bucket over
@@ -120,7 +122,7 @@ nlohmann::json simulate_trace(const SimResult& r) {
     ready.begin_s = ready.end_s = s.handoff_s;
     t.slices.push_back(ready);
   }
-  return trace_events(0, {t}, origin);
+  return trace_events(0, {previous, step}, origin);
 }
 
 }  // namespace zt

@@ -19,7 +19,8 @@ struct SimContext {
 
 std::string simulate_report(const SimResult& r, const SimContext& c);
 nlohmann::json simulate_json(const SimResult& r, const SimContext& c);
-// The predicted step as rank 0's lanes, step 1, times from the earliest slice (train --trace's format).
+// The predicted step as rank 0's lanes, times from the earliest slice (train --trace's format): step 1,
+// and as step 0 the previous step's work that runs inside it (its parameter all-gathers).
 nlohmann::json simulate_trace(const SimResult& r);
 
 }  // namespace zt

@@ -1,0 +1,233 @@
+// calibrate.cpp — this machine measured as a hardware profile (zerotrain/sim/calibrate.h).
+#include "zerotrain/sim/calibrate.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <vector>
+
+#include "zerotrain/core/check.h"
+#include "zerotrain/kernels/cpu_ops.h"
+
+namespace zt {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Host storage of one dtype filled with small random values; views for the CPU kernels.
+class Buffer {
+ public:
+  Buffer(DType t, std::vector<int64_t> dims, std::mt19937& rng) : dtype_(t), dims_(std::move(dims)) {
+    int64_t n = 1;
+    for (int64_t d : dims_) n *= d;
+    bytes_.resize(static_cast<size_t>(n) * dtype_size(t) + 1);
+    std::uniform_real_distribution<float> u(-0.5f, 0.5f);
+    for (int64_t i = 0; i < n; ++i) {
+      const float f = u(rng);
+      if (t == DType::F32) std::memcpy(bytes_.data() + 4 * i, &f, 4);
+      else {
+        const uint16_t h = t == DType::BF16 ? f32_to_bf16_bits(f) : f32_to_f16_bits(f);
+        std::memcpy(bytes_.data() + 2 * i, &h, 2);
+      }
+    }
+  }
+  TensorView view() {
+    TensorView v;
+    v.data = bytes_.data();
+    v.dtype = dtype_;
+    v.device = DeviceKind::CPU;
+    v.ndim = static_cast<int>(dims_.size());
+    for (size_t i = 0; i < dims_.size(); ++i) v.shape[i] = dims_[i];
+    return v;
+  }
+  size_t bytes() const { return bytes_.size() - 1; }
+  unsigned char* data() { return bytes_.data(); }
+
+ private:
+  DType dtype_;
+  std::vector<int64_t> dims_;
+  std::vector<unsigned char> bytes_;
+};
+
+// Every rank enters together, so all of them run the measured work at once (they share the
+// cores and the memory bus as they do in training).
+void align(Communicator& comm) {
+  comm.barrier("calibrate");
+  comm.stream().synchronize();
+}
+
+float slowest_rank(Communicator& comm, double seconds) {
+  const float mine = static_cast<float>(seconds);
+  float slowest = mine;
+  comm.all_reduce(&mine, &slowest, 1, DType::F32, ReduceOp::Max, "calibrate");
+  comm.stream().synchronize();
+  return slowest;
+}
+
+// Seconds of one call of f: the median of repeats filling about `budget` seconds (3 to 1000 of
+// them, the same count on every rank: f may be a collective; the median, as training sustains the
+// work rather than catching its best bursts), the slowest rank's (a step waits for the slowest).
+double best_seconds(Communicator& comm, double budget, const std::function<void()>& f) {
+  align(comm);
+  auto timed = [&] {
+    const auto t0 = Clock::now();
+    f();
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+  };
+  const double pilot = slowest_rank(comm, timed());  // also the warm-up
+  const int reps = static_cast<int>(std::clamp(budget / std::max(pilot, 1e-9), 3.0, 1000.0));
+  align(comm);
+  std::vector<double> t;
+  for (int rep = 0; rep < reps; ++rep) t.push_back(timed());
+  std::nth_element(t.begin(), t.begin() + reps / 2, t.end());
+  return slowest_rank(comm, t[static_cast<size_t>(reps / 2)]);
+}
+
+double gemm_peak(Communicator& comm, const CalibrationShapes& s, DType t, std::mt19937& rng) {
+  double best = 0;
+  for (int64_t n : {256, 512, 1024}) {
+    Buffer a(t, {n, n}, rng), b(t, {n, n}, rng), c(t, {n, n}, rng);
+    const double sec = best_seconds(comm, s.seconds_per_measurement, [&] {
+      cpu_ops::gemm(false, false, n, n, n, 1.0f, a.view(), b.view(), 0.0f, c.view());
+    });
+    best = std::max(best, 2.0 * n * n * n / sec);
+  }
+  return best;
+}
+
+// The block's four linear layers forward and backward (6 FLOPs per weight per token).
+double block_gemm_rate(Communicator& comm, const CalibrationShapes& s, std::mt19937& rng) {
+  const DType t = s.compute;
+  const int64_t N = s.batch * s.T, C = s.C;
+  const int64_t shapes[4][2] = {{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}};
+  double flops = 0, sec = 0;
+  for (const auto& sh : shapes) {
+    const int64_t IC = sh[0], OC = sh[1];
+    Buffer x(t, {N, IC}, rng), w(t, {OC, IC}, rng), y(t, {N, OC}, rng), dy(t, {N, OC}, rng), dx(t, {N, IC}, rng),
+        dw(t, {OC, IC}, rng);
+    sec += best_seconds(comm, s.seconds_per_measurement / 4, [&] {
+      cpu_ops::linear_forward(y.view(), TensorView{}, x.view(), w.view(), TensorView{}, N, IC, OC, true, false);
+      cpu_ops::linear_backward(dx.view(), dw.view(), TensorView{}, dy.view(), x.view(), w.view(), TensorView{}, N, IC, OC,
+                               true);
+    });
+    flops += 6.0 * static_cast<double>(N * IC * OC);
+  }
+  return flops / sec;
+}
+
+double attention_rate(Communicator& comm, const CalibrationShapes& s, std::mt19937& rng) {
+  const DType t = s.compute;
+  const int64_t B = s.batch, T = s.T, C = s.C, H = s.H;
+  Buffer qkv(t, {B, T, 3 * C}, rng), out(t, {B, T, C}, rng), dout(t, {B, T, C}, rng), dqkv(t, {B, T, 3 * C}, rng),
+      stats(DType::F32, {B, H, T, 2}, rng);
+  const double sec = best_seconds(comm, s.seconds_per_measurement, [&] {
+    cpu_ops::attention_tiled_forward(out.view(), stats.view(), qkv.view(), B, T, C, H, 0, 0);
+    cpu_ops::attention_tiled_backward(dqkv.view(), dout.view(), qkv.view(), out.view(), stats.view(), B, T, C, H, 0, 0);
+  });
+  return 12.0 * static_cast<double>(B) * T * T * C / sec;  // the cost model's forward 4·B·T²·C, backward twice
+}
+
+double copy_rate(Communicator& comm, const CalibrationShapes& s, std::mt19937& rng) {
+  const int64_t n = int64_t(1) << 24;  // 64 MiB of fp32: past every cache
+  Buffer a(DType::F32, {n}, rng), b(DType::F32, {n}, rng);
+  const double sec = best_seconds(comm, s.seconds_per_measurement, [&] { std::memcpy(b.data(), a.data(), a.bytes()); });
+  return 2.0 * static_cast<double>(a.bytes()) / sec;
+}
+
+// Two LayerNorms, GELU over 4C, two residual adds: the cost model's 18·C bytes per token.
+double elementwise_rate(Communicator& comm, const CalibrationShapes& s, std::mt19937& rng) {
+  const DType t = s.compute;
+  const int64_t N = s.batch * s.T, C = s.C;
+  Buffer x(t, {N, C}, rng), y(t, {N, C}, rng), z(t, {N, C}, rng), g(t, {C}, rng), bb(t, {C}, rng),
+      mean(DType::F32, {N}, rng), rstd(DType::F32, {N}, rng), h(t, {N, 4 * C}, rng), hg(t, {N, 4 * C}, rng);
+  const double sec = best_seconds(comm, s.seconds_per_measurement, [&] {
+    for (int i = 0; i < 2; ++i) {
+      cpu_ops::layernorm_forward(y.view(), mean.view(), rstd.view(), x.view(), g.view(), bb.view(), 1e-5f);
+      cpu_ops::residual_add(z.view(), x.view(), y.view());
+    }
+    cpu_ops::gelu_forward(hg.view(), h.view());
+  });
+  return 18.0 * static_cast<double>(N * C) * static_cast<double>(dtype_size(t)) / sec;
+}
+
+double optimizer_rate(Communicator& comm, const CalibrationShapes& s, std::mt19937& rng) {
+  const int64_t n = s.optimizer_elems;
+  Buffer p(DType::F32, {n}, rng), m(DType::F32, {n}, rng), v(DType::F32, {n}, rng), g(DType::F32, {n}, rng),
+      out(s.compute, {n}, rng);
+  const math::AdamParams a{1e-4f, 0.9f, 0.999f, 1e-8f, 0.01f, 0.1f, 0.001f, true};
+  const TensorView param_out = s.compute == DType::F32 ? TensorView{} : out.view();
+  const double sec = best_seconds(comm, s.seconds_per_measurement,
+                                  [&] { cpu_ops::adam_step(p.view(), m.view(), v.view(), g.view(), 1.0f, a, param_out); });
+  return s.optimizer_bytes_per_element * static_cast<double>(n) / sec;
+}
+
+double collective_seconds(Communicator& comm, double budget, size_t bytes, bool all_reduce) {
+  const int n = comm.world_size();
+  const size_t count = std::max<size_t>(1, bytes / 4);
+  std::vector<float> send(count), recv(all_reduce ? count : count * static_cast<size_t>(n));
+  return best_seconds(comm, budget, [&] {
+    if (all_reduce) comm.all_reduce(send.data(), recv.data(), count, DType::F32, ReduceOp::Sum, "calibrate");
+    else comm.all_gather(send.data(), recv.data(), count, DType::F32, "calibrate");
+    comm.stream().synchronize();
+  });
+}
+
+void fit_links(Communicator& comm, const CalibrationShapes& s, HardwareProfile& h, CollectiveFit& fit) {
+  const int n = comm.world_size();
+  if (n < 2) {  // nothing to measure: links are never used at one rank
+    h.launch_latency_s = h.intra_latency_s = h.inter_latency_s = 1e-9;
+    h.intra_bytes_per_s = h.inter_bytes_per_s = h.hbm_bytes_per_s;
+    return;
+  }
+  fit.small_all_gather_s = collective_seconds(comm, s.seconds_per_measurement, 8, false);
+  fit.small_all_reduce_s = collective_seconds(comm, s.seconds_per_measurement, 8, true);
+  const size_t per_rank = size_t(16) << 20;
+  fit.large_bytes = static_cast<double>(per_rank) * n;
+  fit.large_all_gather_s = collective_seconds(comm, s.seconds_per_measurement, per_rank, false);
+  const double steps = n - 1;
+  const double step = std::max(0.0, fit.small_all_reduce_s - fit.small_all_gather_s) / steps;
+  h.intra_latency_s = std::max(step, 1e-9);
+  h.launch_latency_s = std::max(fit.small_all_gather_s - steps * step, 1e-9);
+  const double moving = std::max(fit.large_all_gather_s - fit.small_all_gather_s, 1e-9);
+  h.intra_bytes_per_s = steps / n * fit.large_bytes / moving;
+  h.inter_latency_s = h.intra_latency_s;
+  h.inter_bytes_per_s = h.intra_bytes_per_s;
+}
+
+}  // namespace
+
+Calibration calibrate(const CalibrationShapes& s, Communicator& comm, int ranks_per_node, const std::string& name) {
+  ZT_CHECK(s.batch >= 1 && s.T >= 1 && s.C >= 1 && s.optimizer_elems >= 1, "calibration shapes");
+  std::mt19937 rng(1234 + static_cast<unsigned>(comm.rank()));
+  Calibration c;
+  HardwareProfile& h = c.profile;
+  h.name = name;
+  h.peak_fp32_flops = gemm_peak(comm, s, DType::F32, rng);
+  h.peak_bf16_flops = gemm_peak(comm, s, DType::BF16, rng);
+  const double peak = s.compute == DType::F32 ? h.peak_fp32_flops : h.peak_bf16_flops;
+  const double copy = copy_rate(comm, s, rng), elementwise = elementwise_rate(comm, s, rng),
+               optimizer = optimizer_rate(comm, s, rng);
+  // At a small model's working set the caches outrun a large copy: "hbm" is the best of the
+  // three rates, so each efficiency stays a fraction of it.
+  h.hbm_bytes_per_s = std::max({copy, elementwise, optimizer});
+  auto clamp = [](double e) { return std::clamp(e, 1e-6, 1.0); };
+  h.efficiency.gemm = clamp(block_gemm_rate(comm, s, rng) / peak);
+  h.efficiency.attention = s.H > 0 ? clamp(attention_rate(comm, s, rng) / peak) : h.efficiency.gemm;
+  h.efficiency.elementwise = clamp(elementwise / h.hbm_bytes_per_s);
+  h.efficiency.optimizer = clamp(optimizer / h.hbm_bytes_per_s);
+  h.gpus_per_node = ranks_per_node;
+  // A rank's "device" memory is its share of the machine's RAM.
+  h.device_memory_bytes = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE)) /
+                          ranks_per_node;
+  h.host_link_bytes_per_s = copy;
+  h.host_memory_bytes_per_s = copy * ranks_per_node;
+  fit_links(comm, s, h, c.links);
+  return c;
+}
+
+}  // namespace zt

@@ -1,0 +1,55 @@
+// calibrate.h — a hardware profile measured on this machine (`zerotrain simulate --calibrate`):
+// the CPU backend's kernels timed at the model's shapes while every rank of the job runs the same
+// work (ranks share the cores and the memory bus, as in training), and the communicator's
+// collectives timed at small and large messages.
+//
+// What each profile key becomes (the cost model's definitions, cost_model.h):
+//  * peak_fp32 / peak_bf16_flops_per_s: the best GEMM rate per rank over square shapes (256-1024) in that dtype;
+//  * efficiency.gemm: the block's linear forward + backward at B·T × C (weights C×3C, C×C, C×4C, 4C×C)
+//    in the compute dtype, FLOPs / time / peak;
+//  * efficiency.attention: tiled attention forward + backward, the cost model's 12·B·T²·C FLOPs
+//    / time / peak;
+//  * elementwise rate: two LayerNorms, GELU over 4C, two residual adds (the cost model's 18·C
+//    bytes per token) / time; optimizer rate: AdamW over a shard, the cost model's bytes per
+//    element / time; copy rate: a 64 MiB copy's bytes read + written / time, per rank;
+//  * hbm_bytes_per_s: the best of the three (at a small model's working set the caches outrun a
+//    large copy), efficiency.elementwise and .optimizer their rates / hbm;
+//  * host memory (per node) = copy rate × ranks on the node; host link = copy rate (a memcpy);
+//  * collectives, with N ranks: L_ag, L_ar the times of an 8-byte all-gather and all-reduce, and
+//    β from a large all-gather: α_step = max(0, L_ar − L_ag)/(N−1) (an all-reduce is a second ring
+//    pass), launch = L_ag − (N−1)·α_step, β = (N−1)/N·bytes / (t − L_ag). One node: the inter-node
+//    link is set to the intra-node one.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "zerotrain/comm/communicator.h"
+#include "zerotrain/core/dtype.h"
+#include "zerotrain/sim/hardware.h"
+
+namespace zt {
+
+struct CalibrationShapes {
+  int64_t batch = 1, T = 64, C = 128, H = 4;  // one micro-batch of a GPT block (MLP: T = 1, H = 0)
+  DType compute = DType::F32;
+  int64_t optimizer_elems = int64_t(1) << 20;  // one rank's shard
+  double optimizer_bytes_per_element = 16;    // cost_model.h's optimizer_bytes_per_element
+  double seconds_per_measurement = 0.3;       // each rate is the median of repeats filling about this
+};
+
+// Collective time measurements (seconds) behind the link fit, for the report.
+struct CollectiveFit {
+  double small_all_gather_s = 0, small_all_reduce_s = 0, large_all_gather_s = 0;
+  double large_bytes = 0;
+};
+
+struct Calibration {
+  HardwareProfile profile;
+  CollectiveFit links;
+};
+
+// Collective over `comm` (every rank calls it); rank 0's profile is the one to write. `name`
+// becomes the profile's name.
+Calibration calibrate(const CalibrationShapes& shapes, Communicator& comm, int ranks_per_node, const std::string& name);
+
+}  // namespace zt
