@@ -2,6 +2,8 @@
 
 * `simulate --calibrate` under mpirun writes a profile that loads as --hardware (every key
   present, efficiencies in (0, 1], peaks and bandwidths > 0); bad calibrate flags exit 2;
+* for stages 0-3 the bytes a rank sends in one simulated step equal those of one step in the comm
+  log of a real run;
 * for stages 0-3 the simulated step runs the executor's ops: the collectives of one traced step of
   `train --trace` on rank 0 (name and label, with multiplicity) equal the simulated step's, and so
   do its unit forwards and backwards;
@@ -93,6 +95,35 @@ class SimulateMeasured(unittest.TestCase):
             self.assertEqual(collectives(measured), collectives(predicted), "stage %d" % stage)
             self.assertEqual(units(measured), units(predicted), "stage %d" % stage)
             self.assertGreater(sum(collectives(measured).values()), 0)
+
+    def test_simulated_bytes_are_the_comm_logs(self):
+        # One steady step's collectives: the comm log of 3 steps minus that of 2 (set-up and
+        # teardown collectives cancel), as bytes each rank sends (a ring moves (N-1)/N of a
+        # reduce-scatter's or all-gather's buffer, twice that for an all-reduce).
+        def sent(path):
+            total = 0.0
+            for line in open(path):
+                c = json.loads(line)
+                factor = {"all_reduce": 1.0, "reduce_scatter": 0.5, "all_gather": 0.5}.get(c["op"])
+                total += factor * c["bytes"] if factor else 0.0
+            return total
+
+        for stage in range(4):
+            cfg = self.config(stage, 2)
+            logs = []
+            for steps in (2, 3):
+                log = os.path.join(self.d, "comm%d_%d.jsonl" % (stage, steps))
+                p = run(MPI + [BIN, "train", "--config", cfg, "--model", TINY, "--data", "markov:", "--steps", str(steps),
+                               "--comm-log", log])
+                self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+                logs.append(sent(log))
+            js = os.path.join(self.d, "bytes%d.json" % stage)
+            s = run([BIN, "simulate", "--config", cfg, "--model", TINY, "--world-size", "2", "--hardware", self.profile,
+                     "--json", js])
+            self.assertEqual(s.returncode, 0, s.stderr)
+            with open(js) as f:
+                simulated = json.load(f)["comm_bytes_per_rank"]
+            self.assertEqual(logs[1] - logs[0], simulated, "stage %d" % stage)
 
     def test_validation_smoke(self):
         out = os.path.join(self.d, "val")
