@@ -12,10 +12,11 @@
 #include "zerotrain/core/device.h"
 #include "zerotrain/core/memory_pool.h"
 #include "zerotrain/core/outside_memory.h"
+#include "zerotrain/core/cublas_api.h"
 
 namespace zt {
 
-const char* cublas_status_text(cublasStatus_t s) { return cublasGetStatusString(s); }
+const char* cublas_status_text(cublasStatus_t s) { return cublas_api().cublasGetStatusString(s); }
 
 std::string bytes_text(size_t bytes) {
   char buf[64];

@@ -10,6 +10,7 @@
 
 #include "cuda_common.cuh"
 #include "zerotrain/kernels/cuda_ops.h"
+#include "zerotrain/core/cublas_api.h"
 
 namespace zt::cuda_detail {
 
@@ -37,13 +38,13 @@ void gemm_rowmajor(Stream& s, bool trans_a, bool trans_b, int64_t M, int64_t N, 
   cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   ZT_CHECK(K > 0, "gemm_rowmajor: K must be positive (ops::gemm handles K == 0)");
   if (batch == 1) {
-    ZT_CUBLAS_CHECK(cublasGemmEx(handle, op_b, op_a, as_int(N, "N"), as_int(M, "M"), as_int(K, "K"), &alpha,
+    ZT_CUBLAS_CHECK(cublas_api().cublasGemmEx(handle, op_b, op_a, as_int(N, "N"), as_int(M, "M"), as_int(K, "K"), &alpha,
                                  B, cuda_type(ab_type), as_int(ldb, "ldb"), A, cuda_type(ab_type), as_int(lda, "lda"),
                                  &beta, C, cuda_type(c_type), as_int(ldc, "ldc"), CUBLAS_COMPUTE_32F,
                                  CUBLAS_GEMM_DEFAULT));
     return;
   }
-  ZT_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+  ZT_CUBLAS_CHECK(cublas_api().cublasGemmStridedBatchedEx(
       handle, op_b, op_a, as_int(N, "N"), as_int(M, "M"), as_int(K, "K"), &alpha,
       B, cuda_type(ab_type), as_int(ldb, "ldb"), strideB,
       A, cuda_type(ab_type), as_int(lda, "lda"), strideA, &beta,

@@ -27,6 +27,7 @@
 #include "zerotrain/core/outside_memory.h"
 #include "zerotrain/kernels/cuda_ops.h"
 #include "zerotrain/kernels/linear_plan.h"
+#include "zerotrain/core/cublas_api.h"
 
 namespace zt::cuda_detail {
 namespace {
@@ -66,7 +67,7 @@ cublasLtHandle_t lt_handle(int device) {
   size_t free0 = 0, free1 = 0, total = 0;
   const bool known = cudaMemGetInfo(&free0, &total) == cudaSuccess;
   cublasLtHandle_t h = nullptr;
-  ZT_CUBLAS_CHECK(cublasLtCreate(&h));
+  ZT_CUBLAS_CHECK(cublas_api().cublasLtCreate(&h));
   if (known && cudaMemGetInfo(&free1, &total) == cudaSuccess && free0 > free1)
     add_outside_bytes(device, OutsideCategory::CublasWorkspace, static_cast<int64_t>(free0 - free1));
   cudaGetLastError();
@@ -75,13 +76,13 @@ cublasLtHandle_t lt_handle(int device) {
 }
 
 struct DescDeleter {
-  void operator()(cublasLtMatmulDescOpaque_t* d) const { cublasLtMatmulDescDestroy(d); }
+  void operator()(cublasLtMatmulDescOpaque_t* d) const { cublas_api().cublasLtMatmulDescDestroy(d); }
 };
 struct LayoutDeleter {
-  void operator()(cublasLtMatrixLayoutOpaque_t* l) const { cublasLtMatrixLayoutDestroy(l); }
+  void operator()(cublasLtMatrixLayoutOpaque_t* l) const { cublas_api().cublasLtMatrixLayoutDestroy(l); }
 };
 struct PrefDeleter {
-  void operator()(cublasLtMatmulPreferenceOpaque_t* p) const { cublasLtMatmulPreferenceDestroy(p); }
+  void operator()(cublasLtMatmulPreferenceOpaque_t* p) const { cublas_api().cublasLtMatmulPreferenceDestroy(p); }
 };
 
 // One cached GEMM shape: descriptors (owned) and the heuristic's algorithm. Pointers (bias, aux)
@@ -106,7 +107,7 @@ std::map<PlanKey, std::unique_ptr<Plan>>& plans() {
 
 template <typename T>
 void set_desc(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const T& v) {
-  ZT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d, attr, &v, sizeof(v)));
+  ZT_CUBLAS_CHECK(cublas_api().cublasLtMatmulDescSetAttribute(d, attr, &v, sizeof(v)));
 }
 
 // Builds (once per shape) the plan for g with epilogue e. Called with plan_mu() held.
@@ -117,7 +118,7 @@ Plan& plan_for(int device, DType dt, const linear_plan::Gemm& g, Epilogue e, siz
   if (slot) return *slot;
   auto p = std::make_unique<Plan>();
   cublasLtMatmulDesc_t desc = nullptr;
-  ZT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  ZT_CUBLAS_CHECK(cublas_api().cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   p->desc.reset(desc);
   set_desc(desc, CUBLASLT_MATMUL_DESC_TRANSA, g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N);
   set_desc(desc, CUBLASLT_MATMUL_DESC_TRANSB, g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N);
@@ -132,7 +133,7 @@ Plan& plan_for(int device, DType dt, const linear_plan::Gemm& g, Epilogue e, siz
   const cudaDataType_t t = lt_type(dt);
   auto layout = [&](int64_t rows, int64_t cols, int64_t ld) {
     cublasLtMatrixLayout_t l = nullptr;
-    ZT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, t, static_cast<uint64_t>(rows), static_cast<uint64_t>(cols), ld));
+    ZT_CUBLAS_CHECK(cublas_api().cublasLtMatrixLayoutCreate(&l, t, static_cast<uint64_t>(rows), static_cast<uint64_t>(cols), ld));
     return l;
   };
   // Stored shapes (column-major): op(A) is m×k, so A is k×m when transposed; likewise B.
@@ -140,18 +141,18 @@ Plan& plan_for(int device, DType dt, const linear_plan::Gemm& g, Epilogue e, siz
   p->b.reset(g.trans_b ? layout(g.n, g.k, g.ldb) : layout(g.k, g.n, g.ldb));
   p->d.reset(layout(g.m, g.n, g.ldd));
   cublasLtMatmulPreference_t pref = nullptr;
-  ZT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  ZT_CUBLAS_CHECK(cublas_api().cublasLtMatmulPreferenceCreate(&pref));
   std::unique_ptr<cublasLtMatmulPreferenceOpaque_t, PrefDeleter> pref_owner(pref);
-  ZT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes,
+  ZT_CUBLAS_CHECK(cublas_api().cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes,
                                                        sizeof(ws_bytes)));
   const uint32_t align = 16;
   for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
                     CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
-    ZT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align)));
+    ZT_CUBLAS_CHECK(cublas_api().cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align)));
   }
   cublasLtMatmulHeuristicResult_t result{};
   int count = 0;
-  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt_handle(device), desc, p->a.get(), p->b.get(),
+  const cublasStatus_t st = cublas_api().cublasLtMatmulAlgoGetHeuristic(lt_handle(device), desc, p->a.get(), p->b.get(),
                                                            p->d.get(), p->d.get(), pref, 1, &result, &count);
   p->found = st == CUBLAS_STATUS_SUCCESS && count > 0;
   if (p->found) p->algo = result.algo;
@@ -178,7 +179,7 @@ bool lt_matmul(Stream& s, DType dt, const linear_plan::Gemm& g, Epilogue e, cons
   if (bias) set_desc(p.desc.get(), CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
   if (aux) set_desc(p.desc.get(), CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux);
   const float alpha = 1.0f;
-  ZT_CUBLAS_CHECK(cublasLtMatmul(lt_handle(device), p.desc.get(), &alpha, A, p.a.get(), B, p.b.get(), &beta, D,
+  ZT_CUBLAS_CHECK(cublas_api().cublasLtMatmul(lt_handle(device), p.desc.get(), &alpha, A, p.a.get(), B, p.b.get(), &beta, D,
                                  p.d.get(), D, p.d.get(), &p.algo, ws, ws_bytes, native(s)));
   return true;
 }

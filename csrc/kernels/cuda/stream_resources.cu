@@ -21,6 +21,7 @@
 #include "cuda_common.cuh"
 #include "zerotrain/core/outside_memory.h"
 #include "zerotrain/kernels/cuda_ops.h"
+#include "zerotrain/core/cublas_api.h"
 
 namespace zt::cuda_detail {
 
@@ -79,8 +80,8 @@ struct StreamResources {
     if (prev != device) cudaSetDevice(device);
     cudaStreamSynchronize(stream);
     if (handle) {
-      cublasSetStream(handle, nullptr);
-      cublasDestroy(handle);
+      cublas_api().cublasSetStream(handle, nullptr);
+      cublas_api().cublasDestroy(handle);
     }
     if (cublas_workspace) cudaFree(cublas_workspace);
     if (scratch) cudaFree(scratch);
@@ -147,16 +148,16 @@ void* cublas_handle(Stream& s) {
   if (!r.handle) {
     DeviceGuard g(r.device);
     const int64_t free_before = free_device_bytes();
-    ZT_CUBLAS_CHECK(cublasCreate(&r.handle));
+    ZT_CUBLAS_CHECK(cublas_api().cublasCreate(&r.handle));
     const int64_t free_after = free_device_bytes();
     // What cublasCreate took (0 when either figure is unknown).
     const int64_t created = free_before < 0 || free_after < 0 ? 0 : std::max<int64_t>(0, free_before - free_after);
-    ZT_CUBLAS_CHECK(cublasSetStream(r.handle, r.stream));
+    ZT_CUBLAS_CHECK(cublas_api().cublasSetStream(r.handle, r.stream));
     ZT_CUDA_CHECK(cudaMalloc(&r.cublas_workspace, kCublasWorkspaceBytes));
     r.cublas_outside = created + static_cast<int64_t>(kCublasWorkspaceBytes);
     add_outside_bytes(r.device, OutsideCategory::CublasWorkspace, r.cublas_outside);
-    ZT_CUBLAS_CHECK(cublasSetWorkspace(r.handle, r.cublas_workspace, kCublasWorkspaceBytes));
-    ZT_CUBLAS_CHECK(cublasSetPointerMode(r.handle, CUBLAS_POINTER_MODE_HOST));
+    ZT_CUBLAS_CHECK(cublas_api().cublasSetWorkspace(r.handle, r.cublas_workspace, kCublasWorkspaceBytes));
+    ZT_CUBLAS_CHECK(cublas_api().cublasSetPointerMode(r.handle, CUBLAS_POINTER_MODE_HOST));
   }
   return r.handle;
 }
