@@ -102,14 +102,14 @@ Tokenizer::Tokenizer(std::shared_ptr<const bpe::Model> model) : model_(std::move
 namespace {
 
 // Pre-tokens of one text without added tokens, merged, appended to out.
-void encode_plain(const bpe::Model& m, std::string_view text, std::vector<uint32_t>& out) {
+void encode_plain(const bpe::Model& m, std::string_view text, bool text_start, std::vector<uint32_t>& out) {
   thread_local bpe::PieceCache cache;
   if (cache.serial != m.serial) {
     cache.map.clear();
     cache.serial = m.serial;
   }
   std::string prefixed;
-  if (m.add_prefix_space && !text.empty() && text[0] != ' ') {
+  if (m.add_prefix_space && text_start && !text.empty() && text[0] != ' ') {
     prefixed = " " + std::string(text);
     text = prefixed;
   }
@@ -133,11 +133,20 @@ void encode_plain(const bpe::Model& m, std::string_view text, std::vector<uint32
 
 }  // namespace
 
-void Tokenizer::encode_into(std::string_view text, std::vector<uint32_t>& out) const {
+void Tokenizer::encode_into(std::string_view text, std::vector<uint32_t>& out, bool text_start) const {
   const bpe::Model& m = *model_;
+  // The prefix space goes before each part that starts the text or follows an added token.
+  bool start = text_start;
   bpe::split_added(
-      text, m.added, [&](std::string_view part) { encode_plain(m, part, out); },
-      [&](const bpe::AddedToken& t) { out.push_back(t.id); });
+      text, m.added,
+      [&](std::string_view part) {
+        encode_plain(m, part, start, out);
+        start = false;
+      },
+      [&](const bpe::AddedToken& t) {
+        out.push_back(t.id);
+        start = true;
+      });
 }
 
 std::vector<uint32_t> Tokenizer::encode(std::string_view text) const {

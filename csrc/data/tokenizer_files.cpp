@@ -43,21 +43,23 @@ class ChunkEncoder {
   ChunkEncoder(const Tokenizer& tok, const EncodeFilesOptions& o, AtomicFile& out, bool wide)
       : tok_(tok), pool_(o.threads), out_(out), wide_(wide), capacity_(static_cast<size_t>(2 * o.threads)) {}
 
-  void add_text(std::string_view text) {
+  void add_text(std::string_view text, bool file_start) {
     texts_.emplace_back(text);
     eot_.push_back(false);
+    start_.push_back(file_start);
     if (texts_.size() >= capacity_) flush();
   }
   void add_eot() {
     texts_.emplace_back();
     eot_.push_back(true);
+    start_.push_back(true);
   }
   void flush() {
     ids_.resize(texts_.size());
     pool_.parallel_for(static_cast<int64_t>(texts_.size()), 1, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {
         ids_[i].clear();
-        if (!eot_[i]) tok_.encode_into(texts_[i], ids_[i]);
+        if (!eot_[i]) tok_.encode_into(texts_[i], ids_[i], start_[i]);
       }
     });
     for (size_t i = 0; i < texts_.size(); ++i) {
@@ -66,6 +68,7 @@ class ChunkEncoder {
     }
     texts_.clear();
     eot_.clear();
+    start_.clear();
   }
   void set_eot_id(uint32_t id) { eot_id_ = id; }
   int64_t tokens() const { return tokens_; }
@@ -91,7 +94,8 @@ class ChunkEncoder {
   uint32_t eot_id_ = 0;
   int64_t tokens_ = 0;
   std::vector<std::string> texts_;
-  std::vector<bool> eot_;
+  std::vector<bool> eot_;    // per text: the EOT token instead
+  std::vector<bool> start_;  // per text: the first chunk of a file
   std::vector<std::vector<uint32_t>> ids_;
   std::vector<uint16_t> narrow_;
 };
@@ -120,7 +124,11 @@ EncodeFilesResult encode_files(const Tokenizer& tok, const std::vector<std::stri
   if (eot >= 0) enc.set_eot_id(static_cast<uint32_t>(eot));
   for (const std::string& path : inputs) {
     if (eot >= 0) enc.add_eot();
-    read_text_chunks(path, o.chunk_bytes, [&](std::string_view text) { enc.add_text(text); });
+    bool first = true;
+    read_text_chunks(path, o.chunk_bytes, [&](std::string_view text) {
+      enc.add_text(text, first);
+      first = false;
+    });
   }
   enc.flush();
   r.tokens = enc.tokens();

@@ -11,6 +11,8 @@
 
 #include "../../csrc/data/tokenizer_internal.h"
 #include "zerotrain/core/check.h"
+#include "zerotrain/data/dataset.h"
+#include "zerotrain/data/token_file.h"
 #include "zerotrain/data/tokenizer.h"
 
 namespace {
@@ -62,6 +64,17 @@ std::vector<std::string> token_strings(const zt::Tokenizer& t, const std::vector
 }
 
 using V = std::vector<std::string>;
+
+// The header and uint16 tokens of an llm.c version 1 file.
+std::vector<uint32_t> read_llmc_v1(const std::string& path, std::vector<int32_t>* header) {
+  std::ifstream f(path, std::ios::binary);
+  header->assign(256, 0);
+  f.read(reinterpret_cast<char*>(header->data()), 1024);
+  std::vector<uint16_t> got(static_cast<size_t>(std::max((*header)[2], 0)));
+  f.read(reinterpret_cast<char*>(got.data()), static_cast<std::streamsize>(got.size() * 2));
+  EXPECT_EQ(f.peek(), EOF);
+  return std::vector<uint32_t>(got.begin(), got.end());
+}
 
 TEST(Pretokenize, Gpt2Pattern) {
   EXPECT_EQ(pieces("Hello world"), (V{"Hello", " world"}));
@@ -249,16 +262,70 @@ TEST(Bpe, EncodeFilesWritesLlmcInOrder) {
   for (uint32_t id : t.encode(tb)) want.push_back(id);
   ASSERT_EQ(r.tokens, static_cast<int64_t>(want.size()));
   EXPECT_EQ(r.version, 1);
-  std::ifstream f(out, std::ios::binary);
-  std::vector<int32_t> header(256);
-  f.read(reinterpret_cast<char*>(header.data()), 1024);
+  std::vector<int32_t> header;
+  EXPECT_EQ(read_llmc_v1(out, &header), want);
   EXPECT_EQ(header[0], 20240520);
   EXPECT_EQ(header[1], 1);
   EXPECT_EQ(header[2], r.tokens);
-  std::vector<uint16_t> got(want.size());
-  f.read(reinterpret_cast<char*>(got.data()), static_cast<std::streamsize>(got.size() * 2));
-  EXPECT_EQ(std::vector<uint32_t>(got.begin(), got.end()), want);
-  EXPECT_EQ(f.peek(), EOF);
+}
+
+// add_prefix_space: one space before the text and after each added token, not before each chunk.
+TEST(Bpe, PrefixSpaceOncePerFileNotPerChunk) {
+  auto j = tiny_json({"Ġ a", "a b"});
+  j["pre_tokenizer"]["add_prefix_space"] = true;
+  j["added_tokens"] = {{{"id", 300}, {"content", "<|endoftext|>"}, {"special", true}}};
+  const zt::Tokenizer t = load_json(j, "prefix.json");
+  EXPECT_EQ(token_strings(t, t.encode("ab<|endoftext|>a")), (V{" a", "b", "<|endoftext|>", " a"}));
+  std::string text;
+  for (int i = 0; i < 3000; ++i) text += "ab a\nba b\n";
+  const std::string in = temp_path("prefix.txt"), out = temp_path("prefix.bin");
+  write_file(in, text);
+  zt::EncodeFilesOptions o;
+  o.threads = 2;
+  o.chunk_bytes = 1000;
+  zt::encode_files(t, {in}, out, o);
+  std::vector<int32_t> header;
+  EXPECT_EQ(read_llmc_v1(out, &header), t.encode(text));
+}
+
+// A vocabulary over 65536 tokens: encode writes llm.c version 2 (uint32 tokens), and the
+// tokens: data reader takes it (ids above 65535 included).
+TEST(Bpe, WideVocabularyWritesUint32TokensTheReaderTakes) {
+  auto j = tiny_json({"a b"});
+  j["added_tokens"] = {{{"id", 70000}, {"content", "<|endoftext|>"}, {"special", true}}};
+  const zt::Tokenizer t = load_json(j, "wide.json");
+  EXPECT_EQ(t.vocab_size(), 70001u);
+  const std::string in = temp_path("wide.txt"), out = temp_path("wide.bin");
+  std::string text;
+  for (int i = 0; i < 20; ++i) text += "ab ba<|endoftext|>\n";
+  write_file(in, text);
+  zt::EncodeFilesOptions o;
+  o.eot = true;
+  const auto r = zt::encode_files(t, {in}, out, o);
+  EXPECT_EQ(r.version, 2);
+  std::vector<uint32_t> want{70000};
+  for (uint32_t id : t.encode(text)) want.push_back(id);
+  ASSERT_EQ(r.tokens, static_cast<int64_t>(want.size()));
+  zt::DatasetShape shape;
+  shape.vocab_size = 70001;
+  shape.n_ctx = 8;
+  shape.global_batch = 1;
+  auto d = zt::make_dataset("tokens:" + out, shape);
+  auto& tf = dynamic_cast<zt::TokenFileDataset&>(*d);
+  EXPECT_EQ(tf.format(), zt::TokenFileDataset::Format::Llmc);
+  ASSERT_EQ(tf.num_tokens(), r.tokens);
+  EXPECT_NE(d->describe().find("uint32"), std::string::npos) << d->describe();
+  zt::Batch b;
+  for (int64_t k = 0; k < tf.sequences_per_pass(); ++k) {
+    d->fill(k, 0, 1, b);
+    for (int64_t i = 0; i < 8; ++i) {
+      EXPECT_EQ(b.inputs[i], static_cast<int32_t>(want[static_cast<size_t>(k * 8 + i)]));
+      EXPECT_EQ(b.targets[i], static_cast<int32_t>(want[static_cast<size_t>(k * 8 + i + 1)]));
+    }
+  }
+  // Its ids are validated against the model: 70000 >= 100.
+  shape.vocab_size = 100;
+  EXPECT_THROW(zt::make_dataset("tokens:" + out, shape), zt::InputError);
 }
 
 }  // namespace

@@ -34,8 +34,9 @@ class Tokenizer {
   static Tokenizer load(const std::string& tokenizer_json_path);
 
   std::vector<uint32_t> encode(std::string_view text) const;
-  // Appends to `out` (no allocation per call once `out` has grown).
-  void encode_into(std::string_view text, std::vector<uint32_t>& out) const;
+  // Appends to `out` (no allocation per call once `out` has grown). text_start = false: `text`
+  // continues an earlier one (a later chunk of a file), so it gets no add_prefix_space space.
+  void encode_into(std::string_view text, std::vector<uint32_t>& out, bool text_start = true) const;
   // The bytes of the tokens, concatenated; InputError for an id that names no token.
   std::string decode(const std::vector<uint32_t>& ids) const;
   // One more than the largest id (added tokens included).
