@@ -1,7 +1,8 @@
 // tokenizer_bpe.cpp — encoding (added tokens, pre-tokens, merges by rank, a per-thread
 // pre-token cache) and decoding (see tokenizer.h).
+#include <algorithm>
 #include <atomic>
-#include <queue>
+#include <functional>
 
 #include "tokenizer_internal.h"
 #include "zerotrain/core/check.h"
@@ -65,19 +66,24 @@ void bpe_merge(const Model& m, std::string_view piece, std::vector<uint32_t>& ou
     }
   }
   const int32_t n = static_cast<int32_t>(piece.size());
-  std::vector<Symbol> sym(static_cast<size_t>(n));
+  thread_local std::vector<Symbol> sym;  // reused: no allocation per pre-token once grown
+  thread_local std::vector<Candidate> heap;
+  sym.resize(static_cast<size_t>(n));
+  heap.clear();
   for (int32_t i = 0; i < n; ++i)
     sym[i] = Symbol{m.byte_id[static_cast<uint8_t>(piece[i])], i - 1, i + 1 < n ? i + 1 : -1, true};
-  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> heap;
   const auto consider = [&](int32_t pos) {
     if (pos < 0 || sym[pos].next < 0) return;
     const auto it = m.merge_map.find(pair_key(sym[pos].id, sym[sym[pos].next].id));
-    if (it != m.merge_map.end()) heap.push(Candidate{it->second.rank, pos});
+    if (it == m.merge_map.end()) return;
+    heap.push_back(Candidate{it->second.rank, pos});
+    std::push_heap(heap.begin(), heap.end(), std::greater<Candidate>());
   };
   for (int32_t i = 0; i + 1 < n; ++i) consider(i);
   while (!heap.empty()) {
-    const Candidate c = heap.top();
-    heap.pop();
+    std::pop_heap(heap.begin(), heap.end(), std::greater<Candidate>());
+    const Candidate c = heap.back();
+    heap.pop_back();
     Symbol& left = sym[c.pos];
     if (!left.alive || left.next < 0) continue;
     const auto it = m.merge_map.find(pair_key(left.id, sym[left.next].id));

@@ -73,7 +73,20 @@ void check_sections(const Reader& r, const json& root, bpe::Model& m) {
   }
 }
 
-// model.vocab and the added tokens into m.tokens / m.ids; returns the vocab's json-string -> id.
+// One entry of added_tokens (its id is checked and within m.tokens).
+void read_added(const Reader& r, const json& a, bpe::Model& m) {
+  const uint32_t id = a["id"].get<uint32_t>();
+  const json* content = Reader::get(a, "content");
+  if (!content || !content->is_string() || content->get<std::string>().empty())
+    r.fail("added_tokens.content", "expected a non-empty string for id " + std::to_string(id));
+  for (const char* k : {"single_word", "lstrip", "rstrip"})
+    if (r.flag(a, k, "added_tokens", false)) r.fail(std::string("added_tokens.") + k, "true is not supported");
+  m.tokens[id] = content->get<std::string>();
+  m.present[id] = true;
+  m.added.push_back(bpe::AddedToken{m.tokens[id], id, r.flag(a, "special", "added_tokens", false)});
+}
+
+// model.vocab and the added tokens into m.tokens / m.ids.
 void read_vocab(const Reader& r, const json& model, const json* added, bpe::Model& m) {
   const json* vocab = Reader::get(model, "vocab");
   if (!vocab || !vocab->is_object()) r.fail("model.vocab", "missing; expected an object {token: id}");
@@ -95,17 +108,7 @@ void read_vocab(const Reader& r, const json& model, const json* added, bpe::Mode
     else m.ids.emplace(m.tokens[id], id);
     m.present[id] = true;
   }
-  for (const json& a : added ? *added : json::array()) {
-    const uint32_t id = a["id"].get<uint32_t>();
-    const json* content = Reader::get(a, "content");
-    if (!content || !content->is_string() || content->get<std::string>().empty())
-      r.fail("added_tokens.content", "expected a non-empty string for id " + std::to_string(id));
-    for (const char* k : {"single_word", "lstrip", "rstrip"})
-      if (r.flag(a, k, "added_tokens", false)) r.fail(std::string("added_tokens.") + k, "true is not supported");
-    m.tokens[id] = content->get<std::string>();
-    m.present[id] = true;
-    m.added.push_back(bpe::AddedToken{m.tokens[id], id, r.flag(a, "special", "added_tokens", false)});
-  }
+  for (const json& a : added ? *added : json::array()) read_added(r, a, m);
 }
 
 void read_merges(const Reader& r, const json& model, bpe::Model& m) {

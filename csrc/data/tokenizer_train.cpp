@@ -59,42 +59,6 @@ struct HeapEntry {
   bool operator<(const HeapEntry& o) const { return count != o.count ? count < o.count : key > o.key; }
 };
 
-struct TrainState {
-  std::vector<std::vector<uint32_t>> syms;  // per word: its current tokens
-  std::vector<uint64_t> count;              // per word: its number of occurrences
-  std::unordered_map<uint64_t, uint64_t> pairs;
-  std::unordered_map<uint64_t, std::vector<uint32_t>> where;  // pair -> words that held it (may be stale)
-  std::priority_queue<HeapEntry> heap;
-  std::vector<uint64_t> visited;            // per word: the last merge step that rewrote it
-
-  void note(uint64_t k, uint32_t w) {
-    auto& list = where[k];
-    if (list.empty() || list.back() != w) list.push_back(w);
-  }
-  void index_word(uint32_t w) {
-    const auto& s = syms[w];
-    for (size_t i = 0; i + 1 < s.size(); ++i) {
-      pairs[bpe::pair_key(s[i], s[i + 1])] += count[w];
-      note(bpe::pair_key(s[i], s[i + 1]), w);
-    }
-  }
-  void remove_pairs(const std::vector<uint32_t>& s, uint32_t w) {
-    for (size_t i = 0; i + 1 < s.size(); ++i) pairs[bpe::pair_key(s[i], s[i + 1])] -= count[w];
-  }
-  // Adds word w's pairs; those holding token `fresh` are indexed and recorded in *touched.
-  void add_pairs(uint32_t w, uint32_t fresh, std::vector<uint64_t>* touched) {
-    const auto& s = syms[w];
-    for (size_t i = 0; i + 1 < s.size(); ++i) {
-      const uint64_t k = bpe::pair_key(s[i], s[i + 1]);
-      pairs[k] += count[w];
-      if (s[i] == fresh || s[i + 1] == fresh) {
-        note(k, w);
-        touched->push_back(k);
-      }
-    }
-  }
-};
-
 // Replaces each (a, b) in s, left to right, by id; false when s holds no (a, b).
 bool merge_word(std::vector<uint32_t>& s, uint32_t a, uint32_t b, uint32_t id) {
   size_t out = 0;
@@ -112,6 +76,83 @@ bool merge_word(std::vector<uint32_t>& s, uint32_t a, uint32_t b, uint32_t id) {
   return any;
 }
 
+struct TrainState {
+  std::vector<std::vector<uint32_t>> syms;  // per word: its current tokens
+  std::vector<uint64_t> count;              // per word: its number of occurrences
+  std::unordered_map<uint64_t, uint64_t> pairs;
+  std::unordered_map<uint64_t, std::vector<uint32_t>> where;  // pair -> words that held it (may be stale)
+  std::priority_queue<HeapEntry> heap;
+  std::vector<uint64_t> visited;            // per word: the last merge step that rewrote it
+  uint64_t step = 0;
+  std::vector<uint64_t> touched;            // pairs that gained a word in this merge
+
+  void note(uint64_t k, uint32_t w) {
+    auto& list = where[k];
+    if (list.empty() || list.back() != w) list.push_back(w);
+  }
+  void index_word(uint32_t w) {
+    const auto& s = syms[w];
+    for (size_t i = 0; i + 1 < s.size(); ++i) {
+      pairs[bpe::pair_key(s[i], s[i + 1])] += count[w];
+      note(bpe::pair_key(s[i], s[i + 1]), w);
+    }
+  }
+  void remove_pairs(const std::vector<uint32_t>& s, uint32_t w) {
+    for (size_t i = 0; i + 1 < s.size(); ++i) pairs[bpe::pair_key(s[i], s[i + 1])] -= count[w];
+  }
+  // The pair with the highest count (ties: the smallest key); false when no pair is left.
+  bool pop_best(uint64_t* key) {
+    while (!heap.empty()) {
+      const HeapEntry top = heap.top();
+      heap.pop();
+      const auto it = pairs.find(top.key);
+      const uint64_t cur = it == pairs.end() ? 0 : it->second;
+      if (cur == top.count && cur > 0) {
+        *key = top.key;
+        return true;
+      }
+      if (cur > 0) heap.push(HeapEntry{cur, top.key});  // stale: back in at the true count
+    }
+    return false;
+  }
+
+  // Replaces pair `key` by token `id` in every word that holds it, updating the counts, and
+  // pushes the pairs that now hold `id`.
+  void apply_merge(uint64_t key, uint32_t id) {
+    ++step;
+    const uint32_t a = static_cast<uint32_t>(key >> 32), b = static_cast<uint32_t>(key);
+    const std::vector<uint32_t> words = std::move(where[key]);
+    where.erase(key);
+    touched.clear();
+    for (uint32_t w : words) {
+      if (visited[w] == step) continue;
+      visited[w] = step;
+      const std::vector<uint32_t> before = syms[w];
+      if (!merge_word(syms[w], a, b, id)) continue;
+      remove_pairs(before, w);
+      add_pairs(w, id, &touched);
+    }
+    pairs.erase(key);
+    std::sort(touched.begin(), touched.end());
+    touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+    for (uint64_t k : touched)
+      if (pairs[k] > 0) heap.push(HeapEntry{pairs[k], k});
+  }
+
+  // Adds word w's pairs; those holding token `fresh` are indexed and recorded in *touched.
+  void add_pairs(uint32_t w, uint32_t fresh, std::vector<uint64_t>* touched) {
+    const auto& s = syms[w];
+    for (size_t i = 0; i + 1 < s.size(); ++i) {
+      const uint64_t k = bpe::pair_key(s[i], s[i + 1]);
+      pairs[k] += count[w];
+      if (s[i] == fresh || s[i + 1] == fresh) {
+        note(k, w);
+        touched->push_back(k);
+      }
+    }
+  }
+};
+
 }  // namespace
 
 Tokenizer BpeTrainer::train() {
@@ -127,49 +168,24 @@ Tokenizer BpeTrainer::train() {
   }
   TrainState st;
   for (auto& [word, c] : counts_->words) {
-    std::vector<uint32_t> s;
-    for (char ch : word) s.push_back(m->byte_id[static_cast<uint8_t>(ch)]);
-    st.syms.push_back(std::move(s));
+    std::vector<uint32_t> syms;
+    for (char ch : word) syms.push_back(m->byte_id[static_cast<uint8_t>(ch)]);
+    st.syms.push_back(std::move(syms));
     st.count.push_back(c);
   }
   counts_->words.clear();
   st.visited.assign(st.syms.size(), 0);
-  std::vector<uint64_t> touched;
   for (uint32_t w = 0; w < st.syms.size(); ++w) st.index_word(w);
   for (auto& [k, c] : st.pairs) st.heap.push(HeapEntry{c, k});
   const size_t target = vocab_size_ - specials_.size();
-  for (uint64_t step = 1; m->tokens.size() < target && !st.heap.empty(); ++step) {
-    const HeapEntry top = st.heap.top();
-    st.heap.pop();
-    const auto pit = st.pairs.find(top.key);
-    const uint64_t cur = pit == st.pairs.end() ? 0 : pit->second;
-    if (cur != top.count) {
-      if (cur > 0) st.heap.push(HeapEntry{cur, top.key});
-      continue;
-    }
-    if (cur == 0) continue;
-    const uint32_t a = static_cast<uint32_t>(top.key >> 32), b = static_cast<uint32_t>(top.key);
+  uint64_t key = 0;
+  while (m->tokens.size() < target && st.pop_best(&key)) {
+    const uint32_t a = static_cast<uint32_t>(key >> 32), b = static_cast<uint32_t>(key);
     const std::string joined = m->tokens[a] + m->tokens[b];
     auto [it, fresh] = m->ids.emplace(joined, static_cast<uint32_t>(m->tokens.size()));
     if (fresh) m->tokens.push_back(joined);
-    const uint32_t id = it->second;
     m->merges.emplace_back(a, b);
-    const std::vector<uint32_t> words = std::move(st.where[top.key]);
-    st.where.erase(top.key);
-    touched.clear();
-    for (uint32_t w : words) {
-      if (st.visited[w] == step) continue;
-      st.visited[w] = step;
-      const std::vector<uint32_t> before = st.syms[w];
-      if (!merge_word(st.syms[w], a, b, id)) continue;
-      st.remove_pairs(before, w);
-      st.add_pairs(w, id, &touched);
-    }
-    st.pairs.erase(top.key);
-    std::sort(touched.begin(), touched.end());
-    touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
-    for (uint64_t k : touched)
-      if (st.pairs[k] > 0) st.heap.push(HeapEntry{st.pairs[k], k});
+    st.apply_merge(key, it->second);
   }
   m->present.assign(m->tokens.size(), true);
   for (const std::string& s : specials_) {
