@@ -24,14 +24,23 @@ double thread_cpu_seconds() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 3) {
-    std::fprintf(stderr, "usage: zt_tokenizer_bench TOKENIZER.json TEXT [--threads N] [--reps R]\n");
-    return 2;
+  const char* usage = "usage: zt_tokenizer_bench TOKENIZER.json TEXT [--threads N] [--reps R]\n";
+  if (argc > 1 && (!std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "--help"))) {
+    std::printf("%s", usage);
+    return 0;
   }
   int threads = 1, reps = 3;
-  for (int i = 3; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--threads")) threads = std::max(1, std::atoi(argv[i + 1]));
-    if (!std::strcmp(argv[i], "--reps")) reps = std::max(1, std::atoi(argv[i + 1]));
+  bool ok = argc >= 3 && (argc - 3) % 2 == 0;
+  for (int i = 3; ok && i + 1 < argc; i += 2) {
+    const int v = std::atoi(argv[i + 1]);
+    ok = v >= 1 && v <= 1024;
+    if (!std::strcmp(argv[i], "--threads")) threads = v;
+    else if (!std::strcmp(argv[i], "--reps")) reps = v;
+    else ok = false;
+  }
+  if (!ok) {
+    std::fprintf(stderr, "zt_tokenizer_bench: bad arguments (N and R: integers from 1 to 1024)\n%s", usage);
+    return 2;
   }
   try {
     const zt::Tokenizer tok = zt::Tokenizer::load(argv[1]);

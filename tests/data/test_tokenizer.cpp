@@ -243,6 +243,48 @@ TEST(Bpe, LoadRefusesWhatItCannotEncodeAlike) {
   EXPECT_THROW(t.decode({257}), zt::InputError);
 }
 
+void collect_nodes(nlohmann::json& j, std::vector<nlohmann::json*>& out) {
+  out.push_back(&j);
+  if (j.is_structured())
+    for (auto& child : j) collect_nodes(child, out);
+}
+
+// Hostile tokenizer.json: any node replaced by a value of another kind loads or is an InputError
+// naming the file, never another exception or a crash.
+TEST(Bpe, MutatedTokenizerJsonLoadsOrIsInputError) {
+  zt::BpeTrainer tr(300, {"<|endoftext|>"});
+  tr.add_text(corpus());
+  const std::string path = temp_path("fuzz_base.json");
+  tr.train().save(path);
+  std::ifstream f(path);
+  const nlohmann::json base = nlohmann::json::parse(f);
+  const std::vector<nlohmann::json> values = {nullptr, -1, 0, 4294967296.0, 1e300, 0.5, "x", "", "a b", true,
+                                              nlohmann::json::array(), nlohmann::json::object(),
+                                              nlohmann::json::array({"a", "b", "c"}), {{"type", "BPE"}}};
+  std::mt19937 rng(99);
+  int loaded = 0, refused = 0;
+  for (int trial = 0; trial < 600; ++trial) {
+    nlohmann::json j = base;
+    std::vector<nlohmann::json*> nodes;
+    collect_nodes(j, nodes);
+    // Bias towards the small structural nodes: the vocab and merges are most of the tree.
+    nlohmann::json* node = nodes[trial % 3 ? rng() % std::min<size_t>(nodes.size(), 60) : rng() % nodes.size()];
+    *node = values[rng() % values.size()];
+    try {
+      const zt::Tokenizer t = load_json(j, "fuzz.json");
+      EXPECT_EQ(t.decode(t.encode("fuzz text 123")), "fuzz text 123");
+      ++loaded;
+    } catch (const zt::InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("fuzz.json"), std::string::npos) << e.what();
+      ++refused;
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "trial " << trial << ": not an InputError: " << e.what() << "\n" << j.dump().substr(0, 400);
+    }
+  }
+  EXPECT_GT(loaded, 0);
+  EXPECT_GT(refused, 0);
+}
+
 TEST(Bpe, EncodeFilesWritesLlmcInOrder) {
   zt::BpeTrainer tr(500, {"<|endoftext|>"});
   tr.add_text(corpus());
