@@ -16,6 +16,7 @@
 namespace zt {
 
 void read_text_chunks(const std::string& path, size_t chunk_bytes, const std::function<void(std::string_view)>& chunk) {
+  ZT_CHECK(chunk_bytes > 0, "read_text_chunks: chunk_bytes must be positive");
   UniqueFd fd = open_regular_file(path, "text file");
   std::string buf;
   std::vector<char> block(chunk_bytes);

@@ -9,6 +9,7 @@ The package lives in $ZT_TOOLS_PYTHON's venv: when this interpreter cannot impor
 itself again under that one; when neither can, it prints why and exits 77 (ctest: skipped).
 """
 import glob
+import json
 import os
 import struct
 import subprocess
@@ -78,6 +79,7 @@ class HuggingFaceCompat(unittest.TestCase):
         for path in cls.train_files:
             with open(path, encoding="utf-8") as f:
                 text += f.read()
+        text = text * 4  # over 1 MiB: `encode` cuts it into chunks, whose seams must not show
         with open(cls.sample, "w", encoding="utf-8") as f:
             f.write(text)
         cls.text = text
@@ -122,6 +124,39 @@ class HuggingFaceCompat(unittest.TestCase):
         path = os.path.join(self.d, "hf.json")
         tok.save(path)
         self.compare(path, "hf")
+
+    def test_gpt2_layout_in_zerotrain(self):
+        # GPT-2's tokenizer.json as published: no model.type, "" subword prefix and suffix, merges as
+        # "a b" strings, ByteLevel post-processor, <|endoftext|> the last id (normalized: true).
+        tok = tokenizers.Tokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        trainer = trainers.BpeTrainer(vocab_size=2000, show_progress=False,
+                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+        tok.train(self.train_files, trainer)
+        path = os.path.join(self.d, "hf_plain.json")
+        tok.save(path)
+        with open(path, encoding="utf-8") as f:
+            j = json.load(f)
+        vocab = j["model"]["vocab"]
+        merges = [m if isinstance(m, str) else " ".join(m) for m in j["model"]["merges"]]
+        eot = len(vocab)
+        vocab["<|endoftext|>"] = eot
+        gpt2 = {
+            "version": "1.0", "truncation": None, "padding": None,
+            "added_tokens": [{"id": eot, "content": "<|endoftext|>", "single_word": False, "lstrip": False,
+                              "rstrip": False, "normalized": True, "special": True}],
+            "normalizer": None,
+            "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True},
+            "post_processor": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": False},
+            "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True},
+            "model": {"dropout": None, "unk_token": None, "continuing_subword_prefix": "", "end_of_word_suffix": "",
+                      "fuse_unk": False, "vocab": vocab, "merges": merges},
+        }
+        path = os.path.join(self.d, "gpt2_layout.json")
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(gpt2, f, ensure_ascii=False)
+        hf = self.compare(path, "gpt2_layout")
+        self.assertEqual(hf.encode("a<|endoftext|>b").ids[1], eot)
 
     def test_hugging_face_prefix_space_in_zerotrain(self):
         tok = tokenizers.Tokenizer(models.BPE())
