@@ -165,6 +165,11 @@ int run_decode(const Args& a) {
       pread_exact(fd.get(), narrow.data(), static_cast<size_t>(n) * 2, offset, path);
       ids.assign(narrow.begin(), narrow.end());
     }
+    for (size_t i = 0; i < ids.size(); ++i)
+      if (ids[i] >= tok.vocab_size())
+        throw InputError("token file " + path + ": token " + std::to_string(ids[i]) + " at position " +
+                         std::to_string(first + static_cast<int64_t>(i)) + " is >= the tokenizer's vocabulary size " +
+                         std::to_string(tok.vocab_size()));
     const std::string text = tok.decode(ids);
     if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size())
       throw InputError("tokenize decode: cannot write to standard output");

@@ -126,6 +126,10 @@ class TokenizeCli(unittest.TestCase):
         self.expect_bad(["tokenize", "encode", "--tokenizer", self.tok, "--out", self.path("no/dir/x.bin"),
                          self.text], "no/dir")
         self.expect_bad(["tokenize", "decode", "--tokenizer", self.tok, self.text], self.text, "llm.c")
+        big = self.path("big_id.bin")
+        with open(big, "wb") as f:
+            f.write(struct.pack("<3i", 20240520, 1, 3) + bytes(1012) + struct.pack("<3H", 5, 1024, 7))
+        self.expect_bad(["tokenize", "decode", "--tokenizer", self.tok, big], big, "token 1024 at position 1")
         self.expect_bad(["tokenize", "frobnicate"], "train, encode or decode")
         self.expect_bad(["tokenize", "encode", "--bogus"], "--bogus")
         self.assertFalse(os.path.exists(out))  # nothing written on error
