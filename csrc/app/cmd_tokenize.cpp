@@ -88,10 +88,13 @@ int run_train(const Args& a) {
   BpeTrainer trainer(static_cast<uint32_t>(a.vocab_size), a.specials);
   int64_t bytes = 0;
   for (const std::string& f : a.files)
-    read_text_chunks(f, size_t(1) << 20, [&](std::string_view text) {
-      bytes += static_cast<int64_t>(text.size());
-      trainer.add_text(text);
-    });
+    read_text_chunks(
+        f, size_t(1) << 20,
+        [&](std::string_view text) {
+          bytes += static_cast<int64_t>(text.size());
+          trainer.add_text(text);
+        },
+        a.specials);
   const Tokenizer tok = trainer.train();
   tok.save(a.out);
   std::fprintf(stderr, "tokenize train: %lld bytes from %zu file(s); %u tokens (%zu merges, %zu special) in %.2f s -> %s\n",

@@ -182,6 +182,12 @@ int64_t Tokenizer::added_token_id(std::string_view content) const {
   return -1;
 }
 
+std::vector<std::string> Tokenizer::added_tokens() const {
+  std::vector<std::string> out;
+  for (const auto& a : model_->added) out.push_back(a.content);
+  return out;
+}
+
 const std::string& Tokenizer::token_bytes(uint32_t id) const {
   ZT_CHECK(id < model_->tokens.size(), "token_bytes: id outside the vocabulary");
   return model_->tokens[id];

@@ -3,6 +3,7 @@
 // in order (see tokenizer.h).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <limits>
@@ -15,9 +16,12 @@
 
 namespace zt {
 
-void read_text_chunks(const std::string& path, size_t chunk_bytes, const std::function<void(std::string_view)>& chunk) {
+void read_text_chunks(const std::string& path, size_t chunk_bytes, const std::function<void(std::string_view)>& chunk,
+                      const std::vector<std::string>& keep_whole) {
   ZT_CHECK(chunk_bytes > 0, "read_text_chunks: chunk_bytes must be positive");
   UniqueFd fd = open_regular_file(path, "text file");
+  size_t reach = 0;  // points this close to the end are tried again once more text is read
+  for (const std::string& t : keep_whole) reach = std::max(reach, t.size());
   std::string buf;
   std::vector<char> block(chunk_bytes);
   for (;;) {
@@ -27,8 +31,8 @@ void read_text_chunks(const std::string& path, size_t chunk_bytes, const std::fu
     if (got == 0) break;
     buf.append(block.data(), static_cast<size_t>(got));
     if (buf.size() < chunk_bytes) continue;
-    // Only the newly read bytes (and the two before them) can hold a split point not yet tried.
-    const size_t p = safe_split_point(buf, static_cast<size_t>(got) + 2);
+    // Only the newly read bytes (and the reach + 2 before them) can hold a split point not yet tried.
+    const size_t p = safe_split_point(buf, static_cast<size_t>(got) + reach + 2, keep_whole);
     if (p == 0) continue;  // none yet: the chunk grows until one turns up or the file ends
     chunk(std::string_view(buf).substr(0, p));
     buf.erase(0, p);
@@ -122,14 +126,18 @@ EncodeFilesResult encode_files(const Tokenizer& tok, const std::vector<std::stri
   int32_t header[256] = {};
   out.write(header, sizeof(header));
   ChunkEncoder enc(tok, o, out, r.version == 2);
+  const std::vector<std::string> added = tok.added_tokens();
   if (eot >= 0) enc.set_eot_id(static_cast<uint32_t>(eot));
   for (const std::string& path : inputs) {
     if (eot >= 0) enc.add_eot();
     bool first = true;
-    read_text_chunks(path, o.chunk_bytes, [&](std::string_view text) {
-      enc.add_text(text, first);
-      first = false;
-    });
+    read_text_chunks(
+        path, o.chunk_bytes,
+        [&](std::string_view text) {
+          enc.add_text(text, first);
+          first = false;
+        },
+        added);
   }
   enc.flush();
   r.tokens = enc.tokens();

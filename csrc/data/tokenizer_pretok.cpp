@@ -1,5 +1,6 @@
 // tokenizer_pretok.cpp — UTF-8 decoding, GPT-2's pre-tokenizer pattern by hand, the byte-level
 // character table and safe chunk boundaries (see tokenizer.h).
+#include <algorithm>
 #include <array>
 
 #include "tokenizer_internal.h"
@@ -179,14 +180,33 @@ std::vector<std::string_view> gpt2_pretokenize(std::string_view text) {
   return out;
 }
 
-size_t safe_split_point(std::string_view s, size_t window) {
+namespace {
+// Whether an occurrence of one of `tokens` in s starts before p and ends after it.
+bool straddles(std::string_view s, size_t p, const std::vector<std::string>& tokens) {
+  for (const std::string& t : tokens) {
+    if (t.size() < 2) continue;
+    const size_t from = p >= t.size() - 1 ? p - (t.size() - 1) : 0;
+    for (size_t at = s.find(t, from); at != std::string_view::npos && at < p; at = s.find(t, at + 1))
+      if (at + t.size() > p) return true;
+  }
+  return false;
+}
+}  // namespace
+
+size_t safe_split_point(std::string_view s, size_t window, const std::vector<std::string>& keep_whole) {
   const auto printable = [](char c) { return c >= 0x21 && c <= 0x7E; };
   const auto letter = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); };
+  // A point is tried only when a whole keep_whole token after it is inside s (else the text that
+  // follows could complete one across it).
+  size_t reach = 0;
+  for (const std::string& t : keep_whole) reach = std::max(reach, t.size());
+  if (s.size() < reach + 2) return 0;
+  const size_t end = s.size() - reach;  // points p < end
   const size_t lo = s.size() > window ? s.size() - window : 0;
-  for (size_t p = s.size() >= 1 ? s.size() - 1 : 0; p >= 2 && p > lo; --p)
-    if (s[p - 1] == '\n' && printable(s[p - 2]) && printable(s[p])) return p;
-  for (size_t p = s.size() >= 2 ? s.size() - 2 : 0; p >= 1 && p > lo; --p)
-    if (s[p] == ' ' && printable(s[p - 1]) && letter(s[p + 1])) return p;
+  for (size_t p = end - 1; p >= 2 && p > lo; --p)
+    if (s[p - 1] == '\n' && printable(s[p - 2]) && printable(s[p]) && !straddles(s, p, keep_whole)) return p;
+  for (size_t p = end >= 2 ? end - 2 : 0; p >= 1 && p > lo; --p)
+    if (s[p] == ' ' && printable(s[p - 1]) && letter(s[p + 1]) && !straddles(s, p, keep_whole)) return p;
   return 0;
 }
 

@@ -2,6 +2,7 @@
 // tie-break, encode∘decode on random bytes, tokenizer.json round trips and its errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <random>
 #include <string>
@@ -100,6 +101,11 @@ TEST(Pretokenize, SafeSplitPointsKeepThePretokens) {
     EXPECT_EQ(joined, pieces(text)) << "split at " << p;
   }
   EXPECT_EQ(zt::safe_split_point("abc\ndef", 100), 4u);
+  // Never inside an added token: "<|end of|>" holds the point before "of".
+  EXPECT_EQ(zt::safe_split_point("ab cd<|end of|>", 100), 10u);
+  EXPECT_EQ(zt::safe_split_point("ab cd<|end of|>", 100, {"<|end of|>"}), 2u);
+  EXPECT_EQ(zt::safe_split_point("x<|end of|>", 100, {"<|end of|>"}), 0u);
+  EXPECT_EQ(zt::safe_split_point("x<|end of|>", 100), 6u);
   EXPECT_EQ(zt::safe_split_point("abc\n\ndef", 100), 0u);  // a lone '\n' only
   EXPECT_EQ(zt::safe_split_point("abcdef", 100), 0u);
 }
@@ -328,6 +334,24 @@ TEST(Bpe, PrefixSpaceOncePerFileNotPerChunk) {
   zt::encode_files(t, {in}, out, o);
   std::vector<int32_t> header;
   EXPECT_EQ(read_llmc_v1(out, &header), t.encode(text));
+}
+
+// An added token with a space in it is never cut by a chunk seam.
+TEST(Bpe, ChunkSeamsKeepAddedTokensWhole) {
+  auto j = tiny_json({"a b"});
+  j["added_tokens"] = {{{"id", 257}, {"content", "<|end of|>"}, {"special", true}}};
+  const zt::Tokenizer t = load_json(j, "spaced.json");
+  std::string text;
+  for (int i = 0; i < 400; ++i) text += i % 3 ? "ab ba<|end of|>ab " : "x\ny<|end of|>";
+  const std::string in = temp_path("spaced.txt"), out = temp_path("spaced.bin");
+  write_file(in, text);
+  zt::EncodeFilesOptions o;
+  o.chunk_bytes = 37;
+  zt::encode_files(t, {in}, out, o);
+  std::vector<int32_t> header;
+  const auto got = read_llmc_v1(out, &header);
+  EXPECT_EQ(got, t.encode(text));
+  EXPECT_EQ(std::count(got.begin(), got.end(), 257u), 400);
 }
 
 // A vocabulary over 65536 tokens: encode writes llm.c version 2 (uint32 tokens), and the

@@ -46,6 +46,7 @@ class Tokenizer {
 
   // The id of added token `content` (e.g. "<|endoftext|>"), or -1.
   int64_t added_token_id(std::string_view content) const;
+  std::vector<std::string> added_tokens() const;  // their contents
   // The bytes token `id` stands for (an added token: its content).
   const std::string& token_bytes(uint32_t id) const;
   size_t num_merges() const;
@@ -89,8 +90,10 @@ std::vector<std::string_view> gpt2_pretokenize(std::string_view text);
 // The largest p <= text.size() such that pre-tokenising text[0, p) and text[p, ...) separately
 // gives the pre-tokens of the whole text, searching only the last `window` bytes before
 // text.size(); 0 when there is none there. A split point is a single '\n' between printable ASCII
-// characters, else a single ' ' between printable ASCII and an ASCII letter.
-size_t safe_split_point(std::string_view text, size_t window);
+// characters, else a single ' ' between printable ASCII and an ASCII letter, and never inside an
+// occurrence of one of `keep_whole` (added tokens that contain such a point); points closer to the
+// end than the longest of `keep_whole` are not tried (the text after could complete one).
+size_t safe_split_point(std::string_view text, size_t window, const std::vector<std::string>& keep_whole = {});
 
 // Writes llm.c token files: a header of 256 int32 (magic 20240520, version 1 with uint16 tokens
 // or version 2 with uint32 tokens, token count), then the tokens, little-endian.
@@ -110,8 +113,9 @@ EncodeFilesResult encode_files(const Tokenizer& tok, const std::vector<std::stri
                                const std::string& out_path, const EncodeFilesOptions& options);
 
 // Calls `chunk` with consecutive parts of the file's text, each cut at a safe_split_point
-// (or the end of the file), about chunk_bytes long. InputError naming the file when it cannot
-// be read.
-void read_text_chunks(const std::string& path, size_t chunk_bytes, const std::function<void(std::string_view)>& chunk);
+// (keeping `keep_whole` whole, or the end of the file), about chunk_bytes long. InputError naming
+// the file when it cannot be read.
+void read_text_chunks(const std::string& path, size_t chunk_bytes, const std::function<void(std::string_view)>& chunk,
+                      const std::vector<std::string>& keep_whole = {});
 
 }  // namespace zt
