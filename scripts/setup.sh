@@ -27,6 +27,14 @@ if [[ ! -x "$BUILD_DIR/tools-venv/bin/lizard" ]] && ! command -v lizard >/dev/nu
   "$BUILD_DIR/tools-venv/bin/pip" install -q --disable-pip-version-check lizard==1.24.3
 fi
 
+# tokenizers (PyPI), pinned, in the same venv: tests/data/test_tokenizer_hf.py checks `zerotrain tokenize`
+# against Hugging Face's implementation. Optional: offline, setup goes on and that test reports a skip.
+if ! "$BUILD_DIR/tools-venv/bin/python" -c 'import tokenizers' 2>/dev/null; then
+  [[ -x "$BUILD_DIR/tools-venv/bin/python" ]] || python3 -m venv "$BUILD_DIR/tools-venv"
+  "$BUILD_DIR/tools-venv/bin/pip" install -q --disable-pip-version-check --retries 1 --timeout 20 tokenizers==0.22.1 ||
+    echo "setup: could not install tokenizers==0.22.1 (offline?); the Hugging Face tokenizer test will be skipped" >&2
+fi
+
 [[ "${SETUP_ONLY:-0}" == 1 ]] && exit 0  # packages and tools only, no configure or build
 
 if [[ ! -f "$BUILD_DIR/CMakeCache.txt" ]]; then

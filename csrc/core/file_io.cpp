@@ -262,6 +262,19 @@ void AtomicFile::write(const void* data, size_t bytes) {
   write_all(fd_.get(), data, bytes, what_, path_);
 }
 
+void AtomicFile::write_at(int64_t offset, const void* data, size_t bytes) {
+  if (fd_.get() < 0 || direct_) throw InputError(what_ + " " + path_ + ": cannot rewrite a device or a committed file");
+  const char* p = static_cast<const char*>(data);
+  while (bytes > 0) {
+    ssize_t got = ::pwrite(fd_.get(), p, bytes, static_cast<off_t>(offset));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) fail_io(what_, path_, "cannot write", got < 0 ? errno : ENOSPC);
+    p += got;
+    bytes -= static_cast<size_t>(got);
+    offset += got;
+  }
+}
+
 void AtomicFile::commit() {
   if (fd_.get() < 0) throw InputError(what_ + " " + path_ + ": committed twice");
   if (direct_) {

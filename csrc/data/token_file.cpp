@@ -36,7 +36,7 @@ bool pread_all(int fd, void* buf, size_t n, int64_t offset) {
 const char* format_name(TokenFileDataset::Format f) {
   switch (f) {
     case TokenFileDataset::Format::Bytes: return "bytes";
-    case TokenFileDataset::Format::Llmc: return "llm.c uint16";
+    case TokenFileDataset::Format::Llmc: return "llm.c";
     case TokenFileDataset::Format::Raw: return "raw uint16";
     default: return "auto";
   }
@@ -78,7 +78,6 @@ TokenFileDataset::TokenFileDataset(const std::string& path, Format format, int64
         throw InputError(what + ": raw uint16 token file has an odd size (" + std::to_string(size) + " bytes)");
       ntok_ = size / 2;
     } else {
-      token_bytes_ = 2;
       data_offset_ = kLlmcHeaderBytes;
       int32_t header[256];
       if (size < kLlmcHeaderBytes || !pread_all(fd_, header, sizeof(header), 0))
@@ -86,11 +85,12 @@ TokenFileDataset::TokenFileDataset(const std::string& path, Format format, int64
       if (header[0] != kLlmcMagic)
         throw InputError(what + ": bad magic " + std::to_string(header[0]) + " in the llm.c header (expected " +
                          std::to_string(kLlmcMagic) + ")");
-      if (header[1] != 1)
+      if (header[1] != 1 && header[1] != 2)
         throw InputError(what + ": unsupported llm.c version " + std::to_string(header[1]) +
-                         " (expected 1: uint16 tokens)");
+                         " (expected 1: uint16 tokens, or 2: uint32 tokens)");
+      token_bytes_ = header[1] == 2 ? 4 : 2;
       ntok_ = header[2];
-      const int64_t expected = kLlmcHeaderBytes + 2 * ntok_;
+      const int64_t expected = kLlmcHeaderBytes + token_bytes_ * ntok_;
       if (ntok_ < 0 || expected != size)
         throw InputError(what + ": the llm.c header says " + std::to_string(header[2]) + " tokens (" +
                          std::to_string(expected) + " bytes) but the file has " + std::to_string(size) + " bytes");
@@ -154,6 +154,12 @@ void TokenFileDataset::read_tokens(int64_t first, int64_t count, int32_t* out) c
       throw InputError("data file '" + path_ + "': read failed at byte " + std::to_string(offset) +
                        " (was the file truncated while training?)");
     for (int64_t i = 0; i < count; ++i) out[i] = raw[i];
+  } else if (token_bytes_ == 4) {  // llm.c version 2; ids >= 2^31 fail validation (>= vocab)
+    std::vector<uint32_t> raw(static_cast<size_t>(count));
+    if (!pread_all(fd_, raw.data(), nbytes, offset))
+      throw InputError("data file '" + path_ + "': read failed at byte " + std::to_string(offset) +
+                       " (was the file truncated while training?)");
+    for (int64_t i = 0; i < count; ++i) out[i] = static_cast<int32_t>(std::min<uint32_t>(raw[i], INT32_MAX));
   } else {
     std::vector<uint16_t> raw(static_cast<size_t>(count));
     if (!pread_all(fd_, raw.data(), nbytes, offset))
@@ -172,7 +178,8 @@ void TokenFileDataset::fill(int64_t k, int64_t first_sample, int64_t count, Batc
 
 std::string TokenFileDataset::describe() const {
   std::ostringstream os;
-  os << (format_ == Format::Bytes ? "text" : "tokens") << ": '" << path_ << "' (" << format_name(format_) << "), "
+  os << (format_ == Format::Bytes ? "text" : "tokens") << ": '" << path_ << "' (" << format_name(format_)
+     << (format_ == Format::Llmc ? (token_bytes_ == 4 ? " uint32" : " uint16") : "") << "), "
      << ntok_ << " tokens" << part_ << ", " << seq_per_pass_ << " sequences of " << T_ << "+1 per pass";
   return os.str();
 }

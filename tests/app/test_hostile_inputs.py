@@ -181,7 +181,8 @@ class Hostile(unittest.TestCase):
         bench = os.path.join(os.path.dirname(BIN), "benchmarks")
         for cmd in [[BIN, "--help"], [BIN, "train", "--help"], [BIN, "check-config", "--help"], [BIN, "version", "--help"],
                     [sys.executable, LAUNCH, "--help"], [os.path.join(bench, "zt_comm_bench"), "--help"],
-                    [os.path.join(bench, "zt_host_optim_bench"), "--help"],
+                    [os.path.join(bench, "zt_host_optim_bench"), "--help"], [BIN, "tokenize", "--help"],
+                    [BIN, "tokenize", "encode", "--help"], [os.path.join(bench, "zt_tokenizer_bench"), "--help"],
                     [os.path.join(bench, "train", "zt_train_bench"), "--help"]]:
             if not os.path.exists(cmd[0]) and cmd[0] != sys.executable:
                 continue  # a benchmark not built in this configuration

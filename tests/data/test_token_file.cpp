@@ -159,7 +159,7 @@ TEST(TokenFile, Errors) {
   expect_file_error("tokens:" + magic + ",format=llmc", s, magic, "bad magic");
 
   std::string version = temp_path("bad_version.bin");
-  write_llmc(version, ramp(100, 1000), 20240520, 2);
+  write_llmc(version, ramp(100, 1000), 20240520, 3);
   expect_file_error("tokens:" + version, s, version, "version");
 
   std::string count = temp_path("bad_count.bin");

@@ -98,6 +98,8 @@ class AtomicFile {
   AtomicFile& operator=(const AtomicFile&) = delete;
   void write(const void* data, size_t bytes);  // InputError on a short write
   void write(const std::string& text) { write(text.data(), text.size()); }
+  // Overwrites bytes already written (a header completed at the end); not for a device target.
+  void write_at(int64_t offset, const void* data, size_t bytes);
   void commit();                               // fsync, rename over path, fsync the directory
   const std::string& temp_path() const { return tmp_; }
 

@@ -3,7 +3,8 @@
 // Formats:
 //   Bytes — any file; every byte is a token (0..255).
 //   Llmc  — llm.c: a 256 x int32 little-endian header (magic 20240520, version 1, token count N)
-//           followed by N uint16 tokens; the file size must be exactly 1024 + 2N bytes.
+//           followed by N uint16 tokens; the file size must be exactly 1024 + 2N bytes. Version 2
+//           (vocabularies over 65536, `zerotrain tokenize encode`): uint32 tokens, 1024 + 4N bytes.
 //   Raw   — nanoGPT: the whole file is uint16 tokens (an even number of bytes).
 //   Auto  — Llmc if the file starts with the magic, else Raw.
 // Stream order (documented in docs/data.md): with N tokens and T = n_ctx, the stream holds
@@ -64,7 +65,7 @@ class TokenFileDataset final : public Dataset {
   Format format_;
   int fd_ = -1;               // owned; closed in the destructor
   int64_t data_offset_ = 0;   // byte offset of token 0
-  int64_t token_bytes_ = 1;   // 1 (Bytes) or 2
+  int64_t token_bytes_ = 1;   // 1 (Bytes), 2 or 4 (llm.c version 2)
   int64_t ntok_ = 0;
   int64_t vocab_;             // ids are validated < vocab_
   int64_t T_, B_;
