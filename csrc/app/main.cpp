@@ -30,6 +30,7 @@ const Command kCommands[] = {
     {"simulate", zt::cmd_simulate, "predict one optimizer step's time on a hardware profile, without running"},
     {"train", zt::cmd_train, "train a model with ZeRO stage 0-3 (run under mpirun for several ranks)"},
     {"consolidate", zt::cmd_consolidate, "a sharded checkpoint's weights as one safetensors file (one tensor in memory)"},
+    {"sample", zt::cmd_sample, "generate text from a trained GPT (key/value cache; greedy, top-k, top-p)"},
     {"explain", zt::cmd_explain, "print the ZeRO plan, ownership and one step's collectives, without running"},
 };
 
