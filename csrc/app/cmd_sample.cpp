@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -82,11 +83,15 @@ void check_sample_args(const SampleArgs& a) {
   if (!a.tag.empty() && a.resume.empty()) throw InputError("sample: --tag names the checkpoint of --resume CKPT, which is missing");
   if (a.model.empty() || !a.prompt_given || a.tokens == 0)
     throw InputError(std::string("sample: --model, --prompt and --tokens are required\n") + usage());
+  if (a.device != "auto" && a.device != "cpu" && a.device != "cuda")
+    throw InputError("sample: --device '" + a.device + "': expected auto, cpu or cuda");
   validate_sampling_options(a.sampling, "sample");
 }
 
 SampleArgs parse_sample_args(int argc, char** argv) {
   SampleArgs a;
+  const std::map<std::string, std::string*> text_flags = {
+      {"--weights", &a.weights}, {"--resume", &a.resume}, {"--tag", &a.tag}, {"--model", &a.model}, {"--device", &a.device}};
   for (int i = 1; i < argc; ++i) {
     const std::string f = argv[i];
     auto value = [&]() -> std::string {
@@ -94,18 +99,12 @@ SampleArgs parse_sample_args(int argc, char** argv) {
       if (!argv[i + 1][0] && f != "--prompt") throw InputError("sample: " + f + " '': empty value; expected " + f + " VALUE");
       return argv[++i];
     };
-    if (f == "--weights") a.weights = value();
-    else if (f == "--resume") a.resume = value();
-    else if (f == "--tag") a.tag = value();
-    else if (f == "--model") a.model = value();
+    const auto text = text_flags.find(f);
+    if (text != text_flags.end()) *text->second = value();
     else if (f == "--prompt") { a.prompt = value(); a.prompt_given = true; }
     else if (f == "--tokens") a.tokens = parse_count(f, value(), 1);
     else if (is_sampling_flag(f)) set_sampling_flag(a.sampling, f, value());
-    else if (f == "--device") {
-      a.device = value();
-      if (a.device != "auto" && a.device != "cpu" && a.device != "cuda")
-        throw InputError("sample: --device '" + a.device + "': expected auto, cpu or cuda");
-    } else throw InputError("sample: unknown flag '" + f + "'\n" + usage());
+    else throw InputError("sample: unknown flag '" + f + "'\n" + usage());
   }
   check_sample_args(a);
   return a;

@@ -6,8 +6,8 @@
 // the only way to see whole parameters). Rank 0 then generates on a private host CPU device
 // (model/gpt_decode.h: a key/value cache, one forward per token) and prints each line of the
 // prompt + sample as "sample @ step S: ...". Nothing the training reads is touched — the
-// parameters, gradients, optimizer states, RNG counters and the training device's memory tracker
-// — so the losses are bitwise those of a run without samples.
+// parameters, gradients, optimizer states, data cursor — so the losses are bitwise those of a run
+// without samples; the training device holds only the gather's one bucket at a time.
 #pragma once
 #include <cstdint>
 #include <memory>

@@ -113,6 +113,19 @@ class SampleCli(unittest.TestCase):
         self.assertIn("stopped after 31 of 100 token(s)", p.stderr)
         self.assertIn("n_ctx=32", p.stderr)
 
+    def test_device_cuda(self):
+        """Without a visible GPU --device cuda is exit 2; with one, the same greedy text as the CPU."""
+        args = ["--weights", self.hf, "--model", self.model, "--prompt", "bcd", "--tokens", "20", "--temperature", "0"]
+        gpu = shutil.which("nvidia-smi") and subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode == 0
+        p = subprocess.run([BIN, "sample", "--device", "cuda"] + args, capture_output=True, encoding="latin-1",
+                           timeout=120, env=ENV)
+        if gpu:
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertEqual(p.stdout, expected("bcd", 20) + "\n")
+        else:
+            self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+            self.assertIn("--device cuda", p.stderr)
+
     def test_bad_inputs_exit_2(self):
         other = self.write("other.json", dict(BYTE_GPT, n_embd=16))
         mlp = self.write("mlp.json", {"type": "mlp", "dims": [4, 8, 2], "activation": "gelu", "task": "regression"})
@@ -138,6 +151,8 @@ class SampleCli(unittest.TestCase):
             (["--weights", self.hf, "--model", self.model, "--prompt", "", "--tokens", "5"], "empty prompt"),
             (["--weights", self.hf, "--model", self.model, "--prompt", "a" * 33, "--tokens", "5"], "n_ctx=32"),
             (["--weights", self.hf] + ok + ["--bogus"], "unknown flag"),
+            (["--weights", self.hf] + ok + ["--device", "tpu"], "--device 'tpu'"),
+            (["--weights", self.hf] + ok + ["--tokens"], "needs a value"),
         ]
         for args, needle in cases:
             p = self.sample(args, expect=2)
