@@ -120,8 +120,8 @@ int run_sample(const SampleArgs& a) {
   const ModelConfig mc = parse_model_config_file(a.model);
   if (mc.type != ModelConfig::Type::GPT)
     throw InputError("sample: --model " + a.model + " is an MLP; sampling needs a GPT model file");
-  const ByteCodec codec;
-  const std::vector<int32_t> prompt = encode_prompt(codec, a.prompt, mc.gpt, "sample: --prompt");
+  const std::unique_ptr<TextCodec> codec = std::make_unique<ByteCodec>();  // byte-level: no tokenizer given
+  const std::vector<int32_t> prompt = encode_prompt(*codec, a.prompt, mc.gpt, "sample: --prompt");
   std::unique_ptr<Device> dev = sample_device(a.device);
   std::unique_ptr<Stream> stream = dev->create_stream("sample");
   const std::vector<ParamSpec> specs = gpt_param_specs(mc.gpt, *dev, *stream);
@@ -133,7 +133,7 @@ int run_sample(const SampleArgs& a) {
   const auto t1 = std::chrono::steady_clock::now();
   const Generation g = generate(decoder, prompt, a.tokens, a.sampling);
   const double gen_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
-  const std::string text = a.prompt + decode_tokens(codec, g.tokens);
+  const std::string text = a.prompt + decode_tokens(*codec, g.tokens);
   std::fwrite(text.data(), 1, text.size(), stdout);
   std::fputc('\n', stdout);
   std::fflush(stdout);

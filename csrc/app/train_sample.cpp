@@ -19,10 +19,11 @@ void check_sample_flags(const TrainArgs& args, const ModelConfig& model) {
 }
 
 TrainSampler::TrainSampler(const TrainArgs& args, const ModelConfig& model)
-    : every_(args.sample_every), tokens_(args.sample_tokens), prompt_text_(args.sample_prompt) {
+    : every_(args.sample_every), tokens_(args.sample_tokens), prompt_text_(args.sample_prompt),
+      codec_(std::make_unique<ByteCodec>()) {
   if (!enabled()) return;
   gpt_ = model.gpt;
-  prompt_ = encode_prompt(codec_, prompt_text_, gpt_, "train: --sample-prompt");
+  prompt_ = encode_prompt(*codec_, prompt_text_, gpt_, "train: --sample-prompt");
   options_.temperature = args.sample_temperature;
   options_.seed = args.seed;
 }
@@ -42,7 +43,7 @@ void TrainSampler::sample(ZeroEngine& engine, Communicator& comm, const std::vec
   std::unique_ptr<Stream> stream = host->create_stream("sample");
   GptDecoder decoder(gpt_, weights, *host, *stream);
   const Generation g = generate(decoder, prompt_, tokens_, options_);
-  std::istringstream lines(prompt_text_ + decode_tokens(codec_, g.tokens));
+  std::istringstream lines(prompt_text_ + decode_tokens(*codec_, g.tokens));
   for (std::string line; std::getline(lines, line);)
     std::printf("sample @ step %lld: %s\n", static_cast<long long>(step), line.c_str());
   if (g.context_full)

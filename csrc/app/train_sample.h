@@ -42,7 +42,7 @@ class TrainSampler {
   std::string prompt_text_;
   std::vector<int32_t> prompt_;
   SamplingOptions options_;
-  ByteCodec codec_;
+  std::unique_ptr<TextCodec> codec_;  // byte-level unless a tokenizer is given
 };
 
 }  // namespace zt

@@ -2,10 +2,12 @@
 //
 // Buffers (fp32, sized for n_ctx rows; a forward over n rows uses the first n): x [T,C] (the
 // residual stream, updated in place block by block), mid [T,C], ln [T,C] + mean/rstd [T],
-// qkv [T,3C], atty [T,C], proj [T,C], fc [T,4C] (pre-GELU), fc_gelu [T,4C], att [H,T,T] (the
-// prefill's attention probabilities), logits [V]. The block is GPT-2's pre-norm block exactly as
+// qkv [T,3C], atty [T,C], proj [T,C], fc [T,4C] (pre-GELU), fc_gelu [T,4C], att (the prefill's
+// attention statistics [H,T,2] with tiled attention, probabilities [H,T,T] with materialised),
+// logits [V]. The block is GPT-2's pre-norm block exactly as
 // gpt.cpp runs it in training (same ops, same order); only the attention differs between the
-// prefill (attention_forward over the prompt) and a step (attention_decode over the cache).
+// prefill (the model's attention kernel over the prompt: attention_tiled_forward or
+// attention_forward, per GptConfig::attention) and a step (attention_decode over the cache).
 #include "zerotrain/model/gpt_decode.h"
 
 #include "zerotrain/kernels/ops.h"
@@ -64,7 +66,8 @@ GptDecoder::GptDecoder(const GptConfig& cfg, const std::vector<std::vector<float
   proj_ = f32(T * C);
   fc_ = f32(4 * T * C);
   fc_gelu_ = f32(4 * T * C);
-  att_ = f32(H * T * T, MemCategory::Workspace);
+  // The prefill's attention statistics (tiled) or probabilities (materialised), as the model keeps.
+  att_ = f32(cfg.attention == AttentionKind::Tiled ? H * T * 2 : H * T * T, MemCategory::Workspace);
   logits_ = f32(cfg.vocab_size);
   host_logits_.resize(static_cast<size_t>(cfg.vocab_size));
 }
@@ -102,7 +105,9 @@ void GptDecoder::block(int64_t l, int64_t n) {
   ops::linear_forward(stream_, qkv, none, ln, param(p(l, ATTN_W)), param(p(l, ATTN_B)), n, C, 3 * C, false, false);
   const TensorView kc = act(k_cache_[l], {H, cfg_.n_ctx, C / H}), vc = act(v_cache_[l], {H, cfg_.n_ctx, C / H});
   ops::kv_cache_write(stream_, kc, vc, qkv, n, C, H, pos_);
-  if (pos_ == 0)  // the prompt: causal attention over its own n positions, the training kernel
+  if (pos_ == 0 && cfg_.attention == AttentionKind::Tiled)  // the prompt: the model's training kernel
+    ops::attention_tiled_forward(stream_, atty, act(att_, {1, H, n, 2}), qkv, 1, n, C, H, 0, 0);
+  else if (pos_ == 0)
     ops::attention_forward(stream_, atty, act(att_, {H, n, n}), qkv, 1, n, C, H);
   else  // one new position over the cache
     ops::attention_decode(stream_, atty, qkv, kc, vc, C, H, pos_);

@@ -1,7 +1,7 @@
 // GPT decoding with the key/value cache (model/gpt_decode.h) against recomputing the whole
 // prefix for every token: the decoder's own prefill over the prefix (the training attention
-// kernel), the training model's forward (its loss at the chosen token), and the independent
-// double-precision reference (model_reference.cpp).
+// kernel, tiled and materialised), the training model's forward (its loss at the chosen token),
+// and the independent double-precision reference (model_reference.cpp).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -65,8 +65,11 @@ double log_softmax_at(const std::vector<float>& logits, int32_t tok) {
 
 const std::vector<int32_t> kPrompt = {3, 14, 15, 9, 26, 5, 35, 8};
 
-TEST(GptDecode, GreedyWithCacheEqualsRecomputingThePrefix) {
+class GptDecodeAttention : public ::testing::TestWithParam<AttentionKind> {};
+
+TEST_P(GptDecodeAttention, GreedyWithCacheEqualsRecomputingThePrefix) {
   DecodeEnv e;
+  e.cfg.attention = GetParam();
   GptDecoder cached(e.cfg, e.weights, *e.dev, *e.stream), full(e.cfg, e.weights, *e.dev, *e.stream);
   std::vector<int32_t> seq = kPrompt;
   std::vector<float> logits = cached.prefill(kPrompt);
@@ -92,8 +95,9 @@ TEST(GptDecode, GreedyWithCacheEqualsRecomputingThePrefix) {
   std::printf("max |cached - recomputed| / max |logit| over 64 steps: %.3g\n", worst);
 }
 
-TEST(GptDecode, LogitsMatchTheDoubleReferenceAndTheTrainingForward) {
+TEST_P(GptDecodeAttention, LogitsMatchTheDoubleReferenceAndTheTrainingForward) {
   DecodeEnv e;
+  e.cfg.attention = GetParam();
   GptDecoder dec(e.cfg, e.weights, *e.dev, *e.stream);
   ModelOptions mo;
   mo.device = e.dev.get();
@@ -131,6 +135,9 @@ TEST(GptDecode, LogitsMatchTheDoubleReferenceAndTheTrainingForward) {
     logits = dec.step(tok);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Kinds, GptDecodeAttention, ::testing::Values(AttentionKind::Tiled, AttentionKind::Materialised),
+                         [](const auto& info) { return info.param == AttentionKind::Tiled ? "tiled" : "materialised"; });
 
 TEST(GptDecode, StopsWhenTheContextIsFull) {
   DecodeEnv e;

@@ -3,8 +3,9 @@
 //
 // The decoder holds its own fp32 copy of the weights on `dev` (one buffer, parameters in
 // make_gpt's order and shapes) and, per layer, a key and a value cache [n_head, n_ctx, head_dim]
-// (fp32). prefill(tokens) runs one forward over the prompt with the training ops
-// (ops::attention_forward over the whole prompt) and stores every position's keys and values;
+// (fp32). prefill(tokens) runs one forward over the prompt with the training ops (the model's
+// attention kernel, tiled or materialised, over the whole prompt) and stores every position's
+// keys and values;
 // step(token) runs one forward over only the new position: its q, k, v, its k and v appended to
 // the cache (ops::kv_cache_write), its attention over cache rows 0..pos (ops::attention_decode).
 // Both return the logits of the last position, [vocab_size] fp32 on the host. Every op is a
