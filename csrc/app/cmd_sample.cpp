@@ -37,7 +37,8 @@ const char* usage() {
          "                    and backend for the same logits (default 0)\n"
          "  --device D        where the forwards run (default auto: a CUDA GPU when one is visible)\n"
          "  Output: the prompt followed by the generated text on stdout; timing on stderr.\n"
-         "  Ids >= 256 print as <|id|>.\n";
+         "  Ids >= 256 print as <|id|>.\n"
+         "exit codes: 0 ok, 1 internal error, 2 bad input (the message names it)\n";
 }
 
 struct SampleArgs {

@@ -105,6 +105,11 @@ class SampleCli(unittest.TestCase):
         others = {self.sample(args[:-1] + [str(s)]).stdout for s in (12, 13, 14)}
         self.assertTrue(others - {first}, others)
 
+    def test_help(self):
+        p = self.sample(["--help"])
+        for needle in ["usage: zerotrain sample", "--top-p", "n_ctx + 1", "exit codes"]:
+            self.assertIn(needle, p.stdout)
+
     def test_generation_stops_at_the_context(self):
         p = self.sample(["--weights", self.hf, "--model", self.model, "--prompt", "ab", "--tokens", "100",
                          "--temperature", "0"])
