@@ -33,7 +33,7 @@ std::vector<std::vector<float>> read_weights_for_sampling(const std::string& pat
 std::vector<std::vector<float>> read_checkpoint_for_sampling(const std::string& dir, const std::string& tag,
                                                              const std::vector<ParamSpec>& specs) {
   const std::string tag_dir = resolve_checkpoint_path(dir, tag);
-  const CheckpointWeights ckpt(tag_dir);
+  const CheckpointWeights ckpt(tag_dir, /*allow_non_finite=*/false, "sample from");
   const std::vector<ParamSpec>& have = ckpt.specs();
   for (size_t i = 0; i < std::max(have.size(), specs.size()); ++i) {
     const bool same = i < have.size() && i < specs.size() && have[i].name == specs[i].name && have[i].shape == specs[i].shape;

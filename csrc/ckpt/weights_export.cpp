@@ -105,13 +105,15 @@ std::string export_weights(ZeroEngine& engine, Communicator& comm, Device& dev, 
 struct CheckpointWeights::Impl {
   ckpt::Meta meta;
   bool allow_non_finite = false;
+  std::string use;  // "export", "sample from": what a non-finite weight refuses
   std::vector<ParamSpec> specs;
   std::vector<std::unique_ptr<SafetensorsReader>> shards;  // opened on first use
 };
 
-CheckpointWeights::CheckpointWeights(const std::string& tag_dir, bool allow_non_finite)
+CheckpointWeights::CheckpointWeights(const std::string& tag_dir, bool allow_non_finite, const std::string& use)
     : impl_(std::make_unique<Impl>()) {
   Impl& w = *impl_;
+  w.use = use;
   w.meta = ckpt::parse_meta(tag_dir);
   w.allow_non_finite = allow_non_finite;
   for (int s = 0; s < w.meta.world; ++s) {
@@ -148,7 +150,7 @@ void CheckpointWeights::read(int param, float* values) const {
     f->read_f32(*e, 0, pc.count, values + pc.begin);
     const std::string nf = w.allow_non_finite ? "" : non_finite_problem("tensor \"" + name + "\"", values + pc.begin, pc.count, pc.begin);
     if (!nf.empty())
-      throw InputError("checkpoint shard " + f->path() + ": " + nf + "; refusing to use non-finite weights " +
+      throw InputError("checkpoint shard " + f->path() + ": " + nf + "; refusing to " + w.use + " non-finite weights " +
                        kAllowNonFiniteHint);
   }
 }

@@ -107,7 +107,8 @@ nlohmann::json read_checkpoint_meta(const std::string& tag_dir);
 // order) as fp32, an InputError naming the tensor when one is NaN/Inf unless allow_non_finite.
 class CheckpointWeights {
  public:
-  CheckpointWeights(const std::string& tag_dir, bool allow_non_finite = false);
+  // use: the verb of the refusal on a NaN/Inf weight ("refusing to <use> non-finite weights").
+  CheckpointWeights(const std::string& tag_dir, bool allow_non_finite = false, const std::string& use = "export");
   ~CheckpointWeights();
   CheckpointWeights(const CheckpointWeights&) = delete;
   CheckpointWeights& operator=(const CheckpointWeights&) = delete;
