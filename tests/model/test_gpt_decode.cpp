@@ -9,7 +9,6 @@
 
 #include "model_reference.h"
 #include "zerotrain/core/device.h"
-#include "zerotrain/data/text_codec.h"
 #include "zerotrain/model/gpt.h"
 #include "zerotrain/model/gpt_decode.h"
 #include "zerotrain/model/local_state.h"
@@ -165,15 +164,6 @@ TEST(GptDecode, SeededSamplingIsDeterministic) {
   EXPECT_EQ(g1.tokens, g2.tokens);
   o.seed = 43;
   EXPECT_NE(generate(a, kPrompt, 40, o).tokens, g1.tokens);
-}
-
-TEST(ByteCodec, BytesAreIdsAndLargerIdsPrintAsMarkers) {
-  const ByteCodec c;
-  const std::string text = std::string("ab\n") + static_cast<char>(0xC3) + static_cast<char>(0xA9);
-  const std::vector<uint32_t> ids = c.encode(text);
-  EXPECT_EQ(ids, (std::vector<uint32_t>{97, 98, 10, 0xC3, 0xA9}));
-  EXPECT_EQ(c.decode(ids), text);
-  EXPECT_EQ(c.decode({104, 256, 105, 50256}), "h<|256|>i<|50256|>");
 }
 
 }  // namespace
