@@ -25,6 +25,7 @@
 #include "train_checks.h"
 #include "train_eval.h"
 #include "train_progress.h"
+#include "train_sample.h"
 #include "zerotrain/app/train_setup.h"
 #include "zerotrain/ckpt/weights_export.h"
 #include "zerotrain/comm/communicator.h"
@@ -156,6 +157,7 @@ void check_inputs(TrainRun& run, const TrainArgs& args, int rank, int world) {
   if (wants_cuda(args.device)) NcclBufferSizes::from_env();  // so are the NCCL_* sizes the memory report reads
   if (rank == 0) notice_foreign_timeout_variables();
   run.model_cfg = parse_model_config_file(args.model);
+  check_sample_flags(args, run.model_cfg);
   run.cfg = load_config(args, run.model_cfg, world);
   run.engine_opt = engine_options_from(run.cfg, args.client_optimizer);
   run.sched = schedule_from(run.cfg, run.engine_opt.optimizer);
@@ -362,6 +364,7 @@ void train_loop(TrainRun& run, const TrainArgs& args, Rank0Log& log, int64_t sta
         static_cast<long long>(args.steps));
   TrainEval evals(args, std::move(run.eval_data), run.cfg.train_micro_batch_size_per_gpu,
                   static_cast<int>(run.cfg.gradient_accumulation_steps));
+  TrainSampler samples(args, run.model_cfg);
   const auto line = [&log](const std::string& l) { log("%s", l.c_str()); };
   if (start >= args.steps && evals.enabled())  // nothing to train: the loaded weights' validation loss
     log("step %5lld | val loss %.6f\n", static_cast<long long>(start), evals.evaluate(*run.engine, *run.comm));
@@ -397,6 +400,7 @@ void train_loop(TrainRun& run, const TrainArgs& args, Rank0Log& log, int64_t sta
       log("best achievable loss of this data: %.6f (final loss %.6f, gap %.6f)\n", run.data->best_loss(), st.loss,
           st.loss - run.data->best_loss());
     const bool early_stop = val && evals.conclude(*val, k + 1, ckpt, line);  // the same verdict on every rank
+    if (samples.due(k + 1, args.steps)) samples.sample(*run.engine, *run.comm, run.model->params(), k + 1);
     ckpt.after_step(k + 1);
     if (stop_signal) ckpt.stop(k + 1, static_cast<int>(stop_signal));
     if (early_stop) {

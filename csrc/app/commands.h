@@ -11,6 +11,7 @@ int cmd_estimate(int argc, char** argv);      // csrc/app/cmd_estimate.cpp
 int cmd_simulate(int argc, char** argv);      // csrc/app/cmd_simulate.cpp
 int cmd_tune(int argc, char** argv);          // csrc/app/cmd_tune.cpp
 int cmd_tokenize(int argc, char** argv);      // csrc/app/cmd_tokenize.cpp
+int cmd_sample(int argc, char** argv);        // csrc/app/cmd_sample.cpp
 
 // Re-executes the process once with OPENBLAS_CORETYPE set when OpenBLAS fell back to SSE3
 // kernels on a CPU with AVX2/AVX-512 (csrc/app/blas_tuning.cpp). Call first thing in main.

@@ -32,6 +32,7 @@ const Command kCommands[] = {
     {"train", zt::cmd_train, "train a model with ZeRO stage 0-3 (run under mpirun for several ranks)"},
     {"consolidate", zt::cmd_consolidate, "a sharded checkpoint's weights as one safetensors file (one tensor in memory)"},
     {"tokenize", zt::cmd_tokenize, "byte-level BPE: train a tokenizer.json, encode text to an llm.c token file, decode"},
+    {"sample", zt::cmd_sample, "generate text from a trained GPT (key/value cache; greedy, top-k, top-p)"},
     {"explain", zt::cmd_explain, "print the ZeRO plan, ownership and one step's collectives, without running"},
 };
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -23,12 +24,18 @@ const char* train_usage() {
          "                       [--trace DIR [--trace-steps FIRST:LAST]] [--comm-log F.jsonl]\n"
          "                       [--max-skipped-steps N] [--allow-non-finite] [--cuda-graph [--cuda-graph-warmup N]]\n"
          "                       [--eval-data SPEC --eval-every N [--eval-batches K] [--keep-best] [--early-stop P]]\n"
+         "                       [--sample-every N --sample-prompt TEXT [--sample-tokens K] [--sample-temperature t]]\n"
          "  --eval-data SPEC       validation data (any --data spec; text:/tokens: with split=F give the last 1-F\n"
          "                         of the file when --data names the same spec)\n"
          "  --eval-every N         every N steps and at the end: the mean loss of K fixed global batches of the\n"
          "                         validation data (--eval-batches K, default 8), printed as 'val loss'\n"
          "  --keep-best            with --save-checkpoint DIR: save DIR/best whenever the validation loss improves\n"
          "  --early-stop P         stop (exit 0, final checkpoint saved) after P evaluations without improvement\n"
+         "  --sample-every N       every N steps and at the end (GPT): rank 0 prints the prompt and K generated tokens\n"
+         "                         (--sample-tokens K, default 64) on lines starting 'sample @ step S:'; byte-level\n"
+         "                         prompt (--sample-prompt); greedy unless --sample-temperature t > 0 (then seeded\n"
+         "                         by --seed); stops early at n_ctx. Every rank joins the weights' gather;\n"
+         "                         the training itself is unchanged\n"
          "  --max-skipped-steps N  stop with exit 4 after N steps in a row were all skipped for a non-finite\n"
          "                         gradient norm (NaN/Inf; every dtype); 0 never stops (default 100). A run whose\n"
          "                         final loss is NaN/Inf also ends with exit 4\n"
@@ -58,6 +65,15 @@ void check_eval_args(const TrainArgs& a, bool batches_given) {
     throw InputError("train: --keep-best saves DIR/best; --save-checkpoint DIR is missing");
 }
 
+void check_sample_args(const TrainArgs& a, bool extras_given) {
+  if ((a.sample_every == 0) != a.sample_prompt.empty())
+    throw InputError("train: --sample-every N and --sample-prompt TEXT go together (a sample every N steps)");
+  if (a.sample_every == 0 && extras_given)
+    throw InputError("train: --sample-tokens and --sample-temperature need --sample-every N --sample-prompt TEXT");
+  if (!std::isfinite(a.sample_temperature) || a.sample_temperature < 0)
+    throw InputError("train: --sample-temperature: expected a finite number >= 0 (0 = greedy)");
+}
+
 void check_checkpoint_args(const TrainArgs& a) {
   if ((a.save_every || a.keep_last) && a.save_checkpoint.empty())
     throw InputError("train: --save-every and --keep-last need --save-checkpoint DIR");
@@ -79,11 +95,30 @@ int64_t parse_int(const std::string& flag, const char* v, int64_t lo, int64_t hi
                      std::to_string(hi));
   return x;
 }
+double parse_double(const std::string& flag, const char* v) {
+  char* end = nullptr;
+  errno = 0;
+  const double x = std::strtod(v, &end);
+  if (*end != '\0' || errno == ERANGE || !std::isfinite(x))
+    throw InputError("train: " + flag + " '" + v + "': expected a finite number");
+  return x;
+}
+
+// --sample-every, --sample-prompt, --sample-tokens, --sample-temperature; returns whether the flag is
+// one that needs --sample-every (tokens, temperature).
+bool take_sample_flag(TrainArgs& a, const std::string& f, const char* v) {
+  if (f == "--sample-every") a.sample_every = parse_int(f, v, 1);
+  else if (f == "--sample-prompt") a.sample_prompt = v;
+  else if (f == "--sample-tokens") a.sample_tokens = parse_int(f, v, 1, INT32_MAX);
+  else if (f == "--sample-temperature") a.sample_temperature = parse_double(f, v);
+  else throw InputError("train: unknown flag '" + f + "'\n" + train_usage());
+  return f == "--sample-tokens" || f == "--sample-temperature";
+}
 }  // namespace
 
 TrainArgs parse_train_args(int argc, char** argv) {
   TrainArgs a;
-  bool steps_given = false, warmup_given = false, batches_given = false;
+  bool steps_given = false, warmup_given = false, batches_given = false, sample_extras = false;
   for (int i = 1; i < argc; ++i) {
     std::string f = argv[i];
     const int at = i;
@@ -134,6 +169,7 @@ TrainArgs parse_train_args(int argc, char** argv) {
       batches_given = true;
     }
     else if (f == "--keep-best") a.keep_best = true;
+    else if (f.rfind("--sample-", 0) == 0) sample_extras |= take_sample_flag(a, f, value());
     else if (f == "--early-stop") a.early_stop = parse_int(f, value(), 1);
     else if (take_client_optimizer_flag(a.client_optimizer, "train", argc, argv, i)) continue;
     else throw InputError("train: unknown flag '" + f + "'\n" + train_usage());
@@ -144,6 +180,7 @@ TrainArgs parse_train_args(int argc, char** argv) {
     throw InputError(std::string("train: --config, --model, --data and --steps are required\n") + train_usage());
   check_checkpoint_args(a);
   check_eval_args(a, batches_given);
+  check_sample_args(a, sample_extras);
   if (warmup_given && !a.cuda_graph) throw InputError("train: --cuda-graph-warmup needs --cuda-graph");
   return a;
 }

@@ -4,6 +4,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <memory>
 
 #include "ckpt_internal.h"
@@ -101,49 +102,78 @@ std::string export_weights(ZeroEngine& engine, Communicator& comm, Device& dev, 
 
 // ---- consolidate: a checkpoint's master weights into one file, tensor by tensor ----
 
-void consolidate_checkpoint(const std::string& tag_dir, const std::string& out, DType dtype, bool allow_non_finite,
-                            std::vector<std::string>* warnings) {
-  const ckpt::Meta m = ckpt::parse_meta(tag_dir);
-  if (warnings) warnings->insert(warnings->end(), m.warnings.begin(), m.warnings.end());
-  for (int s = 0; s < m.world; ++s) {
-    const std::string problem = ckpt::verify_shard(m, s);
+struct CheckpointWeights::Impl {
+  ckpt::Meta meta;
+  bool allow_non_finite = false;
+  std::string use;  // "export", "sample from": what a non-finite weight refuses
+  std::vector<ParamSpec> specs;
+  std::vector<std::unique_ptr<SafetensorsReader>> shards;  // opened on first use
+};
+
+CheckpointWeights::CheckpointWeights(const std::string& tag_dir, bool allow_non_finite, const std::string& use)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& w = *impl_;
+  w.use = use;
+  w.meta = ckpt::parse_meta(tag_dir);
+  w.allow_non_finite = allow_non_finite;
+  for (int s = 0; s < w.meta.world; ++s) {
+    const std::string problem = ckpt::verify_shard(w.meta, s);
     if (!problem.empty()) throw InputError(problem);
   }
-  std::vector<ParamSpec> specs;
-  for (const ckpt::Meta::Param& p : m.params) {
+  for (const ckpt::Meta::Param& p : w.meta.params) {
     ParamSpec s;
     s.name = p.name;
     s.shape = p.shape;
     s.numel = p.numel;
-    specs.push_back(s);
+    w.specs.push_back(s);
   }
-  const ckpt::json mc = ckpt::model_config_json(m.model);
-  const bool gpt = m.model.type == ModelConfig::Type::GPT;
+  w.shards.resize(static_cast<size_t>(w.meta.world));
+}
+
+CheckpointWeights::~CheckpointWeights() = default;
+
+const std::vector<ParamSpec>& CheckpointWeights::specs() const { return impl_->specs; }
+const ModelConfig& CheckpointWeights::model() const { return impl_->meta.model; }
+const std::vector<std::string>& CheckpointWeights::warnings() const { return impl_->meta.warnings; }
+
+void CheckpointWeights::read(int param, float* values) const {
+  Impl& w = *impl_;
+  const ParamSpec& spec = w.specs.at(static_cast<size_t>(param));
+  std::fill(values, values + spec.numel, 0.0f);
+  const std::string name = "master/" + spec.name;
+  for (const ckpt::Meta::Piece& pc : w.meta.pieces[0][static_cast<size_t>(param)]) {
+    std::unique_ptr<SafetensorsReader>& f = w.shards[static_cast<size_t>(pc.rank)];
+    if (!f) f = std::make_unique<SafetensorsReader>(w.meta.shard_path(pc.rank));
+    const SafetensorsEntry* e = f->find(name);
+    if (!e || e->numel != pc.count)
+      throw InputError("checkpoint shard " + f->path() + ": tensor \"" + name + "\" is missing or not as meta.json records");
+    f->read_f32(*e, 0, pc.count, values + pc.begin);
+    const std::string nf = w.allow_non_finite ? "" : non_finite_problem("tensor \"" + name + "\"", values + pc.begin, pc.count, pc.begin);
+    if (!nf.empty())
+      throw InputError("checkpoint shard " + f->path() + ": " + nf + "; refusing to " + w.use + " non-finite weights " +
+                       kAllowNonFiniteHint);
+  }
+}
+
+void consolidate_checkpoint(const std::string& tag_dir, const std::string& out, DType dtype, bool allow_non_finite,
+                            std::vector<std::string>* warnings) {
+  const CheckpointWeights ckpt_weights(tag_dir, allow_non_finite);
+  if (warnings) warnings->insert(warnings->end(), ckpt_weights.warnings().begin(), ckpt_weights.warnings().end());
+  const std::vector<ParamSpec>& specs = ckpt_weights.specs();
+  const bool gpt = ckpt_weights.model().type == ModelConfig::Type::GPT;
   if (is_folder_target(out)) ckptfs::make_dirs(out);
   const std::string file = weights_file_of(out);
-  std::vector<std::unique_ptr<SafetensorsReader>> shards(static_cast<size_t>(m.world));
   WeightsFileWriter w(file, specs, dtype);
   std::vector<float> values;
   for (size_t p = 0; p < specs.size(); ++p) {
     values.assign(static_cast<size_t>(specs[p].numel), 0.0f);
-    const std::string name = "master/" + specs[p].name;
-    for (const ckpt::Meta::Piece& pc : m.pieces[0][p]) {
-      std::unique_ptr<SafetensorsReader>& f = shards[static_cast<size_t>(pc.rank)];
-      if (!f) f = std::make_unique<SafetensorsReader>(m.shard_path(pc.rank));
-      const SafetensorsEntry* e = f->find(name);
-      if (!e || e->numel != pc.count)
-        throw InputError("checkpoint shard " + f->path() + ": tensor \"" + name + "\" is missing or not as meta.json records");
-      f->read_f32(*e, 0, pc.count, values.data() + pc.begin);
-      const std::string nf = allow_non_finite ? "" : non_finite_problem("tensor \"" + name + "\"", values.data() + pc.begin, pc.count, pc.begin);
-      if (!nf.empty())
-        throw InputError("checkpoint shard " + f->path() + ": " + nf + "; refusing to export non-finite weights " +
-                         kAllowNonFiniteHint);
-    }
+    ckpt_weights.read(static_cast<int>(p), values.data());
     w.write(static_cast<int>(p), values.data());
   }
   w.finish();
   if (gpt && is_folder_target(out))
-    ckptfs::write_file_atomically(ckptfs::join(out, "config.json"), ckpt::hf_gpt2_config(mc, dtype).dump(2) + "\n");
+    ckptfs::write_file_atomically(ckptfs::join(out, "config.json"),
+                                  ckpt::hf_gpt2_config(ckpt::model_config_json(ckpt_weights.model()), dtype).dump(2) + "\n");
 }
 
 }  // namespace zt

@@ -1,7 +1,8 @@
 """Bounded, seeded fuzz test of every input zerotrain and zt-launch read.
 
 Mutates a valid config, model file, safetensors file, token file and hostfile (byte flips,
-insertions, truncation, splices of hostile tokens) and runs the command that reads each. Every run
+insertions, truncation, splices of hostile tokens) and runs the command that reads each (model
+and weights files: `train` and `sample`). Every run
 must end with exit 0 or 2, never a signal, an abort banner, a traceback or a timeout; an exit 2
 prints exactly one error line.
 
@@ -112,6 +113,7 @@ class Fuzz(unittest.TestCase):
         tokens = bytes(rng.randrange(16) for _ in range(400))
         hostfile = b"# hosts\nlocalhost slots=2\nworker-1 slots=4\n"
         base = ["--steps", "1", "--log-every", "1"]
+        sample = ["--prompt", "\x01\x02\x03", "--tokens", "4", "--device", "cpu"]  # ids below GPT's vocab of 16
         kinds = ["config", "model", "weights", "tokens", "hostfile"]
         deadline = time.monotonic() + SECONDS
         n = 0
@@ -125,6 +127,7 @@ class Fuzz(unittest.TestCase):
             elif kind == "model":
                 bad = self.write(d, "m.json", mutate(rng, json.dumps(GPT).encode()))
                 self.check([BIN, "train", "--config", cfg, "--model", bad, "--data", "markov:vocab=16"] + base, kind)
+                self.check([BIN, "sample", "--weights", weights, "--model", bad] + sample, kind)
             elif kind == "weights":
                 hdr = int.from_bytes(weights_bytes[:8], "little")
                 cut = 8 + hdr  # mutate the length and the JSON header, keep the data
@@ -133,6 +136,7 @@ class Fuzz(unittest.TestCase):
                 bad = self.write(d, "w2.safetensors", data)
                 self.check([BIN, "train", "--config", cfg, "--model", model, "--data", "markov:vocab=16",
                             "--init-from", bad] + base, kind)
+                self.check([BIN, "sample", "--weights", bad, "--model", model] + sample, kind)
             elif kind == "tokens":
                 bad = self.write(d, "t.bin", mutate(rng, tokens))
                 fmt = rng.choice(["text:", "tokens:"])

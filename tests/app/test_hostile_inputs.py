@@ -180,6 +180,7 @@ class Hostile(unittest.TestCase):
     def test_help_everywhere(self):
         bench = os.path.join(os.path.dirname(BIN), "benchmarks")
         for cmd in [[BIN, "--help"], [BIN, "train", "--help"], [BIN, "check-config", "--help"], [BIN, "version", "--help"],
+                    [BIN, "sample", "--help"],
                     [sys.executable, LAUNCH, "--help"], [os.path.join(bench, "zt_comm_bench"), "--help"],
                     [os.path.join(bench, "zt_host_optim_bench"), "--help"], [BIN, "tokenize", "--help"],
                     [BIN, "tokenize", "encode", "--help"], [os.path.join(bench, "zt_tokenizer_bench"), "--help"],

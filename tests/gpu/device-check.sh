@@ -25,7 +25,8 @@
 #               target is built and run without editing this script)
 #   gpu-tests   ctest -L gpu: CUDA kernels vs the CPU reference (the Lion / Adagrad / LAMB engine
 #               ops among them: test_gpu_optim), zeroed-alloc ordering, memory pool, NCCL np1,
-#               --cuda-graph eager vs replay, cpu_checkpointing vs recompute alone (bitwise), and
+#               --cuda-graph eager vs replay, cpu_checkpointing vs recompute alone (bitwise), the
+#               key/value cache ops and the KV-cached GPT decoder (test_gpu_decode), and
 #               any other gpu-labelled test
 #   memcheck    compute-sanitizer --tool memcheck on a short kernel subset
 #   racecheck   compute-sanitizer --tool racecheck on the same subset

@@ -53,8 +53,8 @@ double cross_entropy(const double* logits, int64_t V, int32_t target) {
 
 }  // namespace
 
-double gpt_loss(const GptConfig& c, const std::vector<double>& flat, const std::vector<int32_t>& tokens,
-                const std::vector<int32_t>& targets, int64_t B, int64_t T) {
+std::vector<double> gpt_logits(const GptConfig& c, const std::vector<double>& flat, const std::vector<int32_t>& tokens,
+                               int64_t B, int64_t T) {
   const int64_t V = c.vocab_size, C = c.n_embd, H = c.n_head, hs = C / H, n = B * T;
   const double* p = flat.data();
   const double* wte = p;
@@ -109,16 +109,24 @@ double gpt_loss(const GptConfig& c, const std::vector<double>& flat, const std::
     for (int64_t i = 0; i < n * C; ++i) x[i] += m[i];
   }
   Mat xf = layernorm(x, n, C, p, p + C);
-  double total = 0;
-  int64_t counted = 0;
-  std::vector<double> logits(V);
-  for (int64_t r = 0; r < n; ++r) {
+  Mat logits(n * V);
+  for (int64_t r = 0; r < n; ++r)
     for (int64_t v = 0; v < V; ++v) {
       double s = 0;
       for (int64_t i = 0; i < C; ++i) s += xf[r * C + i] * wte[v * C + i];
-      logits[v] = s;
+      logits[r * V + v] = s;
     }
-    total += cross_entropy(logits.data(), V, targets[r]);
+  return logits;
+}
+
+double gpt_loss(const GptConfig& c, const std::vector<double>& flat, const std::vector<int32_t>& tokens,
+                const std::vector<int32_t>& targets, int64_t B, int64_t T) {
+  const int64_t V = c.vocab_size, n = B * T;
+  const Mat logits = gpt_logits(c, flat, tokens, B, T);
+  double total = 0;
+  int64_t counted = 0;
+  for (int64_t r = 0; r < n; ++r) {
+    total += cross_entropy(&logits[r * V], V, targets[r]);
     counted += targets[r] >= 0 ? 1 : 0;
   }
   return total / std::max<int64_t>(counted, 1);

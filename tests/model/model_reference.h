@@ -8,6 +8,10 @@
 
 namespace zt::ref {
 
+// Logits [B*T, V] of every position (row b*T + t), flat as for gpt_loss.
+std::vector<double> gpt_logits(const GptConfig& c, const std::vector<double>& flat, const std::vector<int32_t>& tokens,
+                               int64_t B, int64_t T);
+
 // flat: all parameters in the model's forward order (HF GPT-2 names/layouts), as doubles.
 // Mean cross-entropy over the positions whose target is not ignored (target < 0), as PyTorch's
 // cross_entropy(ignore_index=-1, reduction='mean').

@@ -44,6 +44,11 @@ struct TrainArgs {
   std::string eval_data;
   int64_t eval_every = 0, eval_batches = 8, early_stop = 0;
   bool keep_best = false;
+  // Samples (csrc/app/train_sample.cpp): every sample_every steps and at the end, rank 0 prints
+  // sample_tokens tokens after sample_prompt (greedy at temperature 0, else seeded by --seed).
+  int64_t sample_every = 0, sample_tokens = 64;
+  std::string sample_prompt;
+  double sample_temperature = 0.0;
   // Every flag as given, in command-line order, with its value ("" for a switch): what the ranks
   // compare at start-up (train_agreement.h).
   std::vector<std::pair<std::string, std::string>> given;

@@ -30,6 +30,7 @@
 // rank 0's message names the file (exit 2 in the CLI).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,7 @@
 
 #include "zerotrain/comm/communicator.h"
 #include "zerotrain/core/device.h"
+#include "zerotrain/model/model.h"
 #include "zerotrain/model/model_config.h"
 #include "zerotrain/zero/engine.h"
 
@@ -99,6 +101,27 @@ void check_checkpoint_dir(Communicator& comm, Device& dev, const std::string& di
 std::string resolve_checkpoint_path(const std::string& dir_or_tag_dir, const std::string& tag = "");
 // meta.json, validated (InputError naming the file).
 nlohmann::json read_checkpoint_meta(const std::string& tag_dir);
+// A checkpoint's master weights, one parameter at a time (consolidate, zerotrain sample
+// --resume). The constructor reads meta.json and verifies every shard's size and checksum
+// (InputError naming the file); read() fills values[0..numel) of parameter `param` (forward
+// order) as fp32, an InputError naming the tensor when one is NaN/Inf unless allow_non_finite.
+class CheckpointWeights {
+ public:
+  // use: the verb of the refusal on a NaN/Inf weight ("refusing to <use> non-finite weights").
+  CheckpointWeights(const std::string& tag_dir, bool allow_non_finite = false, const std::string& use = "export");
+  ~CheckpointWeights();
+  CheckpointWeights(const CheckpointWeights&) = delete;
+  CheckpointWeights& operator=(const CheckpointWeights&) = delete;
+  const std::vector<ParamSpec>& specs() const;  // names, shapes, numel as meta.json records them
+  const ModelConfig& model() const;             // the model the checkpoint was saved from
+  const std::vector<std::string>& warnings() const;  // e.g. an older meta.json without a checksum
+  void read(int param, float* values) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
 // Streams the master weights into one safetensors file (parameter order, `dtype`), one
 // tensor in memory at a time, after verifying every shard's size and checksum. `out` ending in
 // '/' or naming a directory: an HF-ready folder (model.safetensors, + config.json for a GPT).

@@ -118,6 +118,22 @@ ZT_OP(attention_tiled_backward,
        const TensorView& stats, int64_t B, int64_t T, int64_t C, int64_t H, int64_t tile_q, int64_t tile_k),
       (dqkv, dout, qkv, out, stats, B, T, C, H, tile_q, tile_k))
 
+// Incremental decoding with a key/value cache (zerotrain/model/gpt_decode.h). k_cache and
+// v_cache are [H, Tmax, hs] (hs = C/H), qkv's dtype. kv_cache_write stores the k and v parts of
+// qkv[N,3C] (head h: channels C + h·hs and 2C + h·hs) as cache rows pos..pos+N-1 of every head
+// (pos + N <= Tmax).
+ZT_OP(kv_cache_write,
+      (const TensorView& k_cache, const TensorView& v_cache, const TensorView& qkv, int64_t N, int64_t C, int64_t H,
+       int64_t pos),
+      (k_cache, v_cache, qkv, N, C, H, pos))
+// Causal attention of one query at position pos (q = qkv[0, 0:C], a [1,3C] row) over cache rows
+// 0..pos (its own k and v already written): out[1,C] (overwrites) = softmax(q·kᵀ/sqrt(hs))·v per
+// head, fp32 inside. Row pos of attention_forward over the same sequence, up to rounding.
+ZT_OP(attention_decode,
+      (const TensorView& out, const TensorView& qkv, const TensorView& k_cache, const TensorView& v_cache, int64_t C,
+       int64_t H, int64_t pos),
+      (out, qkv, k_cache, v_cache, C, H, pos))
+
 // Token + position embedding: out[B,T,C] = wte[tokens[b,t]] + wpe[t] (overwrites).
 // tokens[B,T] are int32 on the op's device.
 ZT_OP(embedding_forward,

@@ -1,0 +1,175 @@
+// gpt_decode.cpp — GPT-2 forward with a key/value cache (gpt_decode.h).
+//
+// Buffers (fp32, sized for n_ctx rows; a forward over n rows uses the first n): x [T,C] (the
+// residual stream, updated in place block by block), mid [T,C], ln [T,C] + mean/rstd [T],
+// qkv [T,3C], atty [T,C], proj [T,C], fc [T,4C] (pre-GELU), fc_gelu [T,4C], att (the prefill's
+// attention statistics [H,T,2] with tiled attention, probabilities [H,T,T] with materialised),
+// logits [V]. The block is GPT-2's pre-norm block exactly as
+// gpt.cpp runs it in training (same ops, same order); only the attention differs between the
+// prefill (the model's attention kernel over the prompt: attention_tiled_forward or
+// attention_forward, per GptConfig::attention) and a step (attention_decode over the cache).
+#include "zerotrain/model/gpt_decode.h"
+
+#include "zerotrain/kernels/ops.h"
+#include "zerotrain/model/gpt.h"
+
+namespace zt {
+namespace {
+constexpr float kLnEps = 1e-5f;  // GPT-2's, as in gpt.cpp
+constexpr int kPerBlock = 12;    // parameters per block, in gpt.cpp's order
+enum BlockParam { LN1_W, LN1_B, ATTN_W, ATTN_B, APROJ_W, APROJ_B, LN2_W, LN2_B, FC_W, FC_B, FPROJ_W, FPROJ_B };
+int p(int64_t layer, BlockParam k) { return static_cast<int>(2 + kPerBlock * layer + k); }
+}  // namespace
+
+std::vector<ParamSpec> gpt_param_specs(const GptConfig& cfg, Device& dev, Stream& stream) {
+  ModelOptions opt;
+  opt.plan_only = true;
+  opt.device = &dev;
+  opt.stream = &stream;
+  return make_gpt(cfg, opt)->params();
+}
+
+GptDecoder::GptDecoder(const GptConfig& cfg, const std::vector<std::vector<float>>& weights, Device& dev,
+                       Stream& stream)
+    : cfg_(cfg), dev_(dev), stream_(stream), specs_(gpt_param_specs(cfg, dev, stream)) {
+  ZT_CHECK(weights.size() == specs_.size(), "GptDecoder: " + std::to_string(weights.size()) + " weight tensors for " +
+                                                std::to_string(specs_.size()) + " parameters");
+  int64_t total = 0;
+  for (size_t i = 0; i < specs_.size(); ++i) {
+    ZT_CHECK(static_cast<int64_t>(weights[i].size()) == specs_[i].numel,
+             "GptDecoder: " + specs_[i].name + " has " + std::to_string(weights[i].size()) + " values, expected " +
+                 std::to_string(specs_[i].numel));
+    offset_.push_back(total);
+    total += specs_[i].numel;
+  }
+  weights_ = dev.alloc(static_cast<size_t>(total) * sizeof(float), MemCategory::Params);
+  for (size_t i = 0; i < specs_.size(); ++i)
+    dev.memcpy_async(weights_.as<float>() + offset_[i], weights[i].data(), weights[i].size() * sizeof(float),
+                     CopyKind::HostToDevice, stream);
+  stream.synchronize();  // the host vectors may go away
+  const int64_t T = cfg.n_ctx, C = cfg.n_embd, H = cfg.n_head;
+  auto f32 = [&](int64_t n, MemCategory c = MemCategory::Activations) {
+    return dev.alloc(static_cast<size_t>(n) * sizeof(float), c);
+  };
+  for (int64_t l = 0; l < cfg.n_layer; ++l) {
+    k_cache_.push_back(f32(T * C));
+    v_cache_.push_back(f32(T * C));
+  }
+  tokens_ = dev.alloc(static_cast<size_t>(T) * sizeof(int32_t), MemCategory::Activations);
+  x_ = f32(T * C);
+  mid_ = f32(T * C);
+  ln_ = f32(T * C);
+  mean_ = f32(T);
+  rstd_ = f32(T);
+  qkv_ = f32(3 * T * C);
+  atty_ = f32(T * C);
+  proj_ = f32(T * C);
+  fc_ = f32(4 * T * C);
+  fc_gelu_ = f32(4 * T * C);
+  // The prefill's attention statistics (tiled) or probabilities (materialised), as the model keeps.
+  att_ = f32(cfg.attention == AttentionKind::Tiled ? H * T * 2 : H * T * T, MemCategory::Workspace);
+  logits_ = f32(cfg.vocab_size);
+  host_logits_.resize(static_cast<size_t>(cfg.vocab_size));
+}
+
+GptDecoder::~GptDecoder() { stream_.synchronize(); }
+
+TensorView GptDecoder::param(int index) const {
+  const ParamSpec& s = specs_[static_cast<size_t>(index)];
+  TensorView v(weights_.as<float>() + offset_[static_cast<size_t>(index)], DType::F32, {}, dev_.kind());
+  for (int64_t d : s.shape) v.shape[v.ndim++] = d;
+  return v;
+}
+
+TensorView GptDecoder::act(const DeviceBuffer& b, std::initializer_list<int64_t> dims) const {
+  return b.view(DType::F32, dims);
+}
+
+// x[0..n) = wte[tokens] + wpe[pos_ .. pos_+n).
+void GptDecoder::embed(const std::vector<int32_t>& tokens) {
+  const int64_t n = static_cast<int64_t>(tokens.size()), C = cfg_.n_embd;
+  dev_.memcpy_async(tokens_.data(), tokens.data(), tokens.size() * sizeof(int32_t), CopyKind::HostToDevice, stream_);
+  const TensorView wpe = param(1);
+  const TensorView wpe_from(static_cast<float*>(wpe.data) + pos_ * C, DType::F32, {cfg_.n_ctx - pos_, C}, dev_.kind());
+  ops::embedding_forward(stream_, act(x_, {n, C}), tokens_.as<int32_t>(), param(0), wpe_from, 1, n, C);
+  stream_.synchronize();  // `tokens` is the caller's; the copy must not outlive it
+}
+
+// Block l over rows 0..n of x at positions pos_..pos_+n (gpt.cpp's block_forward, with the cache).
+void GptDecoder::block(int64_t l, int64_t n) {
+  const int64_t C = cfg_.n_embd, H = cfg_.n_head;
+  const TensorView x = act(x_, {n, C}), mid = act(mid_, {n, C}), proj = act(proj_, {n, C});
+  const TensorView ln = act(ln_, {n, C}), qkv = act(qkv_, {n, 3 * C}), atty = act(atty_, {n, C});
+  const TensorView none;
+  ops::layernorm_forward(stream_, ln, act(mean_, {n}), act(rstd_, {n}), x, param(p(l, LN1_W)), param(p(l, LN1_B)), kLnEps);
+  ops::linear_forward(stream_, qkv, none, ln, param(p(l, ATTN_W)), param(p(l, ATTN_B)), n, C, 3 * C, false, false);
+  const TensorView kc = act(k_cache_[l], {H, cfg_.n_ctx, C / H}), vc = act(v_cache_[l], {H, cfg_.n_ctx, C / H});
+  ops::kv_cache_write(stream_, kc, vc, qkv, n, C, H, pos_);
+  if (pos_ == 0 && cfg_.attention == AttentionKind::Tiled)  // the prompt: the model's training kernel
+    ops::attention_tiled_forward(stream_, atty, act(att_, {1, H, n, 2}), qkv, 1, n, C, H, 0, 0);
+  else if (pos_ == 0)
+    ops::attention_forward(stream_, atty, act(att_, {H, n, n}), qkv, 1, n, C, H);
+  else  // one new position over the cache
+    ops::attention_decode(stream_, atty, qkv, kc, vc, C, H, pos_);
+  ops::linear_forward(stream_, proj, none, atty, param(p(l, APROJ_W)), param(p(l, APROJ_B)), n, C, C, false, false);
+  ops::residual_add(stream_, mid, x, proj);
+  ops::layernorm_forward(stream_, ln, act(mean_, {n}), act(rstd_, {n}), mid, param(p(l, LN2_W)), param(p(l, LN2_B)),
+                         kLnEps);
+  ops::linear_forward(stream_, act(fc_gelu_, {n, 4 * C}), act(fc_, {n, 4 * C}), ln, param(p(l, FC_W)),
+                      param(p(l, FC_B)), n, C, 4 * C, false, true);
+  ops::linear_forward(stream_, proj, none, act(fc_gelu_, {n, 4 * C}), param(p(l, FPROJ_W)), param(p(l, FPROJ_B)), n,
+                      4 * C, C, false, false);
+  ops::residual_add(stream_, x, mid, proj);
+}
+
+// ln_f and the tied head over row n-1 only; the logits to the host.
+std::vector<float> GptDecoder::head(int64_t n) {
+  const int64_t C = cfg_.n_embd, V = cfg_.vocab_size;
+  const int last = static_cast<int>(specs_.size()) - 2;  // ln_f.weight, then ln_f.bias
+  const TensorView row(x_.as<float>() + (n - 1) * C, DType::F32, {1, C}, dev_.kind());
+  const TensorView lnf = act(ln_, {1, C}), logits = act(logits_, {1, V});
+  ops::layernorm_forward(stream_, lnf, act(mean_, {1}), act(rstd_, {1}), row, param(last), param(last + 1), kLnEps);
+  ops::gemm(stream_, false, true, 1, V, C, 1.0f, lnf, param(0), 0.0f, logits);
+  dev_.memcpy_async(host_logits_.data(), logits_.data(), host_logits_.size() * sizeof(float), CopyKind::DeviceToHost,
+                    stream_);
+  stream_.synchronize();
+  return host_logits_;
+}
+
+std::vector<float> GptDecoder::prefill(const std::vector<int32_t>& tokens) {
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  ZT_CHECK(pos_ == 0, "GptDecoder::prefill: the cache holds " + std::to_string(pos_) + " tokens; reset() first");
+  ZT_CHECK(n >= 1 && n <= cfg_.n_ctx, "GptDecoder::prefill: " + std::to_string(n) + " tokens, expected 1.." +
+                                          std::to_string(cfg_.n_ctx));
+  embed(tokens);
+  for (int64_t l = 0; l < cfg_.n_layer; ++l) block(l, n);
+  pos_ = n;
+  return head(n);
+}
+
+std::vector<float> GptDecoder::step(int32_t token) {
+  ZT_CHECK(pos_ > 0, "GptDecoder::step: empty cache; prefill() the prompt first");
+  ZT_CHECK(pos_ < cfg_.n_ctx, "GptDecoder::step: the cache is full (n_ctx=" + std::to_string(cfg_.n_ctx) + ")");
+  embed({token});
+  for (int64_t l = 0; l < cfg_.n_layer; ++l) block(l, 1);
+  ++pos_;
+  return head(1);
+}
+
+Generation generate(GptDecoder& decoder, const std::vector<int32_t>& prompt, int64_t count, const SamplingOptions& o) {
+  Generation g;
+  decoder.reset();
+  std::vector<float> logits = decoder.prefill(prompt);
+  for (int64_t i = 0; i < count; ++i) {
+    g.tokens.push_back(sample_token(logits, o, static_cast<uint64_t>(i)));
+    if (i + 1 == count) break;
+    if (decoder.position() >= decoder.capacity()) {
+      g.context_full = true;
+      break;
+    }
+    logits = decoder.step(g.tokens.back());
+  }
+  return g;
+}
+
+}  // namespace zt

@@ -1,0 +1,93 @@
+// CUDA vs CPU backend: the key/value cache ops (kv_cache_write, attention_decode) and the
+// KV-cached GPT decoder (model/gpt_decode.h) — the same greedy tokens, logits to round-off.
+#include <random>
+
+#include "gpu_test_util.h"
+#include "zerotrain/model/gpt_decode.h"
+
+namespace zt::gputest {
+namespace {
+
+class GpuDecode : public GpuTest, public ::testing::WithParamInterface<DType> {};
+
+TEST_P(GpuDecode, CacheWriteAndAttentionMatchTheCpu) {
+  const DType dt = GetParam();
+  struct Case { int64_t T, C, H, Tmax; };
+  for (Case c : {Case{1, 8, 2, 4}, Case{17, 32, 4, 24}, Case{200, 64, 2, 256}, Case{300, 96, 3, 300}}) {
+    const int64_t hs = c.C / c.H;
+    Dual qkv(*this, *gpu_, dt, {c.T, 3 * c.C}, uniform(c.T * 3 * c.C, -2.0f, 2.0f));
+    Dual kc(*this, *gpu_, dt, {c.H, c.Tmax, hs}, uniform(c.H * c.Tmax * hs));  // garbage beyond T
+    Dual vc(*this, *gpu_, dt, {c.H, c.Tmax, hs}, uniform(c.H * c.Tmax * hs));
+    // The first T-1 rows in one call, the last one alone (a prefill, then a step).
+    const TensorView head_cpu = make_view(qkv.cpu().data, dt, {c.T - 1, 3 * c.C}, DeviceKind::CPU);
+    const TensorView head_gpu = make_view(qkv.gpu().data, dt, {c.T - 1, 3 * c.C}, DeviceKind::CUDA);
+    const size_t row = static_cast<size_t>(3 * c.C) * dtype_size(dt) * static_cast<size_t>(c.T - 1);
+    const TensorView last_cpu = make_view(static_cast<char*>(qkv.cpu().data) + row, dt, {1, 3 * c.C}, DeviceKind::CPU);
+    const TensorView last_gpu = make_view(static_cast<char*>(qkv.gpu().data) + row, dt, {1, 3 * c.C}, DeviceKind::CUDA);
+    if (c.T > 1) {
+      ops::kv_cache_write(cs(), kc.cpu(), vc.cpu(), head_cpu, c.T - 1, c.C, c.H, 0);
+      ops::kv_cache_write(gs(), kc.gpu(), vc.gpu(), head_gpu, c.T - 1, c.C, c.H, 0);
+    }
+    ops::kv_cache_write(cs(), kc.cpu(), vc.cpu(), last_cpu, 1, c.C, c.H, c.T - 1);
+    ops::kv_cache_write(gs(), kc.gpu(), vc.gpu(), last_gpu, 1, c.C, c.H, c.T - 1);
+    Dual out(*this, *gpu_, dt, {1, c.C}, {});
+    ops::attention_decode(cs(), out.cpu(), last_cpu, kc.cpu(), vc.cpu(), c.C, c.H, c.T - 1);
+    ops::attention_decode(gs(), out.gpu(), last_gpu, kc.gpu(), vc.gpu(), c.C, c.H, c.T - 1);
+    sync();
+    const std::string sz = " T=" + std::to_string(c.T) + " C=" + std::to_string(c.C) + tag(dt);
+    EXPECT_EQ(kc.gpu_raw(), kc.cpu_raw()) << "k cache" << sz;
+    EXPECT_EQ(vc.gpu_raw(), vc.cpu_raw()) << "v cache" << sz;
+    expect_close(out.gpu_values(), out.cpu_values(), tol(dt), tol(dt), "attention_decode" + sz);
+    // The CPU's decode equals the last row of the full causal attention.
+    Dual full(*this, *gpu_, dt, {c.T, c.C}, {});
+    Dual att(*this, *gpu_, DType::F32, {1, c.H, c.T, c.T}, {});
+    ops::attention_forward(cs(), full.cpu(), att.cpu(), qkv.cpu(), 1, c.T, c.C, c.H);
+    sync();
+    const std::vector<float> all = full.cpu_values();
+    expect_close(out.cpu_values(), std::vector<float>(all.end() - c.C, all.end()), tol(dt), tol(dt),
+                 "decode vs attention_forward" + sz);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, GpuDecode, ::testing::Values(DType::F32, DType::BF16, DType::F16),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+class GpuDecoder : public GpuTest {};
+
+TEST_F(GpuDecoder, GreedyTokensAndLogitsMatchTheCpu) {
+  GptConfig cfg;
+  cfg.vocab_size = 128;
+  cfg.n_ctx = 96;
+  cfg.n_layer = 2;
+  cfg.n_head = 4;
+  cfg.n_embd = 64;
+  const std::vector<ParamSpec> specs = gpt_param_specs(cfg, *cpu_, cs());
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<std::vector<float>> w;
+  for (const ParamSpec& p : specs) {
+    std::vector<float> v(static_cast<size_t>(p.numel));
+    for (float& x : v) x = p.init == InitKind::Ones ? 1.0f + 0.2f * nd(rng) : 0.3f * nd(rng);
+    w.push_back(std::move(v));
+  }
+  GptDecoder on_cpu(cfg, w, *cpu_, cs()), on_gpu(cfg, w, *gpu_, gs());
+  const std::vector<int32_t> prompt = {1, 2, 3, 50, 99, 7};
+  std::vector<float> lc = on_cpu.prefill(prompt), lg = on_gpu.prefill(prompt);
+  for (int i = 0; i < 48; ++i) {
+    expect_close(lg, lc, 1e-4, 1e-4, "logits at step " + std::to_string(i));
+    const int32_t t = argmax_token(lc);
+    ASSERT_EQ(argmax_token(lg), t) << "step " << i;
+    lc = on_cpu.step(t);
+    lg = on_gpu.step(t);
+  }
+  // Seeded sampling: the same tokens from both backends.
+  SamplingOptions o;
+  o.temperature = 0.8;
+  o.top_k = 40;
+  o.top_p = 0.9;
+  o.seed = 3;
+  EXPECT_EQ(generate(on_gpu, prompt, 40, o).tokens, generate(on_cpu, prompt, 40, o).tokens);
+}
+
+}  // namespace
+}  // namespace zt::gputest
