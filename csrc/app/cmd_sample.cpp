@@ -22,12 +22,14 @@ namespace {
 const char* usage() {
   return "usage: zerotrain sample (--weights F.safetensors|DIR | --resume CKPT [--tag T]) --model MODEL.json\n"
          "                        --prompt TEXT --tokens N [--temperature t] [--top-k k] [--top-p p] [--seed s]\n"
-         "                        [--device auto|cpu|cuda]\n"
+         "                        [--tokenizer T.json] [--device auto|cpu|cuda]\n"
          "  --weights F|DIR   a weights file (fp32, bf16 or fp16; train --save-weights, consolidate, Hugging Face\n"
          "                    GPT-2) or a folder holding model.safetensors\n"
          "  --resume CKPT     a checkpoint directory (its 'latest', or --tag T): its fp32 master weights\n"
          "  --model MODEL.json  the GPT the weights belong to (names and shapes must match)\n"
-         "  --prompt TEXT     byte-level: each byte of TEXT is one token id (0..255)\n"
+         "  --prompt TEXT     encoded by --tokenizer; without one byte-level: each byte of TEXT is one id (0..255)\n"
+         "  --tokenizer T.json  a byte-level BPE tokenizer.json (zerotrain tokenize train, or Hugging Face's):\n"
+         "                    encodes the prompt and decodes the sample\n"
          "  --tokens N        new tokens to generate (>= 1). Generation stops early when the sequence reaches\n"
          "                    n_ctx + 1 tokens: every forward is at a position < n_ctx (no sliding window)\n"
          "  --temperature t   >= 0 (default 1); 0 = greedy (argmax; top-k, top-p and seed unused)\n"
@@ -37,12 +39,12 @@ const char* usage() {
          "                    and backend for the same logits (default 0)\n"
          "  --device D        where the forwards run (default auto: a CUDA GPU when one is visible)\n"
          "  Output: the prompt followed by the generated text on stdout; timing on stderr.\n"
-         "  Ids >= 256 print as <|id|>.\n"
+         "  Ids the codec has no text for (>= 256 without a tokenizer) print as <|id|>.\n"
          "exit codes: 0 ok, 1 internal error, 2 bad input (the message names it)\n";
 }
 
 struct SampleArgs {
-  std::string weights, resume, tag, model, prompt, device = "auto";
+  std::string weights, resume, tag, model, prompt, tokenizer, device = "auto";
   bool prompt_given = false;
   int64_t tokens = 0;
   SamplingOptions sampling;
@@ -92,7 +94,8 @@ void check_sample_args(const SampleArgs& a) {
 SampleArgs parse_sample_args(int argc, char** argv) {
   SampleArgs a;
   const std::map<std::string, std::string*> text_flags = {
-      {"--weights", &a.weights}, {"--resume", &a.resume}, {"--tag", &a.tag}, {"--model", &a.model}, {"--device", &a.device}};
+      {"--weights", &a.weights}, {"--resume", &a.resume}, {"--tag", &a.tag}, {"--model", &a.model}, {"--device", &a.device},
+      {"--tokenizer", &a.tokenizer}};
   for (int i = 1; i < argc; ++i) {
     const std::string f = argv[i];
     auto value = [&]() -> std::string {
@@ -121,7 +124,7 @@ int run_sample(const SampleArgs& a) {
   const ModelConfig mc = parse_model_config_file(a.model);
   if (mc.type != ModelConfig::Type::GPT)
     throw InputError("sample: --model " + a.model + " is an MLP; sampling needs a GPT model file");
-  const std::unique_ptr<TextCodec> codec = std::make_unique<ByteCodec>();  // byte-level: no tokenizer given
+  const std::unique_ptr<TextCodec> codec = make_text_codec(a.tokenizer);
   const std::vector<int32_t> prompt = encode_prompt(*codec, a.prompt, mc.gpt, "sample: --prompt");
   std::unique_ptr<Device> dev = sample_device(a.device);
   std::unique_ptr<Stream> stream = dev->create_stream("sample");

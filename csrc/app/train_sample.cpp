@@ -15,12 +15,12 @@ void check_sample_flags(const TrainArgs& args, const ModelConfig& model) {
   if (args.sample_every == 0) return;
   if (model.type != ModelConfig::Type::GPT)
     throw InputError("train: --sample-every needs a GPT model; --model " + model.source + " is an MLP");
-  encode_prompt(ByteCodec(), args.sample_prompt, model.gpt, "train: --sample-prompt");
+  encode_prompt(*make_text_codec(args.sample_tokenizer), args.sample_prompt, model.gpt, "train: --sample-prompt");
 }
 
 TrainSampler::TrainSampler(const TrainArgs& args, const ModelConfig& model)
     : every_(args.sample_every), tokens_(args.sample_tokens), prompt_text_(args.sample_prompt),
-      codec_(std::make_unique<ByteCodec>()) {
+      codec_(make_text_codec(args.sample_tokenizer)) {
   if (!enabled()) return;
   gpt_ = model.gpt;
   prompt_ = encode_prompt(*codec_, prompt_text_, gpt_, "train: --sample-prompt");

@@ -24,7 +24,8 @@ const char* train_usage() {
          "                       [--trace DIR [--trace-steps FIRST:LAST]] [--comm-log F.jsonl]\n"
          "                       [--max-skipped-steps N] [--allow-non-finite] [--cuda-graph [--cuda-graph-warmup N]]\n"
          "                       [--eval-data SPEC --eval-every N [--eval-batches K] [--keep-best] [--early-stop P]]\n"
-         "                       [--sample-every N --sample-prompt TEXT [--sample-tokens K] [--sample-temperature t]]\n"
+         "                       [--sample-every N --sample-prompt TEXT [--sample-tokens K] [--sample-temperature t]\n"
+         "                        [--sample-tokenizer T.json]]\n"
          "  --eval-data SPEC       validation data (any --data spec; text:/tokens: with split=F give the last 1-F\n"
          "                         of the file when --data names the same spec)\n"
          "  --eval-every N         every N steps and at the end: the mean loss of K fixed global batches of the\n"
@@ -32,8 +33,9 @@ const char* train_usage() {
          "  --keep-best            with --save-checkpoint DIR: save DIR/best whenever the validation loss improves\n"
          "  --early-stop P         stop (exit 0, final checkpoint saved) after P evaluations without improvement\n"
          "  --sample-every N       every N steps and at the end (GPT): rank 0 prints the prompt and K generated tokens\n"
-         "                         (--sample-tokens K, default 64) on lines starting 'sample @ step S:'; byte-level\n"
-         "                         prompt (--sample-prompt); greedy unless --sample-temperature t > 0 (then seeded\n"
+         "                         (--sample-tokens K, default 64) on lines starting 'sample @ step S:'; the prompt\n"
+         "                         (--sample-prompt) is byte-level unless --sample-tokenizer T.json (a BPE\n"
+         "                         tokenizer.json) encodes it; greedy unless --sample-temperature t > 0 (then seeded\n"
          "                         by --seed); stops early at n_ctx. Every rank joins the weights' gather;\n"
          "                         the training itself is unchanged\n"
          "  --max-skipped-steps N  stop with exit 4 after N steps in a row were all skipped for a non-finite\n"
@@ -69,7 +71,8 @@ void check_sample_args(const TrainArgs& a, bool extras_given) {
   if ((a.sample_every == 0) != a.sample_prompt.empty())
     throw InputError("train: --sample-every N and --sample-prompt TEXT go together (a sample every N steps)");
   if (a.sample_every == 0 && extras_given)
-    throw InputError("train: --sample-tokens and --sample-temperature need --sample-every N --sample-prompt TEXT");
+    throw InputError("train: --sample-tokens, --sample-temperature and --sample-tokenizer need --sample-every N "
+                     "--sample-prompt TEXT");
   if (!std::isfinite(a.sample_temperature) || a.sample_temperature < 0)
     throw InputError("train: --sample-temperature: expected a finite number >= 0 (0 = greedy)");
 }
@@ -104,15 +107,16 @@ double parse_double(const std::string& flag, const char* v) {
   return x;
 }
 
-// --sample-every, --sample-prompt, --sample-tokens, --sample-temperature; returns whether the flag is
-// one that needs --sample-every (tokens, temperature).
+// --sample-every, --sample-prompt, --sample-tokens, --sample-temperature, --sample-tokenizer; returns
+// whether the flag is one that needs --sample-every (tokens, temperature, tokenizer).
 bool take_sample_flag(TrainArgs& a, const std::string& f, const char* v) {
   if (f == "--sample-every") a.sample_every = parse_int(f, v, 1);
   else if (f == "--sample-prompt") a.sample_prompt = v;
   else if (f == "--sample-tokens") a.sample_tokens = parse_int(f, v, 1, INT32_MAX);
   else if (f == "--sample-temperature") a.sample_temperature = parse_double(f, v);
+  else if (f == "--sample-tokenizer") a.sample_tokenizer = v;
   else throw InputError("train: unknown flag '" + f + "'\n" + train_usage());
-  return f == "--sample-tokens" || f == "--sample-temperature";
+  return f == "--sample-tokens" || f == "--sample-temperature" || f == "--sample-tokenizer";
 }
 }  // namespace
 

@@ -47,7 +47,7 @@ struct TrainArgs {
   // Samples (csrc/app/train_sample.cpp): every sample_every steps and at the end, rank 0 prints
   // sample_tokens tokens after sample_prompt (greedy at temperature 0, else seeded by --seed).
   int64_t sample_every = 0, sample_tokens = 64;
-  std::string sample_prompt;
+  std::string sample_prompt, sample_tokenizer;  // tokenizer: a BPE tokenizer.json, or "" for bytes
   double sample_temperature = 0.0;
   // Every flag as given, in command-line order, with its value ("" for a switch): what the ranks
   // compare at start-up (train_agreement.h).
