@@ -368,6 +368,7 @@ void train_loop(TrainRun& run, const TrainArgs& args, Rank0Log& log, int64_t sta
   int64_t last = std::max(start, args.steps);
   Batch batch;
   for (int64_t k = start; k < args.steps; ++k) {
+    line(epoch_line(k, tbs, run.data->sequences_per_epoch()));  // rank 0, at each epoch's first sequence
     run.engine->set_timing(obs.level(k + 1));
     auto t0 = std::chrono::steady_clock::now();
     StepStats st = optimizer_step(run, k, batch);
