@@ -361,7 +361,7 @@ void train_loop(TrainRun& run, const TrainArgs& args, Rank0Log& log, int64_t sta
     log("the checkpoint is at step %lld and --steps is %lld: nothing to train\n", static_cast<long long>(start),
         static_cast<long long>(args.steps));
   TrainEval evals(args, std::move(run.eval_data), run.cfg.train_micro_batch_size_per_gpu,
-                  static_cast<int>(run.cfg.gradient_accumulation_steps));
+                  static_cast<int>(run.cfg.gradient_accumulation_steps), ckpt.resumed_validation());
   const auto line = [&log](const std::string& l) { log("%s", l.c_str()); };
   if (start >= args.steps && evals.enabled())  // nothing to train: the loaded weights' validation loss
     log("step %5lld | val loss %.6f\n", static_cast<long long>(start), evals.evaluate(*run.engine, *run.comm));
