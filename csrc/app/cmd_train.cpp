@@ -1,5 +1,4 @@
-// cmd_train.cpp — `zerotrain train`: one process per rank (mpirun/srun), the ZeRO engine over a
-// built-in workload, DeepSpeed config, progress lines, metrics JSONL, memory report.
+// cmd_train.cpp — `zerotrain train`: one process per rank (mpirun/srun), the ZeRO engine; progress, outputs.
 // run_train: set up (set_up) -> optimizer steps (train_loop) -> outputs (write_outputs).
 #include <unistd.h>
 
@@ -31,6 +30,7 @@
 #include "zerotrain/comm/mpi_env.h"
 #include "zerotrain/data/dataset.h"
 #include "zerotrain/kernels/cuda_ops.h"
+#include "zerotrain/model/mlp.h"
 #include "zerotrain/model/weights_io.h"
 
 namespace zt {
@@ -155,7 +155,7 @@ void check_inputs(TrainRun& run, const TrainArgs& args, int rank, int world) {
   CommOptions::default_timeout_s();  // ZT_COMM_TIMEOUT_S is valid (InputError otherwise)
   if (wants_cuda(args.device)) NcclBufferSizes::from_env();  // so are the NCCL_* sizes the memory report reads
   if (rank == 0) notice_foreign_timeout_variables();
-  run.model_cfg = parse_model_config_file(args.model);
+  run.model_cfg = train_model_config(args);
   run.cfg = load_config(args, run.model_cfg, world);
   run.engine_opt = engine_options_from(run.cfg, args.client_optimizer);
   run.sched = schedule_from(run.cfg, run.engine_opt.optimizer);
@@ -190,7 +190,7 @@ void set_up(TrainRun& run, const TrainArgs& args, Rank0Log& log, const MaxOverRa
     mopt.cpu_checkpointing = run.cfg.activation_cpu_checkpointing;
     mopt.device = run.dev.get();
     mopt.stream = run.compute.get();
-    run.model = load_model(args.model, mopt);
+    run.model = make_model(run.model_cfg, mopt);
   });
   run.comm = make_communicator(*run.dev);
   warn_rank0(*run.comm, "", run.cfg.warnings);
