@@ -6,6 +6,7 @@
 #include <fstream>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "zerotrain/core/check.h"
 #include "zerotrain/model/hf_folder.h"
@@ -45,11 +46,8 @@ TEST(HfFolder, ConfigJsonIsTheModel) {
   ASSERT_EQ(zt::hf_config_path(d), d + "/config.json");
   const zt::ModelConfig m = zt::model_config_from_hf(d + "/config.json");
   EXPECT_EQ(m.type, zt::ModelConfig::Type::GPT);
-  EXPECT_EQ(m.gpt.vocab_size, 64);
-  EXPECT_EQ(m.gpt.n_ctx, 16);
-  EXPECT_EQ(m.gpt.n_embd, 32);
-  EXPECT_EQ(m.gpt.n_layer, 2);
-  EXPECT_EQ(m.gpt.n_head, 4);
+  const std::vector<int64_t> sizes = {m.gpt.vocab_size, m.gpt.n_ctx, m.gpt.n_embd, m.gpt.n_layer, m.gpt.n_head};
+  EXPECT_EQ(sizes, (std::vector<int64_t>{64, 16, 32, 2, 4}));  // n_positions -> n_ctx
   EXPECT_FLOAT_EQ(m.gpt.init_std, 0.01f);
   EXPECT_EQ(error_of([&] { zt::check_model_matches_hf(m, "m.json", d + "/config.json"); }), "");
   zt::ModelConfig other = m;
