@@ -61,7 +61,7 @@ std::vector<std::string> directory_files(const std::string& spec, const std::str
 }  // namespace
 
 WindowPermutation::WindowPermutation(int64_t n, uint64_t seed, uint64_t epoch) : n_(n) {
-  ZT_CHECK(n > 0, "WindowPermutation: empty domain");
+  ZT_CHECK(n > 0 && n <= (int64_t(1) << 62), "WindowPermutation: domain outside [1, 2^62]");
   int bits = 2;
   while (bits < 62 && (int64_t(1) << bits) < n) bits += 2;
   half_bits_ = bits / 2;
