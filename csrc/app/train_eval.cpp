@@ -23,8 +23,8 @@ std::unique_ptr<Dataset> make_eval_data(const TrainArgs& args, DatasetShape shap
 
 TrainEval::TrainEval(const TrainArgs& args, std::unique_ptr<Dataset> data, int64_t micro_batch, int gas,
                      const ValidationState* resumed)
-    : data_(std::move(data)), spec_(args.eval_data), every_(args.eval_every), batches_(args.eval_batches), patience_(args.early_stop),
-      micro_batch_(micro_batch), keep_best_(args.keep_best), gas_(gas) {
+    : data_(std::move(data)), spec_(args.eval_data), every_(args.eval_every), batches_(args.eval_batches),
+      patience_(args.early_stop), micro_batch_(micro_batch), keep_best_(args.keep_best), gas_(gas) {
   ZT_CHECK(!data_ || every_ > 0, "validation data without --eval-every");
   if (!resumed) return;
   best_loss_ = resumed->best_step >= 0 ? resumed->best_loss : best_loss_;
