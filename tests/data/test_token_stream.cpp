@@ -112,7 +112,10 @@ TEST(TokenStream, FilesFormOneStreamWithoutCrossingFiles) {
   zt::Batch b;
   s->fill(5, 0, 1, b);  // the last window of b.bin ends at its last token
   EXPECT_EQ(b.targets[3], 116);
-  // A directory and a glob give the same files in name order.
+  // A directory and a glob give the same files in name order; a directory's hidden files and
+  // subdirectories are not data (this odd-sized file would be an error).
+  write_file(d + "/.hidden.bin", "odd");
+  ::mkdir((d + "/sub").c_str(), 0755);
   auto dir = zt::make_dataset("tokens:" + d + "/,format=raw", shape(1000, 4, 1));
   auto glob = zt::make_dataset("tokens:" + d + "/*.bin", shape(1000, 4, 1));
   auto rev = zt::make_dataset("tokens:" + d + "/c.bin:" + d + "/a.bin", shape(1000, 4, 1));
