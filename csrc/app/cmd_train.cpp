@@ -1,5 +1,4 @@
-// cmd_train.cpp — `zerotrain train`: one process per rank (mpirun/srun), the ZeRO engine over a
-// built-in workload, DeepSpeed config, progress lines, metrics JSONL, memory report.
+// cmd_train.cpp — `zerotrain train`: one process per rank (mpirun/srun), the ZeRO engine; progress, outputs.
 // run_train: set up (set_up) -> optimizer steps (train_loop) -> outputs (write_outputs).
 #include <unistd.h>
 
@@ -32,6 +31,7 @@
 #include "zerotrain/comm/mpi_env.h"
 #include "zerotrain/data/dataset.h"
 #include "zerotrain/kernels/cuda_ops.h"
+#include "zerotrain/model/mlp.h"
 #include "zerotrain/model/weights_io.h"
 
 namespace zt {
@@ -156,7 +156,7 @@ void check_inputs(TrainRun& run, const TrainArgs& args, int rank, int world) {
   CommOptions::default_timeout_s();  // ZT_COMM_TIMEOUT_S is valid (InputError otherwise)
   if (wants_cuda(args.device)) NcclBufferSizes::from_env();  // so are the NCCL_* sizes the memory report reads
   if (rank == 0) notice_foreign_timeout_variables();
-  run.model_cfg = parse_model_config_file(args.model);
+  run.model_cfg = train_model_config(args);
   check_sample_flags(args, run.model_cfg);
   run.cfg = load_config(args, run.model_cfg, world);
   run.engine_opt = engine_options_from(run.cfg, args.client_optimizer);
@@ -192,7 +192,7 @@ void set_up(TrainRun& run, const TrainArgs& args, Rank0Log& log, const MaxOverRa
     mopt.cpu_checkpointing = run.cfg.activation_cpu_checkpointing;
     mopt.device = run.dev.get();
     mopt.stream = run.compute.get();
-    run.model = load_model(args.model, mopt);
+    run.model = make_model(run.model_cfg, mopt);
   });
   run.comm = make_communicator(*run.dev);
   warn_rank0(*run.comm, "", run.cfg.warnings);
@@ -363,7 +363,7 @@ void train_loop(TrainRun& run, const TrainArgs& args, Rank0Log& log, int64_t sta
     log("the checkpoint is at step %lld and --steps is %lld: nothing to train\n", static_cast<long long>(start),
         static_cast<long long>(args.steps));
   TrainEval evals(args, std::move(run.eval_data), run.cfg.train_micro_batch_size_per_gpu,
-                  static_cast<int>(run.cfg.gradient_accumulation_steps));
+                  static_cast<int>(run.cfg.gradient_accumulation_steps), ckpt.resumed_validation());
   TrainSampler samples(args, run.model_cfg);
   const auto line = [&log](const std::string& l) { log("%s", l.c_str()); };
   if (start >= args.steps && evals.enabled())  // nothing to train: the loaded weights' validation loss
@@ -371,6 +371,7 @@ void train_loop(TrainRun& run, const TrainArgs& args, Rank0Log& log, int64_t sta
   int64_t last = std::max(start, args.steps);
   Batch batch;
   for (int64_t k = start; k < args.steps; ++k) {
+    line(epoch_line(k, tbs, run.data->sequences_per_epoch()));  // rank 0, at each epoch's first sequence
     run.engine->set_timing(obs.level(k + 1));
     auto t0 = std::chrono::steady_clock::now();
     StepStats st = optimizer_step(run, k, batch);

@@ -61,6 +61,7 @@ int64_t TrainCheckpoints::resume(uint64_t* seed) {
     r.warnings.push_back("--seed " + std::to_string(args_.seed) + " differs from the checkpoint's " +
                          std::to_string(r.seed) + ": the data continues with the new seed");
   info_.seed = *seed;
+  carried_ = carry_validation(r.validation, &r.warnings);
   if (comm_.rank() == 0)
     for (const std::string& w : r.warnings) std::fprintf(stderr, "warning: resume: %s\n", w.c_str());
   const ZeroEngine::Counters& c = r.counters;
@@ -74,6 +75,14 @@ int64_t TrainCheckpoints::resume(uint64_t* seed) {
                 static_cast<long long>(r.read_buffer_bytes), r.seconds);
   log_(line);
   if (!r.resharded.empty()) log_("resharded: " + r.resharded + "\n");
+  if (carried_) {
+    const ValidationState& v = info_.validation;
+    std::snprintf(line, sizeof(line), "validation: continues from the checkpoint: best val loss %.6f at step %lld, "
+                  "%lld evaluation(s) since\n", v.best_loss, static_cast<long long>(v.best_step),
+                  static_cast<long long>(v.evals_since_best));
+    log_(v.best_step >= 0 ? line : "validation: continues from the checkpoint: no finite val loss yet, " +
+                                       std::to_string(v.evals_since_best) + " evaluation(s)\n");
+  }
   if (!args_.save_checkpoint.empty() && same_dir(ckptfs::join(args_.save_checkpoint, r.tag), r.path)) {
     saved_step_ = c.global_steps;
     saved_path_ = r.path;
@@ -97,10 +106,21 @@ void TrainCheckpoints::report(const SavedCheckpoint& s) {
        " in all, " + std::to_string(s.seconds).substr(0, 5) + " s\n");
 }
 
-void TrainCheckpoints::set_best(double loss, int64_t step) {
-  info_.eval_data_spec = args_.eval_data;
-  info_.best_val_loss = loss;
-  info_.best_val_step = step;
+void TrainCheckpoints::set_validation(const ValidationState& v) { info_.validation = v; }
+
+// The best loss and the patience count mean something only on the same validation batches.
+bool TrainCheckpoints::carry_validation(const ValidationState& v, std::vector<std::string>* warnings) {
+  if (!v.any() || args_.eval_data.empty()) return false;
+  if (v.eval_data != args_.eval_data || (v.eval_batches != 0 && v.eval_batches != args_.eval_batches)) {
+    warnings->push_back("the checkpoint's validation state was measured on --eval-data '" + v.eval_data + "' (" +
+                        (v.eval_batches ? std::to_string(v.eval_batches) : std::string("?")) + " batches), this run "
+                        "evaluates '" + args_.eval_data + "' (" + std::to_string(args_.eval_batches) +
+                        " batches): the best val loss and --early-stop's count start afresh");
+    return false;
+  }
+  info_.validation = v;
+  info_.validation.eval_batches = args_.eval_batches;
+  return true;
 }
 
 void TrainCheckpoints::save_best(int64_t step) {

@@ -25,8 +25,12 @@ class TrainCheckpoints {
   void after_step(int64_t step);
   // At the end of training: saves unless this step is already saved (or was just resumed from DIR).
   void at_end(int64_t step);
-  // train --eval-every: the best validation loss so far, recorded in every later save's meta.json.
-  void set_best(double loss, int64_t step);
+  // train --eval-every, after every evaluation: the validation state recorded in every later
+  // save's meta.json.
+  void set_validation(const ValidationState& v);
+  // After resume(): the checkpoint's validation state when this run continues it (the same
+  // --eval-data and --eval-batches; otherwise a warning says it starts afresh), else nullptr.
+  const ValidationState* resumed_validation() const { return carried_ ? &info_.validation : nullptr; }
   // --keep-best, after an evaluation that improved: DIR/best, written as any checkpoint is (a
   // fresh directory installed atomically), without moving DIR/latest.
   void save_best(int64_t step);
@@ -38,6 +42,7 @@ class TrainCheckpoints {
  private:
   void save(int64_t step);
   void report(const SavedCheckpoint& s);
+  bool carry_validation(const ValidationState& v, std::vector<std::string>* warnings);
   void agreed(const std::function<void()>& step);  // checkpoint errors: one message, one exit code
   const TrainArgs& args_;
   CheckpointRunInfo info_;
@@ -47,6 +52,7 @@ class TrainCheckpoints {
   Log log_;
   int64_t saved_step_ = -1;  // step of the last checkpoint in --save-checkpoint DIR made or read by this run
   std::string saved_path_;   // its directory
+  bool carried_ = false;     // info_.validation came from the resumed checkpoint
 };
 
 }  // namespace zt

@@ -14,6 +14,7 @@
 #include "zerotrain/ckpt/weights_export.h"
 #include "zerotrain/core/check.h"
 #include "zerotrain/core/file_io.h"
+#include "zerotrain/model/hf_folder.h"
 
 namespace zt {
 
@@ -149,6 +150,20 @@ void check_output_paths(const TrainArgs& args, int world) {
     check_weights_target(args.save_weights);
     note_removed(remove_stale_temporaries(weights_file_of(args.save_weights)));
   }
+}
+
+ModelConfig train_model_config(const TrainArgs& args) {
+  const bool folder = is_weights_folder(args.init_from);
+  const std::string hf_config = folder ? hf_config_path(args.init_from) : "";
+  if (!args.model.empty()) {
+    ModelConfig m = parse_model_config_file(args.model);
+    if (!hf_config.empty()) check_model_matches_hf(m, args.model, hf_config);
+    return m;
+  }
+  if (hf_config.empty())
+    throw InputError("train: --model is required unless --init-from names a folder with a config.json (" +
+                     (folder ? args.init_from + " has none" : std::string("--init-from is not a folder")) + ")");
+  return model_config_from_hf(hf_config);
 }
 
 }  // namespace zt

@@ -20,4 +20,9 @@ void check_model_fits(const DsConfig& cfg, const ModelConfig& m, int world, Reco
 // --memory-report and --save-weights (remove_stale_temporaries). InputError names the flag.
 void check_output_paths(const TrainArgs& args, int world);
 
+// The run's model: the --model file, checked against --init-from DIR/config.json when the folder
+// has one; without --model, the model config.json describes (InputError when --init-from is not
+// a folder with a config.json).
+ModelConfig train_model_config(const TrainArgs& args);
+
 }  // namespace zt

@@ -21,10 +21,15 @@ std::unique_ptr<Dataset> make_eval_data(const TrainArgs& args, DatasetShape shap
   }
 }
 
-TrainEval::TrainEval(const TrainArgs& args, std::unique_ptr<Dataset> data, int64_t micro_batch, int gas)
-    : data_(std::move(data)), every_(args.eval_every), batches_(args.eval_batches), patience_(args.early_stop),
-      micro_batch_(micro_batch), keep_best_(args.keep_best), gas_(gas) {
+TrainEval::TrainEval(const TrainArgs& args, std::unique_ptr<Dataset> data, int64_t micro_batch, int gas,
+                     const ValidationState* resumed)
+    : data_(std::move(data)), spec_(args.eval_data), every_(args.eval_every), batches_(args.eval_batches),
+      patience_(args.early_stop), micro_batch_(micro_batch), keep_best_(args.keep_best), gas_(gas) {
   ZT_CHECK(!data_ || every_ > 0, "validation data without --eval-every");
+  if (!resumed) return;
+  best_loss_ = resumed->best_step >= 0 ? resumed->best_loss : best_loss_;
+  best_step_ = resumed->best_step;
+  since_best_ = resumed->evals_since_best;
 }
 
 bool TrainEval::due(int64_t step, int64_t last_step) const {
@@ -71,10 +76,8 @@ TrainEval::Verdict TrainEval::record(double loss, int64_t step) {
 bool TrainEval::conclude(double loss, int64_t step, TrainCheckpoints& ckpt,
                          const std::function<void(const std::string&)>& log) {
   const Verdict v = record(loss, step);
-  if (v.improved) {
-    ckpt.set_best(loss, step);
-    if (keep_best_) ckpt.save_best(step);
-  }
+  ckpt.set_validation(ValidationState{spec_, batches_, best_loss_, best_step_, since_best_});
+  if (v.improved && keep_best_) ckpt.save_best(step);
   if (v.stop) log(stop_reason() + "\n");
   return v.stop;
 }

@@ -30,7 +30,9 @@ std::unique_ptr<Dataset> make_eval_data(const TrainArgs& args, DatasetShape shap
 class TrainEval {
  public:
   // data: the --eval-data source (nullptr without --eval-every).
-  TrainEval(const TrainArgs& args, std::unique_ptr<Dataset> data, int64_t micro_batch, int gas);
+  // resumed: the validation state a resumed checkpoint carries (nullptr: start afresh).
+  TrainEval(const TrainArgs& args, std::unique_ptr<Dataset> data, int64_t micro_batch, int gas,
+            const ValidationState* resumed = nullptr);
   bool enabled() const { return data_ != nullptr; }
   // After global step `step`: whether this run evaluates now (every N-th step and the last one).
   bool due(int64_t step, int64_t last_step) const;
@@ -43,8 +45,9 @@ class TrainEval {
     bool stop = false;      // --early-stop: this many evaluations in a row did not improve
   };
   Verdict record(double loss, int64_t step);
-  // Every rank, after the evaluated step's progress line: record(); an improvement becomes the
-  // best recorded in later checkpoints' meta.json and, with --keep-best, is saved as DIR/best.
+  // Every rank, after the evaluated step's progress line: record(); the state (best, patience
+  // count) is recorded in later checkpoints' meta.json, and an improvement, with --keep-best, is
+  // saved as DIR/best.
   // Returns true, after rank 0 printed stop_reason(), when --early-stop ends training here.
   bool conclude(double loss, int64_t step, TrainCheckpoints& ckpt, const std::function<void(const std::string&)>& log);
   double best_loss() const { return best_loss_; }
@@ -54,6 +57,7 @@ class TrainEval {
 
  private:
   std::unique_ptr<Dataset> data_;
+  std::string spec_;
   int64_t every_ = 0, batches_ = 0, patience_ = 0, micro_batch_ = 1;
   bool keep_best_ = false;
   int gas_ = 1;

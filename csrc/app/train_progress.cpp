@@ -34,4 +34,22 @@ std::string step_line(const StepStats& st, const StepThroughput& tp, size_t peak
   return line + times + "\n";
 }
 
+std::string epoch_line(int64_t k, int64_t global_batch, int64_t sequences_per_epoch) {
+  const int64_t S = sequences_per_epoch;
+  if (S <= 0) return "";
+  const int64_t first = k * global_batch, last = first + global_batch - 1;
+  const int64_t e_first = first == 0 ? 1 : (first - 1) / S + 1;  // 0-based epochs starting in [first, last], > 0
+  const int64_t e_last = last / S;
+  if (e_first > e_last) return "";
+  char line[160];
+  if (e_first == e_last)
+    std::snprintf(line, sizeof(line), "data: epoch %lld begins at step %lld (global sequence %lld)\n",
+                  static_cast<long long>(e_first + 1), static_cast<long long>(k + 1), static_cast<long long>(e_first * S));
+  else
+    std::snprintf(line, sizeof(line), "data: epochs %lld-%lld begin during step %lld (%lld sequences per epoch)\n",
+                  static_cast<long long>(e_first + 1), static_cast<long long>(e_last + 1), static_cast<long long>(k + 1),
+                  static_cast<long long>(S));
+  return line;
+}
+
 }  // namespace zt

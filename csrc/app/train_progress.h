@@ -19,4 +19,10 @@ int64_t progress_interval(const TrainArgs& args, const DsConfig& cfg);
 std::string step_line(const StepStats& st, const StepThroughput& tp, size_t peak_mem_bytes, bool breakdown,
                       std::optional<double> val_loss);
 
+// File data (S = sequences_per_epoch > 0): "data: epoch E begins at step K (global sequence G)\n"
+// when global step K = k + 1 (samples [k·B, (k+1)·B)) reads the first sequence of epoch E >= 2
+// (epochs counted from 1); "data: epochs E1-E2 begin during step K\n" when it reads several
+// epochs' first sequences; "" otherwise.
+std::string epoch_line(int64_t k, int64_t global_batch, int64_t sequences_per_epoch);
+
 }  // namespace zt

@@ -17,8 +17,8 @@ namespace zt {
 
 const char* train_usage() {
   return "usage: zerotrain train --config DS.json --model MODEL.json --data SPEC --steps N (0: load/init and save only)\n"
-         "                       [--seed S] [--device auto|cpu|cuda] [--init-from F.safetensors]\n"
-         "                       [--save-weights F.safetensors] [--metrics F.jsonl] [--memory-report F.json]\n"
+         "                       [--seed S] [--device auto|cpu|cuda] [--init-from F.safetensors|DIR/]\n"
+         "                       [--save-weights F.safetensors|DIR/] [--metrics F.jsonl] [--memory-report F.json]\n"
          "                       [--log-every N] [--strict] [--recompute none|block|selective]\n"
          "                       [--save-checkpoint DIR [--save-every N] [--keep-last K]] [--resume DIR [--tag T]]\n"
          "                       [--trace DIR [--trace-steps FIRST:LAST]] [--comm-log F.jsonl]\n"
@@ -26,6 +26,8 @@ const char* train_usage() {
          "                       [--eval-data SPEC --eval-every N [--eval-batches K] [--keep-best] [--early-stop P]]\n"
          "                       [--sample-every N --sample-prompt TEXT [--sample-tokens K] [--sample-temperature t]\n"
          "                        [--sample-tokenizer T.json]]\n"
+         "  --init-from DIR/       a Hugging Face folder: model.safetensors, or model.safetensors.index.json and its\n"
+         "                         shards; its config.json (GPT-2) must match --model, or is the model without it\n"
          "  --eval-data SPEC       validation data (any --data spec; text:/tokens: with split=F give the last 1-F\n"
          "                         of the file when --data names the same spec)\n"
          "  --eval-every N         every N steps and at the end: the mean loss of K fixed global batches of the\n"
@@ -180,8 +182,9 @@ TrainArgs parse_train_args(int argc, char** argv) {
     a.given.emplace_back(f, i > at ? argv[i] : "");
   }
   parse_step_range("train: --trace-steps", a.trace_steps);  // bad ranges fail before any set-up
-  if (a.config.empty() || a.model.empty() || a.data.empty() || !steps_given)
-    throw InputError(std::string("train: --config, --model, --data and --steps are required\n") + train_usage());
+  if (a.config.empty() || (a.model.empty() && a.init_from.empty()) || a.data.empty() || !steps_given)
+    throw InputError(std::string("train: --config, --model (or --init-from DIR/ with a config.json), --data and --steps "
+                                 "are required\n") + train_usage());
   check_checkpoint_args(a);
   check_eval_args(a, batches_given);
   check_sample_args(a, sample_extras);

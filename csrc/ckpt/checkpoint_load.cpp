@@ -163,6 +163,7 @@ ResumedCheckpoint load_checkpoint(ZeroEngine& engine, Communicator& comm, Device
   out.counters = c;
   out.seed = m.seed;
   out.data_spec = m.data_spec;
+  out.validation = m.validation;
   out.saved_world = m.world;
   out.saved_stage = m.stage;
   if (m.world != world || m.stage != o.stage)

@@ -172,9 +172,11 @@ json build_meta(const ZeroEngine& engine, const std::string& tag, const Checkpoi
       {"shards", shard_list},
       {"tensors", tensors},
   };
-  if (info.best_val_step >= 0)
-    doc["validation"] = {{"eval_data", info.eval_data_spec}, {"best_loss", info.best_val_loss},
-                         {"best_step", info.best_val_step}};
+  const ValidationState& v = info.validation;
+  if (v.any())
+    doc["validation"] = {{"eval_data", v.eval_data}, {"eval_batches", v.eval_batches},
+                         {"best_loss", v.best_step >= 0 ? json(v.best_loss) : json()}, {"best_step", v.best_step},
+                         {"evals_since_best", v.evals_since_best}};
   doc[kMetaChecksumKey] = meta_checksum(doc);
   return doc;
 }

@@ -198,6 +198,23 @@ void parse_counters(const Reader& rd, const json& d, Meta& m) {
   m.seed = seed.get<uint64_t>();
 }
 
+// "validation" (optional: a run without --eval-every has none). evals_since_best and eval_batches
+// are absent in checkpoints of older versions: 0.
+void parse_validation(const Reader& rd, const json& d, Meta& m) {
+  if (!d.contains("validation")) return;
+  const json& v = rd.at(d, "validation", "");
+  ValidationState& s = m.validation;
+  s.eval_data = rd.string(v, "eval_data", "validation.");
+  s.best_step = rd.integer(v, "best_step", "validation.", -1, m.counters.global_steps);
+  if (v.contains("eval_batches")) s.eval_batches = rd.integer(v, "eval_batches", "validation.", 1);
+  if (v.contains("evals_since_best")) s.evals_since_best = rd.integer(v, "evals_since_best", "validation.", 0);
+  if (s.best_step < 0) return;
+  const json& loss = rd.at(v, "best_loss", "validation.");
+  if (!loss.is_number() || !std::isfinite(loss.get<double>()))
+    rd.fail("\"validation.best_loss\" must be a finite number, got " + loss.dump());
+  s.best_loss = loss.get<double>();
+}
+
 }  // namespace
 
 Meta parse_meta(const std::string& tag_dir) {
@@ -255,6 +272,7 @@ Meta parse_meta_doc(const std::string& tag_dir, const std::string& file, const s
   }
   if (m.states.empty() || m.states[0].name != "master") rd.fail("optimizer.states must start with \"master\"");
   parse_counters(rd, d, m);
+  parse_validation(rd, d, m);
   parse_shards(rd, d, m);
   parse_tensors(rd, d, m);
   return m;

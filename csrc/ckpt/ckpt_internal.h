@@ -56,6 +56,7 @@ struct Meta {
   std::string loss_scaler_flavor;
   uint64_t seed = 0;
   std::string data_spec;
+  ValidationState validation;      // "validation", when present
   int64_t train_batch_size = 0;
   std::string lr_schedule;
   std::string master_dtype, moments_dtype, compute_dtype;

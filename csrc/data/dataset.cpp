@@ -7,10 +7,10 @@
 #include <cstdlib>
 #include <map>
 
+#include "file_spec.h"
 #include "zerotrain/core/check.h"
 #include "zerotrain/data/markov.h"
 #include "zerotrain/data/teacher.h"
-#include "zerotrain/data/token_file.h"
 
 namespace zt {
 
@@ -99,39 +99,6 @@ void require_token_model(const std::string& spec, const DatasetShape& shape) {
     throw InputError("--data '" + spec + "': token data needs a token model (GPT with vocab_size and n_ctx)");
 }
 
-// text:PATH[,split=F] / tokens:PATH[,format=auto|llmc|raw][,split=F]: the trailing options
-// (in any order, each once) are taken off the end; what remains is the path.
-std::string token_file_options(const std::string& spec, const std::string& kind, std::string path,
-                               TokenFileDataset::Format& format, TokenFilePart& part) {
-  bool format_seen = false, split_seen = false;
-  for (size_t comma; (comma = path.rfind(',')) != std::string::npos;) {
-    const std::string item = path.substr(comma + 1);
-    if (kind == "tokens" && item.rfind("format=", 0) == 0 && !format_seen) {
-      const std::string f = item.substr(7);
-      if (f == "llmc") format = TokenFileDataset::Format::Llmc;
-      else if (f == "raw") format = TokenFileDataset::Format::Raw;
-      else if (f != "auto")
-        throw InputError("--data '" + spec + "': format must be auto, llmc or raw, found '" + f + "'");
-      format_seen = true;
-    } else if (item.rfind("split=", 0) == 0 && !split_seen) {
-      const std::string v = item.substr(6);
-      errno = 0;
-      char* end = nullptr;
-      const double x = std::strtod(v.c_str(), &end);
-      if (v.empty() || *end != '\0' || errno != 0 || !(x > 0 && x < 1))
-        throw InputError("--data '" + spec + "': split must be a number between 0 and 1 (exclusive; the training "
-                         "part's fraction of the tokens), found '" + v + "'");
-      part.split = x;
-      split_seen = true;
-    } else {
-      break;
-    }
-    path.resize(comma);
-  }
-  if (path.empty()) throw InputError("--data '" + spec + "': expected " + kind + ":PATH");
-  return path;
-}
-
 }  // namespace
 
 std::unique_ptr<Dataset> make_dataset(const std::string& spec, const DatasetShape& shape) {
@@ -163,19 +130,14 @@ std::unique_ptr<Dataset> make_dataset(const std::string& spec, const DatasetShap
     return std::make_unique<TeacherDataset>(shape.mlp_dims, shape.mlp_relu, noise, a.unsigned_integer("seed", shape.seed),
                                             shape.global_batch);
   }
-  if (kind == "text" || kind == "tokens") {
+  if (kind == "text" || kind == "tokens" || kind == "jsonl") {
     require_token_model(spec, shape);
     if (colon == std::string::npos || body.empty())
       throw InputError("--data '" + spec + "': expected " + kind + ":PATH");
-    TokenFileDataset::Format format = kind == "text" ? TokenFileDataset::Format::Bytes : TokenFileDataset::Format::Auto;
-    TokenFilePart part;
-    part.holdout = shape.holdout;
-    const std::string path = token_file_options(spec, kind, body, format, part);
-    return std::make_unique<TokenFileDataset>(path, format, shape.vocab_size, shape.n_ctx, shape.global_batch,
-                                              shape.validate_shard, shape.validate_shards, part);
+    return make_file_dataset(spec, kind, body, shape);
   }
   throw InputError("--data '" + spec + "': unknown data kind '" + kind +
-                   "' (expected markov:, teacher:, text:PATH or tokens:PATH)");
+                   "' (expected markov:, teacher:, text:PATH, tokens:PATH or jsonl:PATH)");
 }
 
 void check_data_cursor(int64_t steps, int64_t global_batch) {

@@ -10,6 +10,8 @@
   evaluations with the message and exit 0, the final checkpoint is saved, and
   --resume DIR --tag best works.
 * With training, DIR/best is rewritten exactly on the steps whose val loss improved.
+* A resumed run continues the validation state (best loss and step, --early-stop's count) from
+  the checkpoint: it stops where the uninterrupted run stops and records the same best.
 * Bad flags and bad validation data exit 2 with a message naming them.
 * The evaluation uses the training activation buffers: the memory report's predicted bytes still
   equal the measured ones.
@@ -137,6 +139,47 @@ class EvalCli(TempDirCase):
             meta = json.load(f)
         self.assertEqual(meta["validation"]["best_step"], improved[-1])
         self.assertEqual(meta["steps"]["global_steps"], improved[-1])
+
+    def test_resume_continues_best_and_early_stop(self):
+        """A run stopped and resumed keeps the uninterrupted run's best and stops where it stops."""
+        ev = ["--eval-data", EVAL, "--eval-every", "1", "--eval-batches", "2"]
+        # Unchanged weights: the first evaluation stays the best; --early-stop 4 ends after step 5.
+        whole = self.run_train(config(2, lr=0.0), ["--steps", "20", "--early-stop", "4"] + ev)
+        self.assertEqual(sorted(self.val_lines(whole)), [1, 2, 3, 4, 5], whole)
+        reason = re.search(r"early stop: .*", whole).group(0)
+        ck = os.path.join(self.d, "ck_patience")
+        self.run_train(config(2, lr=0.0), ["--steps", "3", "--save-checkpoint", ck] + ev)
+        with open(os.path.join(ck, "global_step3", "meta.json")) as f:
+            v = json.load(f)["validation"]
+        self.assertEqual((v["best_step"], v["evals_since_best"], v["eval_batches"]), (1, 2, 2), v)
+        resumed = self.run_train(config(2, lr=0.0), ["--steps", "20", "--resume", ck, "--early-stop", "4"] + ev)
+        self.assertIn("validation: continues from the checkpoint: best val loss %.6f at step 1, 2 evaluation(s) since"
+                      % self.val_lines(whole)[1], resumed)
+        self.assertEqual(sorted(self.val_lines(resumed)), [4, 5], resumed)
+        self.assertIn(reason, resumed)
+        # Training: DIR/best and the final meta.json record the same best, bitwise, as the
+        # uninterrupted run; DIR/best is rewritten on the same steps after the resume.
+        runs = {}
+        for name, plan in [("whole", [["--steps", "8"]]), ("split", [["--steps", "4"], ["--steps", "8", "--resume"]])]:
+            ck = os.path.join(self.d, "ck_" + name)
+            outs = ""
+            for args in plan:
+                args = args + [ck] if args[-1] == "--resume" else args
+                outs += self.run_train(config(1, lr=1e-2), args + ["--save-checkpoint", ck, "--keep-best"] + ev)
+            with open(os.path.join(ck, "best", "meta.json")) as f:
+                best = json.load(f)["validation"]
+            with open(os.path.join(ck, "global_step8", "meta.json")) as f:
+                final = json.load(f)["validation"]
+            saves = [int(s) for s in re.findall(r"best val loss so far \(step (\d+)\)", outs)]
+            runs[name] = (best, final, saves)
+        self.assertEqual(runs["split"][0], runs["whole"][0])
+        self.assertEqual(runs["split"][1], runs["whole"][1])
+        self.assertEqual(runs["split"][2], runs["whole"][2])
+        self.assertGreater(runs["whole"][1]["evals_since_best"] + runs["whole"][1]["best_step"], 0)
+        # Other validation batches: the checkpoint's best is not comparable, so it starts afresh.
+        other = self.run_train(config(1, lr=1e-2), ["--steps", "9", "--resume", os.path.join(self.d, "ck_whole"),
+                                                    "--eval-data", EVAL, "--eval-every", "1", "--eval-batches", "3"])
+        self.assertIn("the best val loss and --early-stop's count start afresh", other)
 
     def test_memory_prediction_holds_with_evaluation(self):
         rep = os.path.join(self.d, "mem.json")

@@ -163,3 +163,38 @@ TEST(CheckpointMeta, VersionOneLoadsWithAWarning) {
   d["version"] = 3;
   EXPECT_NE(error_of(signed_doc(d).dump()).find("version 3 is not supported"), std::string::npos);
 }
+
+// "validation": optional; the patience count and batch count of older checkpoints read as 0; its
+// values are range- and type-checked.
+TEST(CheckpointMeta, ValidationStateParses) {
+  EXPECT_FALSE(ckpt::parse_meta_doc("/c", "/c/meta.json", valid_doc().dump()).validation.any());
+  json d = valid_doc();
+  d["validation"] = {{"eval_data", "markov:seed=2"}, {"best_loss", 1.25}, {"best_step", 2}};  // an older save
+  ckpt::Meta m = ckpt::parse_meta_doc("/c", "/c/meta.json", signed_doc(d).dump());
+  EXPECT_EQ(m.validation.eval_data, "markov:seed=2");
+  EXPECT_EQ(m.validation.best_loss, 1.25);
+  EXPECT_EQ(m.validation.best_step, 2);
+  EXPECT_EQ(m.validation.evals_since_best, 0);
+  EXPECT_EQ(m.validation.eval_batches, 0);
+  d["validation"]["evals_since_best"] = 1;
+  d["validation"]["eval_batches"] = 4;
+  m = ckpt::parse_meta_doc("/c", "/c/meta.json", signed_doc(d).dump());
+  EXPECT_EQ(m.validation.evals_since_best, 1);
+  EXPECT_EQ(m.validation.eval_batches, 4);
+  d["validation"] = {{"eval_data", "x"}, {"best_loss", nullptr}, {"best_step", -1}, {"evals_since_best", 3}};
+  m = ckpt::parse_meta_doc("/c", "/c/meta.json", signed_doc(d).dump());
+  EXPECT_TRUE(m.validation.any());
+  EXPECT_EQ(m.validation.best_step, -1);
+  const std::vector<std::pair<json, std::string>> bad = {
+      {{{"eval_data", "x"}, {"best_loss", 1.0}, {"best_step", 4}}, "\"validation.best_step\""},  // after step 3
+      {{{"eval_data", "x"}, {"best_loss", "1"}, {"best_step", 1}}, "\"validation.best_loss\""},
+      {{{"eval_data", "x"}, {"best_step", 1}}, "\"validation.best_loss\""},
+      {{{"eval_data", "x"}, {"best_loss", 1.0}, {"best_step", 1}, {"evals_since_best", -1}}, "\"validation.evals_since_best\""},
+      {{{"eval_data", 3}, {"best_loss", 1.0}, {"best_step", 1}}, "\"validation.eval_data\""},
+  };
+  for (const auto& [v, key] : bad) {
+    d["validation"] = v;
+    const std::string e = error_of(signed_doc(d).dump());
+    EXPECT_NE(e.find(key), std::string::npos) << v.dump() << " -> " << e;
+  }
+}

@@ -1,6 +1,8 @@
 // The global batch is the same whatever the world size and micro-batch split (docs/data.md).
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -114,6 +116,31 @@ TEST(DataSplit, TokenFileIndependentOfWorldAndGas) {
   auto d = zt::make_dataset("tokens:" + path, gpt_shape());
   expect_split_invariant(*d);
   std::remove(path.c_str());
+}
+
+// Several files, shuffled per epoch (S = 61 + 20 + 5 = 86 windows, so batches of 12 cross epochs),
+// and JSON lines: the same global batches at every world size and micro-batch split.
+TEST(DataSplit, ShuffledFilesAndJsonlIndependentOfWorldAndGas) {
+  const std::string dir = ::testing::TempDir() + "zt_split_files";
+  ::mkdir(dir.c_str(), 0755);
+  const int sizes[] = {977, 321, 81};
+  for (int f = 0; f < 3; ++f) {
+    std::ofstream out(dir + "/part" + std::to_string(f) + ".bin", std::ios::binary);
+    for (int i = 0; i < sizes[f]; ++i) {
+      uint16_t t = static_cast<uint16_t>((i * 7 + f) % 50);
+      out.write(reinterpret_cast<const char*>(&t), 2);
+    }
+  }
+  auto d = zt::make_dataset("tokens:" + dir + "/part*.bin,shuffle=1", gpt_shape());
+  ASSERT_EQ(d->sequences_per_epoch(), 86);
+  expect_split_invariant(*d);
+  const std::string jsonl = dir + "/docs.jsonl";
+  {
+    std::ofstream out(jsonl);
+    for (int i = 0; i < 60; ++i) out << "{\"text\": \"" << std::string(static_cast<size_t>(i % 9 + 1), char('#' + i % 10)) << "\"}\n";
+  }
+  auto j = zt::make_dataset("jsonl:" + jsonl + ",shuffle=1", gpt_shape());
+  expect_split_invariant(*j);
 }
 
 TEST(DataSplit, Determinism) {

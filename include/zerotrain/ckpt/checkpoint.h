@@ -44,6 +44,18 @@
 
 namespace zt {
 
+// train --eval-every's state (meta.json "validation"): the validation data and batch count, the
+// best validation loss so far and the step it was measured after (best_step < 0: no finite loss
+// yet), and the evaluations since that best (--early-stop's patience counter).
+struct ValidationState {
+  std::string eval_data;
+  int64_t eval_batches = 0;      // 0 in a checkpoint that does not record it
+  double best_loss = 0;
+  int64_t best_step = -1;
+  int64_t evals_since_best = 0;  // 0 in a checkpoint that does not record it
+  bool any() const { return best_step >= 0 || evals_since_best > 0; }  // something evaluated
+};
+
 // What the trainer records beside the engine's state (and compares on resume).
 struct CheckpointRunInfo {
   ModelConfig model;
@@ -54,11 +66,8 @@ struct CheckpointRunInfo {
   std::string lr_schedule;                  // LrSchedule::name()
   std::string tag_validation = "WARN";      // checkpoint.tag_validation: WARN | IGNORE | FAIL
   bool allow_non_finite = false;            // load: NaN/Inf states pass (else InputError naming the tensor)
-  // train --eval-every: the best validation loss so far and the step it was measured after
-  // (meta.json "validation"; best_step < 0: none yet, nothing recorded).
-  std::string eval_data_spec;
-  double best_val_loss = 0;
-  int64_t best_val_step = -1;
+  // train --eval-every (meta.json "validation"; written once something was evaluated).
+  ValidationState validation;
 };
 
 struct SavedCheckpoint {
@@ -80,6 +89,7 @@ struct ResumedCheckpoint {
   ZeroEngine::Counters counters;
   uint64_t seed = 0;
   std::string data_spec;
+  ValidationState validation;               // meta.json "validation" (validation.any() false: none)
   int64_t saved_world = 0, saved_stage = 0;
   std::vector<std::string> warnings;        // differences from the saved run (rank 0 prints them)
   std::string resharded;                    // "" or "saved at stage S on N ranks, loaded at ..."

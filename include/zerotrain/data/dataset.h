@@ -10,8 +10,12 @@
 //   text:PATH                                      any file as bytes (token ids 0..255)
 //   tokens:PATH[,format=auto|llmc|raw]             uint16 tokens: llm.c header (magic 20240520)
 //                                                  or raw uint16 (nanoGPT); auto detects the magic
-//   text:/tokens: ...,split=F                      0 < F < 1: the first F of the file's tokens
+//   jsonl:PATH[,field=text][,sep=0]                JSON lines: each line's string field, as bytes,
+//                                                  documents separated by token `sep`
+//   text:/tokens:/jsonl: ...,split=F               0 < F < 1: the first F of each file's tokens
 //                                                  (DatasetShape::holdout: the rest, 1 - F)
+//   text:/tokens:/jsonl: ...,shuffle=1             windows in a new order every epoch (the seed's)
+// PATH may list several files, directories and globs separated by ':' (token_stream.h).
 // Every key is optional (defaults in docs/data.md). Bad specs and bad files are InputErrors that
 // name the spec or the file.
 #pragma once
@@ -35,6 +39,8 @@ class Dataset {
   // Best achievable mean loss per position (token data: nats of cross-entropy; teacher: MSE);
   // NaN when unknown (file data).
   virtual double best_loss() const { return std::numeric_limits<double>::quiet_NaN(); }
+  // File data: the sequences one epoch (one pass over the files) holds; 0 for generated data.
+  virtual int64_t sequences_per_epoch() const { return 0; }
   // Writes samples [first_sample, first_sample + count) of global batch `global_batch_index` into
   // `out` (resized): token data fills inputs/targets int32 [count, T] (targets = inputs shifted by
   // one); the teacher fills features [count, in] and targets_f [count, out]. Thread-compatible:

@@ -46,6 +46,7 @@ class TokenFileDataset final : public Dataset {
 
   std::string describe() const override;
   int64_t vocab_size() const override { return vocab_; }
+  int64_t sequences_per_epoch() const override { return seq_per_pass_; }
   void fill(int64_t global_batch_index, int64_t first_sample, int64_t count, Batch& out) const override;
 
   int64_t num_tokens() const { return ntok_; }  // in the part read
@@ -53,6 +54,9 @@ class TokenFileDataset final : public Dataset {
   Format format() const { return format_; }  // resolved (never Auto)
   // Offset (in tokens) of global sequence i within the file's token stream.
   int64_t sequence_offset(int64_t i) const { return (i % seq_per_pass_) * T_; }
+  // The T+1 tokens of sequence i (inputs and targets of fill()).
+  void read_sequence(int64_t i, int32_t* seq) const { read_tokens(sequence_offset(i), T_ + 1, seq); }
+  const std::string& path() const { return path_; }
 
  private:
   // Checks the token ids of shard `shard` of `shards` equal parts of the file (each rank checks

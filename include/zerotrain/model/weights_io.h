@@ -1,5 +1,9 @@
-// weights_io.h — a model's parameters in a safetensors file (--init-from, --save-weights).
+// weights_io.h — a model's parameters in a safetensors file or a Hugging Face folder (--init-from,
+// --save-weights).
 //
+// A folder (model/hf_folder.h) is read from its model.safetensors, or from the shards its
+// model.safetensors.index.json maps each tensor to: a parameter without a weight_map entry, or
+// missing from the shard the entry names, is an InputError naming the index or the shard.
 // Names are the ParamSpec names (Hugging Face GPT-2 names for the GPT). On load:
 //  * a tensor may carry a "transformer." prefix (GPT2LMHeadModel exports);
 //  * the buffers "*.attn.bias" / "*.attn.masked_bias" and the tied "lm_head.weight" are ignored;
@@ -21,17 +25,25 @@ namespace zt {
 
 class ModelWeightsReader {
  public:
-  // Validates the header against `specs`. allow_non_finite: read_param_slice passes NaN/Inf through.
+  // Validates the header(s) against `specs`. path: a safetensors file or a folder.
+  // allow_non_finite: read_param_slice passes NaN/Inf through.
   ModelWeightsReader(const std::string& path, const std::vector<ParamSpec>& specs, bool allow_non_finite = false);
   // Elements [begin, begin+count) of parameter `index` (forward order), as fp32; InputError naming
   // the tensor and element when one is NaN/Inf (unless allowed).
   void read_param_slice(int index, int64_t begin, int64_t count, float* out) const;
-  const SafetensorsReader& file() const { return file_; }
+  const SafetensorsReader& file() const { return *files_.front(); }  // the first (or only) file
 
  private:
-  SafetensorsReader file_;
+  void map_single_file(const std::string& path);
+  void map_shards(const std::string& index, const std::map<std::string, std::string>& weight_map);
+  void check_no_unexpected(const std::string& index, const std::map<std::string, std::string>& weight_map) const;
+  std::vector<std::unique_ptr<SafetensorsReader>> files_;
   std::vector<ParamSpec> specs_;
-  std::vector<const SafetensorsEntry*> entry_of_param_;  // parallel to specs_
+  struct Located {
+    const SafetensorsReader* file;
+    const SafetensorsEntry* entry;
+  };
+  std::vector<Located> entry_of_param_;  // parallel to specs_
   bool allow_non_finite_ = false;
 };
 
