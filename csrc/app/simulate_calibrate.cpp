@@ -79,11 +79,10 @@ nlohmann::ordered_json profile_json(const Calibration& c, const CalibrateArgs& a
   char src[1024];
   std::snprintf(src, sizeof(src),
                 "measured on %s (%s) on %s by zerotrain simulate --calibrate with %d rank(s), model %s, config %s "
-                "(micro-batch %lld, %s); collectives: 8-byte all-gather %.1f us, 8-byte all-reduce %.1f us, "
-                "%.1f MiB all-gather %.3f ms",
+                "(micro-batch %lld, %s); collectives: 8-byte all-gather %.1f us, %.1f MiB all-gather %.3f ms",
                 host_name().c_str(), cpu_model().c_str(), today().c_str(), world, a.model.c_str(), a.config.c_str(),
                 static_cast<long long>(s.batch), dtype_name(s.compute), c.links.small_all_gather_s * 1e6,
-                c.links.small_all_reduce_s * 1e6, c.links.large_bytes / (1 << 20), c.links.large_all_gather_s * 1e3);
+                c.links.large_bytes / (1 << 20), c.links.large_all_gather_s * 1e3);
   nlohmann::ordered_json j;
   j["name"] = h.name;
   j["sources"] = src;

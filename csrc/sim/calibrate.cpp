@@ -184,17 +184,27 @@ void fit_links(Communicator& comm, const CalibrationShapes& s, HardwareProfile& 
     h.intra_bytes_per_s = h.inter_bytes_per_s = h.hbm_bytes_per_s;
     return;
   }
-  fit.small_all_gather_s = collective_seconds(comm, s.seconds_per_measurement, 8, false);
-  fit.small_all_reduce_s = collective_seconds(comm, s.seconds_per_measurement, 8, true);
-  const size_t per_rank = size_t(16) << 20;
-  fit.large_bytes = static_cast<double>(per_rank) * n;
-  fit.large_all_gather_s = collective_seconds(comm, s.seconds_per_measurement, per_rank, false);
-  const double steps = n - 1;
-  const double step = std::max(0.0, fit.small_all_reduce_s - fit.small_all_gather_s) / steps;
-  h.intra_latency_s = std::max(step, 1e-9);
-  h.launch_latency_s = std::max(fit.small_all_gather_s - steps * step, 1e-9);
-  const double moving = std::max(fit.large_all_gather_s - fit.small_all_gather_s, 1e-9);
-  h.intra_bytes_per_s = steps / n * fit.large_bytes / moving;
+  // All-gathers of 8 B to 16 MiB per rank. L is the 8-byte one's time; then t = L + x / β with x the
+  // (N-1)/N of the buffer a rank moves, β fitted by least squares through (0, L) over the larger
+  // sizes (one noisy point cannot swing it as a difference of two would).
+  const size_t sizes[] = {8, size_t(64) << 10, size_t(1) << 20, size_t(16) << 20};
+  double sxx = 0, sxy = 0;
+  for (size_t per_rank : sizes) {
+    const double t = collective_seconds(comm, s.seconds_per_measurement, per_rank, false);
+    const double x = static_cast<double>(n - 1) * static_cast<double>(per_rank);  // (N-1)/N of N·per_rank bytes
+    if (per_rank == sizes[0]) {
+      fit.small_all_gather_s = t;
+      continue;
+    }
+    sxx += x * x, sxy += x * (t - fit.small_all_gather_s);
+    fit.large_all_gather_s = t;
+    fit.large_bytes = static_cast<double>(per_rank) * n;
+  }
+  // One world size cannot tell the launch latency from N-1 ring steps: the whole latency is the
+  // launch's, so the profile is exact at this N (calibrate with the ranks the runs will use).
+  h.launch_latency_s = std::max(fit.small_all_gather_s, 1e-9);
+  h.intra_latency_s = 1e-9;
+  h.intra_bytes_per_s = sxy > 0 ? sxx / sxy : fit.large_bytes / std::max(fit.large_all_gather_s, 1e-9);
   h.inter_latency_s = h.intra_latency_s;
   h.inter_bytes_per_s = h.intra_bytes_per_s;
 }

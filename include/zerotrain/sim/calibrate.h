@@ -15,10 +15,13 @@
 //  * hbm_bytes_per_s: the best of the three (at a small model's working set the caches outrun a
 //    large copy), efficiency.elementwise and .optimizer their rates / hbm;
 //  * host memory (per node) = copy rate × ranks on the node; host link = copy rate (a memcpy);
-//  * collectives, with N ranks: L_ag, L_ar the times of an 8-byte all-gather and all-reduce, and
-//    β from a large all-gather: α_step = max(0, L_ar − L_ag)/(N−1) (an all-reduce is a second ring
-//    pass), launch = L_ag − (N−1)·α_step, β = (N−1)/N·bytes / (t − L_ag). One node: the inter-node
-//    link is set to the intra-node one.
+//  * collectives, with N ranks: L = an 8-byte all-gather's time, β fitted by least squares through
+//    (0, L) to all-gathers of 64 KiB to 16 MiB per rank, t = L + (N-1)/N·bytes / β; launch latency
+//    = L and a negligible per-step latency (one world size cannot separate them: the profile is
+//    exact at this N), β the intra-node bandwidth. One node:
+//    the inter-node link is set to the intra-node one.
+// Known limit on a CPU machine: ranks share its cores, so communication and compute slow each
+// other while they overlap; the profile measures each alone.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -39,8 +42,8 @@ struct CalibrationShapes {
 
 // Collective time measurements (seconds) behind the link fit, for the report.
 struct CollectiveFit {
-  double small_all_gather_s = 0, small_all_reduce_s = 0, large_all_gather_s = 0;
-  double large_bytes = 0;
+  double small_all_gather_s = 0, large_all_gather_s = 0;  // 8 B and 16 MiB per rank
+  double large_bytes = 0;                                  // the large one's whole buffer
 };
 
 struct Calibration {
