@@ -34,6 +34,13 @@ nlohmann::json memory_json(const ZeroEngine& engine, int rank) {
       {"outside_tracker", outside},            // {} on the CPU backend
       {"outside_tracker_bytes", d.outside_total},
       {"used_bytes", d.device_used < 0 ? nlohmann::json() : nlohmann::json(d.device_used)}};
+  nlohmann::json process_rows = nlohmann::json::object();
+  for (const ProcessMemoryRow& r : d.process.rows) process_rows[r.name] = r.bytes;
+  // The rank's resident host memory by kind (/proc/self/smaps), null where it cannot be read.
+  const nlohmann::json process = d.process.available
+      ? nlohmann::json{{"rows", process_rows}, {"resident_bytes", d.process.resident}, {"vm_rss_bytes", d.process.vm_rss},
+                       {"vm_hwm_bytes", d.process.vm_hwm}}
+      : nlohmann::json();
   const OffloadOptions& off = engine.options().offload;
   nlohmann::json host = off.optimizer ? nlohmann::json{{"optimizer_pinned", off.pin_memory}} : nlohmann::json();
   if (off.params) host["params_pinned"] = off.param_pin_memory;
@@ -41,6 +48,7 @@ nlohmann::json memory_json(const ZeroEngine& engine, int rank) {
           {"categories", cats},
           {"host_memory", host},  // null without offload
           {"device", device},
+          {"process", process},
           {"zero_paper_model_state_bytes", engine.zero_paper_model_state_bytes()}};
 }
 

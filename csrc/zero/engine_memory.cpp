@@ -265,8 +265,27 @@ DeviceMemory ZeroEngine::device_memory() const {
   d.outside = dev.outside_tracker_memory();
   for (const OutsideTrackerMemory& o : d.outside) d.outside_total += o.bytes;
   d.device_used = dev.device_used_bytes();
+  d.process = read_process_memory();
   return d;
 }
+
+namespace {
+
+std::string process_memory_text(const ProcessMemory& p) {
+  if (!p.available) return "  this process: /proc/self/smaps not readable, resident memory unknown\n";
+  auto mib = [](int64_t b) {
+    char t[32];
+    std::snprintf(t, sizeof(t), "%.2f MiB", static_cast<double>(b) / (1 << 20));
+    return std::string(t);
+  };
+  std::string out = "  this process, resident (host, /proc/self/smaps; the tracked CPU-backend categories are inside "
+                    "heap_anonymous):";
+  for (const ProcessMemoryRow& r : p.rows) out += " " + r.name + " " + mib(r.bytes) + ",";
+  out.back() = ';';
+  return out + " total " + mib(p.resident) + " (VmRSS " + mib(p.vm_rss) + ", peak VmHWM " + mib(p.vm_hwm) + ")\n";
+}
+
+}  // namespace
 
 std::string device_memory_text(const DeviceMemory& d) {
   char line[320];
@@ -279,7 +298,8 @@ std::string device_memory_text(const DeviceMemory& d) {
                 static_cast<long long>(d.pool_reuses), static_cast<long long>(d.pool_cross_stream_waits));
   out += line;
   if (d.outside.empty()) {
-    return out + "  outside the tracker: none (CPU backend: no CUDA context, cuBLAS workspaces or NCCL buffers)\n";
+    return out + "  outside the tracker: none on the device (CPU backend: no CUDA context, cuBLAS workspaces or NCCL "
+                 "buffers)\n" + process_memory_text(d.process);
   }
   out += "  outside the tracker (measured, not predicted):\n";
   for (const OutsideTrackerMemory& o : d.outside) {
@@ -298,7 +318,7 @@ std::string device_memory_text(const DeviceMemory& d) {
   } else {
     out += "; device total unknown (cudaMemGetInfo failed)\n";
   }
-  return out;
+  return out + process_memory_text(d.process);
 }
 
 }  // namespace zt

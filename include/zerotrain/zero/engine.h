@@ -42,6 +42,7 @@
 
 #include "zerotrain/comm/communicator.h"
 #include "zerotrain/core/device.h"
+#include "zerotrain/core/process_memory.h"
 #include "zerotrain/model/model.h"
 #include "zerotrain/optim/loss_scaler.h"
 #include "zerotrain/optim/lr_schedule.h"
@@ -145,6 +146,7 @@ struct DeviceMemory {
   std::vector<OutsideTrackerMemory> outside;
   int64_t outside_total = 0;
   int64_t device_used = -1;
+  ProcessMemory process;  // this rank's resident host memory by kind (every backend)
 };
 std::string device_memory_text(const DeviceMemory& d);  // the memory report's last lines
 
