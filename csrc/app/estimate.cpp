@@ -127,6 +127,25 @@ std::string offload_formula_lines(const MemoryEstimate& e) {
 }
 }  // namespace
 
+namespace {
+
+// This config's model states beside the ZeRO paper's formula at every stage (same Ψ and N).
+std::string zero_paper_line(const MemoryEstimate& e) {
+  const double psi = static_cast<double>(e.psi);
+  std::string out = "  model states per rank (params + grads + master + moments): " +
+                    std::to_string(model_state_bytes(e.ranks.front())) + " B here; the ZeRO paper's (16-bit params and "
+                    "grads, fp32 Adam) at N=" + std::to_string(e.world) + ":";
+  for (int stage = 0; stage <= 3; ++stage) {
+    char b[96];
+    std::snprintf(b, sizeof(b), " stage %d %.0f B%s", stage, zero_paper_model_state_bytes(stage, psi, e.world),
+                  stage == e.stage ? " (this config's stage)" : "");
+    out += b + std::string(stage < 3 ? "," : "\n");
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string estimate_report(const MemoryEstimate& e, int64_t ranks_per_node) {
   const MemoryPrediction& p = e.ranks.front();
   std::string out;
@@ -181,6 +200,7 @@ std::string estimate_report(const MemoryEstimate& e, int64_t ranks_per_node) {
                 static_cast<long long>(e.max_device_total()), mib(e.max_device_total()).c_str(),
                 static_cast<long long>(e.max_host_total()), mib(e.max_host_total()).c_str());
   out += line;
+  out += zero_paper_line(e);
   if (e.offload_optimizer) out += offload_formula_lines(e);
   if (e.max_host_total() > 0) {  // offload: the ranks of a node share its RAM
     const int64_t node = e.max_host_total() * ranks_per_node;

@@ -59,6 +59,23 @@ bool is_host_category(MemCategory c) {
          c == MemCategory::HostGrads || c == MemCategory::HostParams || c == MemCategory::HostStaging || c == MemCategory::HostActivations;
 }
 
+double zero_paper_model_state_bytes(int stage, double psi, int world) {
+  const double n = world;
+  switch (stage) {
+    case 0: return 16 * psi;
+    case 1: return 4 * psi + 12 * psi / n;
+    case 2: return 2 * psi + 14 * psi / n;
+    default: return 16 * psi / n;
+  }
+}
+
+int64_t model_state_bytes(const MemoryPrediction& p) {
+  int64_t t = 0;
+  for (MemCategory c : {MemCategory::Params, MemCategory::Grads, MemCategory::Master, MemCategory::OptimMoments})
+    t += std::max<int64_t>(0, p.at(c));
+  return t;
+}
+
 int64_t MemoryPrediction::device_total() const {
   int64_t t = 0;
   for (int i = 0; i < kNumMemCategories; ++i)
@@ -190,13 +207,7 @@ std::vector<MemoryLine> ZeroEngine::memory_lines() const {
 }
 
 double ZeroEngine::zero_paper_model_state_bytes() const {
-  const double psi = static_cast<double>(plan_.numel), n = plan_.world;
-  switch (opt_.stage) {
-    case 0: return 16 * psi;
-    case 1: return 4 * psi + 12 * psi / n;
-    case 2: return 2 * psi + 14 * psi / n;
-    default: return 16 * psi / n;
-  }
+  return zt::zero_paper_model_state_bytes(opt_.stage, static_cast<double>(plan_.numel), plan_.world);
 }
 
 std::string ZeroEngine::memory_report() const {

@@ -39,6 +39,13 @@ constexpr int64_t kInitStagingElems = int64_t(1) << 22;
 
 bool is_host_category(MemCategory c);
 
+// The ZeRO paper's model states per rank (16-bit parameters and gradients, fp32 Adam: K = 12 bytes
+// per parameter) for `psi` parameters on `world` ranks at `stage`: (2+2+K)Ψ, 4Ψ+KΨ/N, 2Ψ+(2+K)Ψ/N,
+// (4+K)Ψ/N.
+double zero_paper_model_state_bytes(int stage, double psi, int world);
+// Params + grads + master + optimizer moments of a prediction (the paper's "model states").
+int64_t model_state_bytes(const MemoryPrediction& p);
+
 // ZeRO-Offload's host staging on `rank`: `count` parameter slots (offload buffer_count, at least
 // 2), each one widest optimizer chunk (sub_group_size) of compute-dtype parameters; and
 // `grad_count` gradient slots, each one widest bucket slice in plan.reduced_dtype().
