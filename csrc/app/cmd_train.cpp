@@ -70,6 +70,7 @@ bool wants_cuda(const std::string& want) { return want == "cuda" || (want == "au
 void check_device_available(const std::string& want) {
   if (want == "cuda" && cuda_device_count() == 0)
     throw InputError("train: --device cuda, but no CUDA GPU is visible on " + process_info().host);
+  cpu_kernel_paths();  // ZT_CPU_ISA and ZT_CPU_BF16_GEMM are valid (InputError otherwise)
 }
 
 std::unique_ptr<Device> pick_device(const std::string& want) {
@@ -177,7 +178,7 @@ void check_inputs(TrainRun& run, const TrainArgs& args, int rank, int world) {
 // Phase B: device, model, communicator and engine; prints the set-up lines. Inputs are valid.
 void set_up(TrainRun& run, const TrainArgs& args, Rank0Log& log, const MaxOverRanks& world_max, int rank, int world) {
   run.local = node_local(MPI_COMM_WORLD);
-  const ThreadLayout threads = apply_thread_layout(run.local.local_size);  // before any pool starts
+  const ThreadLayout threads = apply_thread_layout(run.local.local_size, !wants_cuda(args.device));  // before any pool
   run.dev = pick_device(args.device);
   log.rank = rank;
   const EngineOptions& eopt = run.engine_opt;

@@ -1,8 +1,9 @@
 // cpu_gemm.cpp — GEMM on the CPU backend: OpenBLAS sgemm, row-major, packed (gemm) or with
 // explicit row strides (gemm_ld, the padded LM head), and the raw strided sgemm_rm.
-// fp32 runs sgemm in place. bf16/fp16 operands are widened to fp32 scratch (exact), multiplied
-// with fp32 accumulation, and rounded back once (RNE) — the same contract as cuBLAS with
-// bf16/fp16 inputs and CUBLAS_COMPUTE_32F.
+// fp32 runs sgemm in place. bf16 runs the native AVX512_BF16 GEMM (cpu_gemm_bf16.cpp) where
+// cpu::active_bf16_gemm() says Native; otherwise bf16/fp16 operands are widened to fp32 scratch
+// (exact) and multiplied by sgemm. Both accumulate in fp32 and round back once (RNE) — the same
+// contract as cuBLAS with bf16/fp16 inputs and CUBLAS_COMPUTE_32F.
 #include <cblas.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "cpu_kernels.h"
+#include "zerotrain/core/cpu_isa.h"
 
 namespace zt::cpu_ops {
 namespace {
@@ -96,6 +98,11 @@ void gemm_any(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, co
   if (C.dtype == DType::F32) {
     sgemm_strided(ta, tb, M, N, K, alpha, static_cast<const float*>(A.data), lda, static_cast<const float*>(B.data),
                   ldb, beta, static_cast<float*>(C.data), ldc);
+    return;
+  }
+  if (C.dtype == DType::BF16 && cpu::active_bf16_gemm() == cpu::Bf16Gemm::Native) {
+    gemm_bf16_native(ta, tb, M, N, K, alpha, static_cast<const uint16_t*>(A.data), lda,
+                     static_cast<const uint16_t*>(B.data), ldb, beta, static_cast<uint16_t*>(C.data), ldc);
     return;
   }
   dispatch_dtype(C.dtype, [&](auto tag) {
