@@ -36,19 +36,8 @@ Isa detect() {
   if (avx512f && (xcr0 & 0xe0) == 0xe0) return Isa::Avx512;  // opmask, ZMM_Hi256, Hi16_ZMM state
   return Isa::Avx2;
 }
-
-bool detect_avx512_bf16() {
-  if (detected_isa() != Isa::Avx512) return false;
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  __cpuid_count(7, 0, a, b, c, d);
-  const bool avx512bw = b & (1u << 30), avx512vl = b & (1u << 31);
-  if (!(avx512bw && avx512vl) || a < 1) return false;  // a: the highest subleaf of leaf 7
-  __cpuid_count(7, 1, a, b, c, d);
-  return a & (1u << 5);  // AVX512_BF16
-}
 #else
 Isa detect() { return Isa::Scalar; }
-bool detect_avx512_bf16() { return false; }
 #endif
 
 }  // namespace
@@ -83,27 +72,21 @@ Isa active_isa() {
   throw InputError(std::string("ZT_CPU_ISA=") + env + ": expected scalar, avx2 or avx512");
 }
 
-bool avx512_bf16_supported() {
-  static const bool ok = detect_avx512_bf16();
-  return ok;
-}
-
 const char* bf16_gemm_name(Bf16Gemm g) {
-  return g == Bf16Gemm::Native ? "avx512_bf16 (vdpbf16ps, fp32 accumulation)" : "widened to fp32 + OpenBLAS sgemm";
+  return g == Bf16Gemm::Native ? "native (fp32 panels, AVX-512 FMA tile)" : "widened to fp32 + OpenBLAS sgemm";
 }
 
 Bf16Gemm active_bf16_gemm() {
-  const bool native_ok = avx512_bf16_supported() && active_isa() == Isa::Avx512;
+  const bool native_ok = active_isa() == Isa::Avx512;
   const char* env = std::getenv("ZT_CPU_BF16_GEMM");
   if (env == nullptr || env[0] == '\0') return native_ok ? Bf16Gemm::Native : Bf16Gemm::Widen;
   if (std::strcmp(env, "widen") == 0) return Bf16Gemm::Widen;
   if (std::strcmp(env, "native") != 0)
     throw InputError(std::string("ZT_CPU_BF16_GEMM=") + env + ": expected native or widen");
   if (!native_ok) {
-    throw InputError(std::string("ZT_CPU_BF16_GEMM=native: ") +
-                     (avx512_bf16_supported() ? "ZT_CPU_ISA is below avx512"
-                                              : "this CPU lacks AVX512_BF16 (or AVX-512BW/VL)") +
-                     "; use widen or leave it unset");
+    throw InputError(std::string("ZT_CPU_BF16_GEMM=native: needs AVX-512F (") +
+                     (isa_supported(Isa::Avx512) ? "ZT_CPU_ISA is below avx512" : "this CPU lacks it") +
+                     "); use widen or leave it unset");
   }
   return Bf16Gemm::Native;
 }

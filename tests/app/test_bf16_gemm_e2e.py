@@ -1,13 +1,12 @@
 """The CPU backend's two bf16 GEMM paths through `zerotrain train` (2 ranks, CPU backend).
 
 * The bundled tiny GPT in bf16 at ZeRO stages 1, 2 and 3 (stage 3 with a persistence threshold
-  low enough that parameters are really gathered): the native AVX512_BF16 GEMM
-  (ZT_CPU_BF16_GEMM=native) and the widened fp32 + sgemm path (=widen) give the same losses step
+  low enough that parameters are really gathered): the native GEMM (ZT_CPU_BF16_GEMM=native) and the widened fp32 + sgemm path (=widen) give the same losses step
   by step within bf16 round-off. Both multiply the same bf16 values with fp32 accumulation and
   round once; only the accumulation order differs, so a GEMM output differs by at most one bf16
   ulp, and the loss, computed in fp32 from bf16 logits, stays within half a bf16 ulp of the
   loss over the steps run. The run header names the path that ran.
-* On a CPU without AVX512_BF16 the widened runs still train and agree with each other at every
+* On a CPU without AVX-512F the widened runs still train and agree with each other at every
   stage; =native exits 2 naming the missing feature, and the comparison is skipped with the
   reason printed.
 * A bad ZT_CPU_BF16_GEMM or ZT_CPU_ISA value: exit 2 with a line naming it, before training.
@@ -26,10 +25,10 @@ MPI_FLAGS = ["--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-x"
              "-x", "OPENBLAS_NUM_THREADS=1", "-x", "OMPI_MCA_mpi_yield_when_idle=1"]
 MODEL = os.path.join(REPO, "configs/models/gpt-tiny.json")
 STEPS = 10
-# Per-step loss agreement: half a bf16 ulp of the loss (2^-9 relative). Measured on an AVX512_BF16
+# Per-step loss agreement: half a bf16 ulp of the loss (2^-9 relative). Measured on an AVX-512
 # Xeon: at most 3e-5 relative over the 10 steps at every stage.
 REL_TOL = 2.0 ** -9
-HEADER = {"native": "bf16 GEMM avx512_bf16", "widen": "bf16 GEMM widened to fp32"}
+HEADER = {"native": "bf16 GEMM native (fp32 panels", "widen": "bf16 GEMM widened to fp32"}
 
 
 def config(stage):
@@ -65,7 +64,7 @@ class Bf16GemmE2e(TempDirCase):
             # The same path twice: bitwise the same losses (deterministic kernels at any path).
             self.assertEqual(widened, self.losses(stage, "widen"), f"stage {stage}: widened runs differ")
             p, _ = self.train(stage, "native")
-            if p.returncode == 2 and "lacks AVX512_BF16" in p.stderr:  # the binary's own CPU detection
+            if p.returncode == 2 and "needs AVX-512F" in p.stderr:  # the binary's own CPU detection
                 print(f"stage {stage}: native comparison skipped: {p.stderr.strip().splitlines()[-1]}")
                 continue
             got = self.losses(stage, "native")

@@ -1,8 +1,8 @@
 // The bf16 GEMM paths (cpu::Bf16Gemm): the choice and its ZT_CPU_BF16_GEMM override, and the
-// native AVX512_BF16 GEMM against the widened fp32 + sgemm path on the same bf16 inputs, every
-// transpose combination, odd shapes (k odd and not a multiple of 16 or 32, partial tiles), row
-// strides, alpha/beta. Without AVX512_BF16 the widened path is still checked against a double
-// reference and only the native comparison is skipped, with the reason printed.
+// native GEMM (fp32 panels, AVX-512 FMA tile) against the widened fp32 + sgemm path on the same
+// bf16 inputs, every transpose combination, odd shapes (k odd and not a multiple of 16 or 32,
+// partial tiles), row strides, alpha/beta. Without AVX-512F the widened path is still checked
+// against a double reference and only the native comparison is skipped, with the reason printed.
 #include <cstdlib>
 
 #include "kernel_test_util.h"
@@ -99,7 +99,7 @@ std::vector<Case> cases() {
 
 // Both paths' outputs and the double reference: |got − want| <= 2^-8 (|got| + |want|) · 1.01
 // (one bf16 rounding each side, at most one bf16 ulp apart) + 2 K 2^-24 mag (fp32 accumulation in
-// any order, twice) + 2^-120 (vdpbf16ps flushes subnormals). Returns the failures.
+// two different orders) + 2^-120 (subnormal sums). Returns the failures.
 int compare(const std::vector<double>& got, const std::vector<double>& want, const std::vector<double>& mag,
             const Case& c, const std::string& what) {
   int failures = 0;
@@ -117,7 +117,7 @@ TEST(Bf16Gemm, PathChoiceAndOverride) {
   RestoreEnv gemm_env("ZT_CPU_BF16_GEMM"), isa_env("ZT_CPU_ISA");
   unsetenv("ZT_CPU_BF16_GEMM");
   unsetenv("ZT_CPU_ISA");
-  const bool native = cpu::avx512_bf16_supported();
+  const bool native = cpu::isa_supported(cpu::Isa::Avx512);
   EXPECT_EQ(cpu::active_bf16_gemm(), native ? Bf16Gemm::Native : Bf16Gemm::Widen);
   setenv("ZT_CPU_BF16_GEMM", "widen", 1);
   EXPECT_EQ(cpu::active_bf16_gemm(), Bf16Gemm::Widen);
@@ -132,7 +132,7 @@ TEST(Bf16Gemm, PathChoiceAndOverride) {
     EXPECT_EQ(cpu::active_bf16_gemm(), Bf16Gemm::Widen);
   } else {
     EXPECT_THROW(cpu::active_bf16_gemm(), InputError);
-    std::printf("no AVX512_BF16 on this CPU: ZT_CPU_BF16_GEMM=native is refused, bf16 GEMMs widen\n");
+    std::printf("no AVX-512F on this CPU: ZT_CPU_BF16_GEMM=native is refused, bf16 GEMMs widen\n");
   }
 }
 
@@ -140,8 +140,8 @@ TEST(Bf16Gemm, PathChoiceAndOverride) {
 // and the native path within it of the widened one.
 TEST(Bf16Gemm, NativeMatchesWidenedReference) {
   RestoreEnv gemm_env("ZT_CPU_BF16_GEMM");
-  const bool native = cpu::avx512_bf16_supported();
-  if (!native) std::printf("no AVX512_BF16 on this CPU: checking the widened path only, native comparison skipped\n");
+  const bool native = cpu::isa_supported(cpu::Isa::Avx512);
+  if (!native) std::printf("no AVX-512F on this CPU: checking the widened path only, native comparison skipped\n");
   std::mt19937_64 rng(11);
   for (const Case& c : cases()) {
     Operands o = make_operands(rng, c, false);
@@ -160,8 +160,8 @@ TEST(Bf16Gemm, NativeMatchesWidenedReference) {
 // agree bit for bit — any transposed operand, dropped k tail or misplaced tile shows.
 TEST(Bf16Gemm, NativeBitwiseOnExactSums) {
   RestoreEnv gemm_env("ZT_CPU_BF16_GEMM");
-  if (!cpu::avx512_bf16_supported()) {
-    std::printf("no AVX512_BF16 on this CPU: native comparison skipped\n");
+  if (!cpu::isa_supported(cpu::Isa::Avx512)) {
+    std::printf("no AVX-512F on this CPU: native comparison skipped\n");
     return;
   }
   std::mt19937_64 rng(12);

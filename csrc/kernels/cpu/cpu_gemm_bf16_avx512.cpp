@@ -1,6 +1,6 @@
 // cpu_gemm_bf16_avx512.cpp — the native bf16 GEMM's register tile: kMR × kNR fp32 accumulators
-// fed by vdpbf16ps (AVX512_BF16). Compiled with -mavx512f -mavx512bw -mavx512vl -mavx512bf16
-// (top CMakeLists.txt); called only when cpu::avx512_bf16_supported(). Layout and contract:
+// fed by AVX-512F fused multiply-adds over packed fp32 panels. Compiled with -mavx512f -mfma
+// (top CMakeLists.txt); called only when cpu::isa_supported(Isa::Avx512). Layout and contract:
 // cpu_gemm_bf16_kernels.h.
 // GCC 12 reports the deliberately undefined source operands inside avx512fintrin.h as
 // uninitialised; they are not.
@@ -15,19 +15,16 @@
 namespace zt::cpu_ops::bf16gemm {
 namespace {
 
-// fp32 → bf16 bits on 16 lanes, exactly dtype.h's f32_to_bf16_bits: round to nearest even
-// (overflow rounds to inf), NaN → its top half with the quiet bit set.
-__m256i to_bf16(__m512 v) {
+// fp32 → bf16 bits in the low half of each 32-bit lane, exactly dtype.h's f32_to_bf16_bits:
+// round to nearest even (overflow rounds to inf), NaN → its top half with the quiet bit set.
+__m512i to_bf16(__m512 v) {
   const __m512i u = _mm512_castps_si512(v);
   const __m512i top = _mm512_srli_epi32(u, 16);
   const __m512i lsb = _mm512_and_si512(top, _mm512_set1_epi32(1));
   const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
   const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-  const __m512i quiet = _mm512_or_si512(top, _mm512_set1_epi32(0x40));
-  return _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(nan, rounded, quiet));
+  return _mm512_mask_blend_epi32(nan, rounded, _mm512_or_si512(top, _mm512_set1_epi32(0x40)));
 }
-
-__m512 from_bf16(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
 
 // c[0, n) = bf16(alpha · acc + beta · c), n in [0, 16]; beta == 0 never reads c.
 void store16(uint16_t* c, __m512 acc, int n, float alpha, float beta) {
@@ -35,28 +32,29 @@ void store16(uint16_t* c, __m512 acc, int n, float alpha, float beta) {
   const __mmask16 mask = n >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << n) - 1u);
   if (alpha != 1.0f) acc = _mm512_mul_ps(acc, _mm512_set1_ps(alpha));
   if (beta != 0.0f) {
-    const __m512 old = from_bf16(_mm256_maskz_loadu_epi16(mask, c));
-    acc = _mm512_add_ps(acc, _mm512_mul_ps(old, _mm512_set1_ps(beta)));
+    alignas(32) uint16_t old[16] = {};
+    for (int j = 0; j < n; ++j) old[j] = c[j];
+    const __m512i wide = _mm512_cvtepu16_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(old)));
+    acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(wide, 16)), _mm512_set1_ps(beta)));
   }
-  _mm256_mask_storeu_epi16(c, mask, to_bf16(acc));
+  _mm512_mask_cvtepi32_storeu_epi16(c, mask, to_bf16(acc));
 }
 
 }  // namespace
 
-void tile_avx512bf16(const uint32_t* a, const uint32_t* b, int64_t kp, uint16_t* c, int64_t ldc, int m, int n,
-                     float alpha, float beta) {
+void tile_avx512(const float* a, const float* b, int64_t K, uint16_t* c, int64_t ldc, int m, int n, float alpha,
+                 float beta) {
   __m512 acc0[kMR], acc1[kMR];
 #pragma GCC unroll 12
   for (int i = 0; i < kMR; ++i) acc0[i] = acc1[i] = _mm512_setzero_ps();
-  for (int64_t q = 0; q < kp; ++q) {
-    const __m512bh b0 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(b + q * kNR));
-    const __m512bh b1 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(b + q * kNR + 16));
-    const uint32_t* aq = a + q * kMR;
+  for (int64_t k = 0; k < K; ++k) {
+    const __m512 b0 = _mm512_loadu_ps(b + k * kNR), b1 = _mm512_loadu_ps(b + k * kNR + 16);
+    const float* ak = a + k * kMR;
 #pragma GCC unroll 12
     for (int i = 0; i < kMR; ++i) {
-      const __m512bh ai = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(aq[i])));
-      acc0[i] = _mm512_dpbf16_ps(acc0[i], ai, b0);
-      acc1[i] = _mm512_dpbf16_ps(acc1[i], ai, b1);
+      const __m512 ai = _mm512_set1_ps(ak[i]);
+      acc0[i] = _mm512_fmadd_ps(ai, b0, acc0[i]);
+      acc1[i] = _mm512_fmadd_ps(ai, b1, acc1[i]);
     }
   }
   // Unrolled with constant indices so the accumulators stay in registers throughout.

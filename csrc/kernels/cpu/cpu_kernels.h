@@ -48,7 +48,7 @@ void sgemm_rm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, co
               const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 
 // The native bf16 GEMM (cpu_gemm_bf16.cpp; cpu::Bf16Gemm::Native, call only when
-// cpu::avx512_bf16_supported()): sgemm_rm's contract on bf16 bits, fp32 accumulation, C rounded
+// cpu::isa_supported(Isa::Avx512)): sgemm_rm's contract on bf16 bits, fp32 accumulation, C rounded
 // once (round to nearest even); any K >= 0 (K == 0: C = beta C); beta == 0 never reads C.
 void gemm_bf16_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t* A,
                       int64_t lda, const uint16_t* B, int64_t ldb, float beta, uint16_t* C, int64_t ldc);

@@ -31,8 +31,8 @@ ThreadLayout apply_thread_layout(int local_ranks, bool cpu_device = false);
 // then "; CPU kernels ..." when t.cpu_kernels is set.
 std::string describe(const ThreadLayout& t);
 // The SIMD level of the CPU kernels (cpu::active_isa()) and the bf16 GEMM path
-// (cpu::active_bf16_gemm()): "CPU kernels avx512, bf16 GEMM avx512_bf16 (vdpbf16ps, fp32
-// accumulation)". Throws zt::InputError for a bad ZT_CPU_ISA or ZT_CPU_BF16_GEMM.
+// (cpu::active_bf16_gemm()): "CPU kernels avx512, bf16 GEMM native (fp32 panels, AVX-512 FMA
+// tile)". Throws zt::InputError for a bad ZT_CPU_ISA or ZT_CPU_BF16_GEMM.
 std::string cpu_kernel_paths();
 
 }  // namespace zt

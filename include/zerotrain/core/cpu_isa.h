@@ -19,19 +19,18 @@ bool isa_supported(Isa isa);   // isa <= detected_isa()
 Isa active_isa();
 const char* isa_name(Isa isa);  // "scalar", "avx2", "avx512"
 
-// How the CPU backend multiplies bf16 matrices. Native: packed bf16 pairs through AVX512_BF16's
-// vdpbf16ps (fp32 accumulation, csrc/kernels/cpu/cpu_gemm_bf16*.cpp). Widen: both operands
-// widened to fp32 (exact), OpenBLAS sgemm. Both round the fp32 result to bf16 once.
+// How the CPU backend multiplies bf16 matrices. Native: our own GEMM, which widens the bf16
+// operands to fp32 while packing them into its panels and runs an AVX-512F FMA register tile
+// (csrc/kernels/cpu/cpu_gemm_bf16*.cpp). Widen: both operands widened to fp32 scratch (exact),
+// then OpenBLAS sgemm. Both accumulate in fp32 and round the result to bf16 once.
 enum class Bf16Gemm : uint8_t { Widen, Native };
 
-// AVX-512F/BW/VL and AVX512_BF16 with OS-enabled ZMM state (CPUID leaf 7 subleaf 1), cached.
-bool avx512_bf16_supported();
-// Native when avx512_bf16_supported() and active_isa() is Avx512, else Widen; or the path forced
-// by env ZT_CPU_BF16_GEMM=native|widen (unset or empty: that choice). An unknown value, or
-// native where it cannot run (CPU without AVX512_BF16, or ZT_CPU_ISA below avx512), throws
-// zt::InputError naming ZT_CPU_BF16_GEMM. Read on every call.
+// Native when active_isa() is Avx512, else Widen; or the path forced by env
+// ZT_CPU_BF16_GEMM=native|widen (unset or empty: that choice). An unknown value, or native where
+// it cannot run (no AVX-512F, or ZT_CPU_ISA below avx512), throws zt::InputError naming
+// ZT_CPU_BF16_GEMM. Read on every call.
 Bf16Gemm active_bf16_gemm();
-// "avx512_bf16 (vdpbf16ps, fp32 accumulation)" / "widened to fp32 + OpenBLAS sgemm".
+// "native (fp32 panels, AVX-512 FMA tile)" / "widened to fp32 + OpenBLAS sgemm".
 const char* bf16_gemm_name(Bf16Gemm g);
 
 }  // namespace zt::cpu
