@@ -22,6 +22,7 @@
 #include "zerotrain/app/thread_layout.h"
 #include "train_agreement.h"
 #include "train_checkpoint.h"
+#include "stage3_note.h"
 #include "train_checks.h"
 #include "train_eval.h"
 #include "train_progress.h"
@@ -216,7 +217,9 @@ void set_up(TrainRun& run, const TrainArgs& args, Rank0Log& log, const MaxOverRa
         "slots\n", off.params ? " and the parameter shard" : "", off.pin_memory ? "pinned" : "pageable",
         off.host_threads, off.buffer_count);
   }
-  log("%s", run.engine->plan().describe().c_str());
+  log("%s%s", run.engine->plan().describe().c_str(),
+      stage3_threshold_note(run.cfg, run.model_cfg, world, recompute_of(run.cfg, args.recompute),
+                            wants_cuda(args.device) ? CommBackend::NCCL : CommBackend::MPI, args.client_optimizer).c_str());
   if (!args.cuda_graph) {
     log("cuda graph: off\n");
     return;
