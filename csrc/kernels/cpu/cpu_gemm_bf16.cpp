@@ -35,8 +35,6 @@ struct Operand {
   int64_t ld;
   bool trans;
   int64_t R, K;
-  // op(X)[r, k] widened to fp32 (exact).
-  float at(int64_t r, int64_t k) const { return bf16_bits_to_f32(trans ? x[k * ld + r] : x[r * ld + k]); }
 };
 
 // Packs op(X) [R, K] into ceil(R / W) blocks of K × W fp32, zero rows past R (the A blocks with
@@ -49,13 +47,8 @@ void pack(const Operand& op, float* out) {
     float* dst = out + blk * op.K * W;
     const int64_t r0 = blk * W, rows = std::min<int64_t>(W, op.R - r0);
     if (rows < W) std::fill(dst, dst + op.K * W, 0.0f);
-    if (op.trans) {  // rows of X are columns of op(X): walk k outermost (contiguous reads)
-      for (int64_t k = 0; k < op.K; ++k)
-        for (int64_t i = 0; i < rows; ++i) dst[k * W + i] = op.at(r0 + i, k);
-    } else {  // walk along each row of op(X)
-      for (int64_t i = 0; i < rows; ++i)
-        for (int64_t k = 0; k < op.K; ++k) dst[k * W + i] = op.at(r0 + i, k);
-    }
+    // X stored [K, R] when trans: each k's rows are contiguous.
+    bf16gemm::pack_avx512(op.x + r0 * (op.trans ? 1 : op.ld), op.ld, op.trans, rows, op.K, W, dst);
   }
 }
 

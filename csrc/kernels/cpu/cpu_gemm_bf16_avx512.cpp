@@ -40,7 +40,37 @@ void store16(uint16_t* c, __m512 acc, int n, float alpha, float beta) {
   _mm512_mask_cvtepi32_storeu_epi16(c, mask, to_bf16(acc));
 }
 
+// 16 bf16 → 16 fp32 (exact: the bits shifted into the top half).
+__m512 widen16(const uint16_t* src) {
+  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+float widen1(uint16_t h) { return _mm_cvtss_f32(_mm_castsi128_ps(_mm_cvtsi32_si128(static_cast<int>(h) << 16))); }
+
 }  // namespace
+
+void pack_avx512(const uint16_t* x, int64_t ld, bool along_k, int64_t rows, int64_t K, int W, float* dst) {
+  if (along_k) {  // each k: `rows` contiguous values → one contiguous run of dst
+    for (int64_t k = 0; k < K; ++k) {
+      const uint16_t* src = x + k * ld;
+      float* out = dst + k * W;
+      int64_t i = 0;
+      for (; i + 16 <= rows; i += 16) _mm512_storeu_ps(out + i, widen16(src + i));
+      for (; i < rows; ++i) out[i] = widen1(src[i]);
+    }
+    return;
+  }
+  // Each row: 16 k at a time widened, then scattered down the block's column (stride W).
+  const __m512i stride = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                            _mm512_set1_epi32(W));
+  for (int64_t i = 0; i < rows; ++i) {
+    const uint16_t* src = x + i * ld;
+    int64_t k = 0;
+    for (; k + 16 <= K; k += 16) _mm512_i32scatter_ps(dst + k * W + i, stride, widen16(src + k), 4);
+    for (; k < K; ++k) dst[k * W + i] = widen1(src[k]);
+  }
+}
 
 void tile_avx512(const float* a, const float* b, int64_t K, uint16_t* c, int64_t ldc, int m, int n, float alpha,
                  float beta) {

@@ -8,7 +8,8 @@
 // separate multiply and add would: the result is fp32 accumulation in increasing k.
 //
 // Portability invariant (as cpu_vec_kernels.h): the ISA-flagged file includes only this header,
-// <cstdint> and <immintrin.h>, and defines nothing with external linkage but tile_avx512.
+// <cstdint> and <immintrin.h>, and defines nothing with external linkage but tile_avx512 and
+// pack_avx512.
 #pragma once
 #include <cstdint>
 
@@ -23,5 +24,11 @@ constexpr int kNR = 32;  // columns of a register tile: two 16-lane fp32 accumul
 // cpu::isa_supported(Isa::Avx512).
 void tile_avx512(const float* a, const float* b, int64_t K, uint16_t* c, int64_t ldc, int m, int n, float alpha,
                  float beta);
+
+// One packed block: dst[k · W + i] = bf16 x(i, k) widened, for i < rows <= W, k < K; the rows
+// from `rows` to W are left alone. x(i, k) is x[k · ld + i] (along_k: each k's rows are
+// contiguous) or x[i · ld + k] (otherwise: each row's k are contiguous). Call only when
+// cpu::isa_supported(Isa::Avx512).
+void pack_avx512(const uint16_t* x, int64_t ld, bool along_k, int64_t rows, int64_t K, int W, float* dst);
 
 }  // namespace zt::cpu_ops::bf16gemm
