@@ -79,8 +79,7 @@ const char* bf16_gemm_name(Bf16Gemm g) {
 Bf16Gemm active_bf16_gemm() {
   const bool native_ok = active_isa() == Isa::Avx512;
   const char* env = std::getenv("ZT_CPU_BF16_GEMM");
-  if (env == nullptr || env[0] == '\0') return native_ok ? Bf16Gemm::Native : Bf16Gemm::Widen;
-  if (std::strcmp(env, "widen") == 0) return Bf16Gemm::Widen;
+  if (env == nullptr || env[0] == '\0' || std::strcmp(env, "widen") == 0) return Bf16Gemm::Widen;
   if (std::strcmp(env, "native") != 0)
     throw InputError(std::string("ZT_CPU_BF16_GEMM=") + env + ": expected native or widen");
   if (!native_ok) {
