@@ -4,6 +4,7 @@
 // partial tiles), row strides, alpha/beta. Without AVX-512F the widened path is still checked
 // against a double reference and only the native comparison is skipped, with the reason printed.
 #include <cstdlib>
+#include <limits>
 
 #include "kernel_test_util.h"
 #include "zerotrain/core/cpu_isa.h"
@@ -169,6 +170,25 @@ TEST(Bf16Gemm, NativeBitwiseOnExactSums) {
     Operands o = make_operands(rng, c, true);
     const HostTensor widened = run_path("widen", c, o), got = run_path("native", c, o);
     ASSERT_TRUE(got.raw() == widened.raw()) << describe(c);  // padding columns untouched on both too
+  }
+}
+
+// The widened path's widening and rounding passes run AVX-512 code under ZT_CPU_ISA=avx512 and
+// per-element loops below it: bitwise the same C, NaN and infinities included.
+TEST(Bf16Gemm, WidenedPassesBitwiseAcrossIsa) {
+  RestoreEnv gemm_env("ZT_CPU_BF16_GEMM"), isa_env("ZT_CPU_ISA");
+  std::mt19937_64 rng(13);
+  for (const Case& c : cases()) {
+    Operands o = make_operands(rng, c, false);
+    o.A.set(0, c.alpha > 0 ? 3e38 : -3e38);  // overflowing products round to ±inf
+    if (c.beta != 0.0f) o.C.set(0, std::numeric_limits<double>::quiet_NaN());
+    std::vector<std::vector<unsigned char>> got;
+    for (cpu::Isa isa : {cpu::Isa::Scalar, cpu::Isa::Avx2, cpu::Isa::Avx512}) {
+      if (!cpu::isa_supported(isa)) continue;
+      setenv("ZT_CPU_ISA", cpu::isa_name(isa), 1);
+      got.push_back(run_path("widen", c, o).raw());
+      ASSERT_TRUE(got.back() == got.front()) << describe(c) << " under ZT_CPU_ISA=" << cpu::isa_name(isa);
+    }
   }
 }
 

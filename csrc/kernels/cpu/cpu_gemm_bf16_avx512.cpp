@@ -72,6 +72,19 @@ void pack_avx512(const uint16_t* x, int64_t ld, bool along_k, int64_t rows, int6
   }
 }
 
+void widen_avx512(const uint16_t* src, float* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(dst + i, widen16(src + i));
+  for (; i < n; ++i) dst[i] = widen1(src[i]);
+}
+
+void narrow_avx512(const float* src, uint16_t* dst, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 mask = n - i >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (n - i)) - 1u);
+    _mm512_mask_cvtepi32_storeu_epi16(dst + i, mask, to_bf16(_mm512_maskz_loadu_ps(mask, src + i)));
+  }
+}
+
 void tile_avx512(const float* a, const float* b, int64_t K, uint16_t* c, int64_t ldc, int m, int n, float alpha,
                  float beta) {
   __m512 acc0[kMR], acc1[kMR];

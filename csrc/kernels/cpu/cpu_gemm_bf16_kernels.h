@@ -8,8 +8,8 @@
 // separate multiply and add would: the result is fp32 accumulation in increasing k.
 //
 // Portability invariant (as cpu_vec_kernels.h): the ISA-flagged file includes only this header,
-// <cstdint> and <immintrin.h>, and defines nothing with external linkage but tile_avx512 and
-// pack_avx512.
+// <cstdint> and <immintrin.h>, and defines nothing with external linkage but the functions
+// declared here.
 #pragma once
 #include <cstdint>
 
@@ -30,5 +30,11 @@ void tile_avx512(const float* a, const float* b, int64_t K, uint16_t* c, int64_t
 // contiguous) or x[i · ld + k] (otherwise: each row's k are contiguous). Call only when
 // cpu::isa_supported(Isa::Avx512).
 void pack_avx512(const uint16_t* x, int64_t ld, bool along_k, int64_t rows, int64_t K, int W, float* dst);
+
+// The widened path's passes (cpu_gemm.cpp), bitwise as the per-element loops: dst[i] = bf16
+// src[i] widened (exact), and dst[i] = f32_to_bf16_bits(src[i]), for i < n. Call only when
+// cpu::isa_supported(Isa::Avx512).
+void widen_avx512(const uint16_t* src, float* dst, int64_t n);
+void narrow_avx512(const float* src, uint16_t* dst, int64_t n);
 
 }  // namespace zt::cpu_ops::bf16gemm
