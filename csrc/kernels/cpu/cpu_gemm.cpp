@@ -2,7 +2,7 @@
 // explicit row strides (gemm_ld, the padded LM head), and the raw strided sgemm_rm.
 // fp32 runs sgemm in place. bf16 runs the native GEMM (cpu_gemm_bf16.cpp) where
 // cpu::active_bf16_gemm() says Native; otherwise bf16/fp16 operands are widened to fp32 scratch
-// (exact) and multiplied by sgemm. Both accumulate in fp32 and round back once (RNE) — the same
+// (exact; AVX-512 passes for bf16 where available) and multiplied by sgemm. Both accumulate in fp32 and round back once (RNE) — the same
 // contract as cuBLAS with bf16/fp16 inputs and CUBLAS_COMPUTE_32F.
 #include <cblas.h>
 

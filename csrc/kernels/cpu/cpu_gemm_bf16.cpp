@@ -1,10 +1,10 @@
 // cpu_gemm_bf16.cpp — the native bf16 GEMM of the CPU backend (cpu::Bf16Gemm::Native): op(A) and
 // op(B) widened to fp32 as they are packed, once per call (cpu_gemm_bf16_kernels.h; transposes
 // and row strides resolved while packing), then every kMR × kNR tile of C from one pass over the
-// whole k range with fp32 accumulators, rounded to bf16 once as it is stored. Against the widen
-// path this drops the separate widening passes, OpenBLAS's own packing copies and the fp32 C
-// scratch. Tiles run in parallel (OpenMP, the rank's team), panel-major so a thread's
-// consecutive tiles share one B panel.
+// whole k range with fp32 accumulators, rounded to bf16 once as it is stored. Tiles run in
+// parallel (OpenMP, the rank's team), panel-major so a thread's consecutive tiles share one B
+// panel. Opt-in (ZT_CPU_BF16_GEMM=native): OpenBLAS's cache-blocked sgemm after widening is
+// faster where measured (docs/design.md, "GEMM paths on the CPU").
 #include <algorithm>
 #include <vector>
 
