@@ -6,7 +6,8 @@
 // accumulating) and dx (dout · Wᵀ) of qkv, attention projection, fc, fc projection and the head.
 //
 // usage: zt_gemm_bf16_bench [repetitions, default 12]. Set OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-// and pin with taskset; on a CPU OpenBLAS does not recognise set OPENBLAS_CORETYPE (§4).
+// and pin with taskset. Unlike zerotrain, this tool does not re-execute itself when OpenBLAS
+// falls back to its SSE kernels on a CPU it does not recognise (benchmarks.md §4).
 #include <time.h>
 
 #include <algorithm>
