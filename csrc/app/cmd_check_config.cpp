@@ -15,6 +15,7 @@
 #include "zerotrain/app/client_optimizer.h"
 #include "commands.h"
 #include "estimate.h"
+#include "stage3_note.h"
 #include "rank_agreement.h"
 #include "zerotrain/app/train_setup.h"
 #include "zerotrain/config/ds_config.h"
@@ -156,7 +157,10 @@ int cmd_check_config(int argc, char** argv) {
       if (explain || !cfg.optimizer)
         std::fprintf(stderr, "%s\n", optimizer_line(cfg, client, eopt.optimizer).c_str());
       std::printf("%s\n", cfg.resolved_json().dump(2).c_str());
-      if (!estimate.empty()) std::fprintf(stderr, "%s", estimate.c_str());
+      if (!estimate.empty())
+        std::fprintf(stderr, "%s%s", estimate.c_str(),
+                     stage3_threshold_note(cfg, mcfg, opt.world_size, recompute_of(cfg, ""),
+                                           comm_backend_for_device("auto", "--device"), client).c_str());
       std::fflush(stdout);
     }
     return 0;

@@ -21,6 +21,7 @@
 #include "zerotrain/app/thread_layout.h"
 #include "train_agreement.h"
 #include "train_checkpoint.h"
+#include "stage3_note.h"
 #include "train_checks.h"
 #include "train_eval.h"
 #include "train_progress.h"
@@ -71,6 +72,7 @@ bool wants_cuda(const std::string& want) { return want == "cuda" || (want == "au
 void check_device_available(const std::string& want) {
   if (want == "cuda" && cuda_device_count() == 0)
     throw InputError("train: --device cuda, but no CUDA GPU is visible on " + process_info().host);
+  cpu_kernel_paths();  // ZT_CPU_ISA and ZT_CPU_BF16_GEMM are valid (InputError otherwise)
 }
 
 std::unique_ptr<Device> pick_device(const std::string& want) {
@@ -179,7 +181,7 @@ void check_inputs(TrainRun& run, const TrainArgs& args, int rank, int world) {
 // Phase B: device, model, communicator and engine; prints the set-up lines. Inputs are valid.
 void set_up(TrainRun& run, const TrainArgs& args, Rank0Log& log, const MaxOverRanks& world_max, int rank, int world) {
   run.local = node_local(MPI_COMM_WORLD);
-  const ThreadLayout threads = apply_thread_layout(run.local.local_size);  // before any pool starts
+  const ThreadLayout threads = apply_thread_layout(run.local.local_size, !wants_cuda(args.device));  // before any pool
   run.dev = pick_device(args.device);
   log.rank = rank;
   const EngineOptions& eopt = run.engine_opt;
@@ -217,7 +219,9 @@ void set_up(TrainRun& run, const TrainArgs& args, Rank0Log& log, const MaxOverRa
         "slots\n", off.params ? " and the parameter shard" : "", off.pin_memory ? "pinned" : "pageable",
         off.host_threads, off.buffer_count);
   }
-  log("%s", run.engine->plan().describe().c_str());
+  log("%s%s", run.engine->plan().describe().c_str(),
+      stage3_threshold_note(run.cfg, run.model_cfg, world, recompute_of(run.cfg, args.recompute),
+                            wants_cuda(args.device) ? CommBackend::NCCL : CommBackend::MPI, args.client_optimizer).c_str());
   if (!args.cuda_graph) {
     log("cuda graph: off\n");
     return;

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "zerotrain/core/cpu_isa.h"
 #include "zerotrain/core/cpu_stream.h"
 
 namespace zt {
@@ -61,7 +62,7 @@ ThreadLayout plan_thread_layout(int affinity_cpus, int online_cpus, int local_ra
   return t;
 }
 
-ThreadLayout apply_thread_layout(int local_ranks) {
+ThreadLayout apply_thread_layout(int local_ranks, bool cpu_device) {
   const int online = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
   ThreadLayout t = plan_thread_layout(affinity_cpu_count(), online, local_ranks, std::getenv("OMP_NUM_THREADS"),
                                       std::getenv("OPENBLAS_NUM_THREADS"));
@@ -72,6 +73,7 @@ ThreadLayout apply_thread_layout(int local_ranks) {
   }
   const char* core = openblas_get_corename();
   t.blas_core = core ? core : "unknown";
+  if (cpu_device) t.cpu_kernels = cpu_kernel_paths();
   return t;
 }
 
@@ -82,7 +84,13 @@ std::string describe(const ThreadLayout& t) {
   else
     s += std::to_string(t.affinity_cpus) + " of " + std::to_string(t.online_cpus) + " CPUs in the affinity mask, " +
          std::to_string(t.local_ranks) + " local rank" + (t.local_ranks == 1 ? "" : "s");
-  return s + "); OpenBLAS core " + t.blas_core;
+  s += "); OpenBLAS core " + t.blas_core;
+  return t.cpu_kernels.empty() ? s : s + "; " + t.cpu_kernels;
+}
+
+std::string cpu_kernel_paths() {
+  return std::string("CPU kernels ") + cpu::isa_name(cpu::active_isa()) + ", bf16 GEMM " +
+         cpu::bf16_gemm_name(cpu::active_bf16_gemm());
 }
 
 }  // namespace zt

@@ -72,4 +72,22 @@ Isa active_isa() {
   throw InputError(std::string("ZT_CPU_ISA=") + env + ": expected scalar, avx2 or avx512");
 }
 
+const char* bf16_gemm_name(Bf16Gemm g) {
+  return g == Bf16Gemm::Native ? "native (fp32 panels, AVX-512 FMA tile)" : "widened to fp32 + OpenBLAS sgemm";
+}
+
+Bf16Gemm active_bf16_gemm() {
+  const bool native_ok = active_isa() == Isa::Avx512;
+  const char* env = std::getenv("ZT_CPU_BF16_GEMM");
+  if (env == nullptr || env[0] == '\0' || std::strcmp(env, "widen") == 0) return Bf16Gemm::Widen;
+  if (std::strcmp(env, "native") != 0)
+    throw InputError(std::string("ZT_CPU_BF16_GEMM=") + env + ": expected native or widen");
+  if (!native_ok) {
+    throw InputError(std::string("ZT_CPU_BF16_GEMM=native: needs AVX-512F (") +
+                     (isa_supported(Isa::Avx512) ? "ZT_CPU_ISA is below avx512" : "this CPU lacks it") +
+                     "); use widen or leave it unset");
+  }
+  return Bf16Gemm::Native;
+}
+
 }  // namespace zt::cpu

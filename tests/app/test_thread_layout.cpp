@@ -6,6 +6,7 @@
 #include "zerotrain/app/thread_layout.h"
 #include "zerotrain/app/train_setup.h"
 #include "zerotrain/config/ds_config.h"
+#include "zerotrain/core/check.h"
 
 using zt::plan_thread_layout;
 
@@ -45,4 +46,22 @@ TEST(OffloadThreads, CpuadamCoresPercSharesTheCores) {
   EXPECT_EQ(threads_for("0.8"), 6);  // 6.4 rounds to 6
   EXPECT_EQ(threads_for("0.01"), 1);
   unsetenv("OMP_NUM_THREADS");
+}
+
+// The run header's CPU kernel paths follow ZT_CPU_ISA and ZT_CPU_BF16_GEMM; bad values are input errors.
+TEST(ThreadLayout, CpuKernelPathsNameTheIsaAndBf16Gemm) {
+  unsetenv("ZT_CPU_ISA");
+  setenv("ZT_CPU_BF16_GEMM", "widen", 1);
+  EXPECT_NE(zt::cpu_kernel_paths().find("bf16 GEMM widened to fp32 + OpenBLAS sgemm"), std::string::npos);
+  zt::ThreadLayout t = plan_thread_layout(2, 2, 1, nullptr, nullptr);
+  t.cpu_kernels = zt::cpu_kernel_paths();
+  EXPECT_NE(zt::describe(t).find("; CPU kernels "), std::string::npos);
+  setenv("ZT_CPU_ISA", "scalar", 1);
+  EXPECT_NE(zt::cpu_kernel_paths().find("CPU kernels scalar"), std::string::npos);
+  setenv("ZT_CPU_BF16_GEMM", "native", 1);  // never below avx512
+  EXPECT_THROW(zt::cpu_kernel_paths(), zt::InputError);
+  setenv("ZT_CPU_ISA", "avx1024", 1);
+  EXPECT_THROW(zt::cpu_kernel_paths(), zt::InputError);
+  unsetenv("ZT_CPU_ISA");
+  unsetenv("ZT_CPU_BF16_GEMM");
 }

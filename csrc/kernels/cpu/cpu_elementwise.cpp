@@ -115,10 +115,17 @@ void gelu_forward(const TensorView& out, const TensorView& inp) {
     for_chunks(out.numel(), [&](int64_t b, int64_t e) { vec::gelu_forward(k, o + b, x + b, e - b); });
     return;
   }
-  dispatch_dtype(out.dtype, [&](auto tag) {
+  dispatch_dtype(out.dtype, [&](auto tag) {  // 16-bit: the same SIMD path a chunk at a time
     using T = decltype(tag);
-    unary_map(static_cast<T*>(out.data), static_cast<const T*>(inp.data), out.numel(),
-              [](float x) { return math::gelu(x); });
+    const vec::Kernels& k = vec::active();
+    T* o = static_cast<T*>(out.data);
+    const T* x = static_cast<const T*>(inp.data);
+    for_chunks(out.numel(), [&](int64_t b, int64_t e) {
+      float buf[kVecChunk] = {};  // zeroed: GCC cannot see widen_n fill what the kernel reads
+      widen_n(x + b, buf, e - b);
+      vec::gelu_forward(k, buf, buf, e - b);
+      narrow_n(buf, o + b, e - b);
+    });
   });
 }
 

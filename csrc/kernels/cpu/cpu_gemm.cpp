@@ -1,16 +1,20 @@
 // cpu_gemm.cpp — GEMM on the CPU backend: OpenBLAS sgemm, row-major, packed (gemm) or with
 // explicit row strides (gemm_ld, the padded LM head), and the raw strided sgemm_rm.
-// fp32 runs sgemm in place. bf16/fp16 operands are widened to fp32 scratch (exact), multiplied
-// with fp32 accumulation, and rounded back once (RNE) — the same contract as cuBLAS with
-// bf16/fp16 inputs and CUBLAS_COMPUTE_32F.
+// fp32 runs sgemm in place. bf16 runs the native GEMM (cpu_gemm_bf16.cpp) where
+// cpu::active_bf16_gemm() says Native; otherwise bf16/fp16 operands are widened to fp32 scratch
+// (exact; AVX-512 passes for bf16 where available) and multiplied by sgemm. Both accumulate in fp32 and round back once (RNE) — the same
+// contract as cuBLAS with bf16/fp16 inputs and CUBLAS_COMPUTE_32F.
 #include <cblas.h>
 
 #include <algorithm>
 #include <climits>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
+#include "cpu_gemm_bf16_kernels.h"
 #include "cpu_kernels.h"
+#include "zerotrain/core/cpu_isa.h"
 
 namespace zt::cpu_ops {
 namespace {
@@ -21,13 +25,27 @@ std::vector<float>& scratch(int slot) {
   return buffers[slot];
 }
 
+// bf16 with AVX-512: the SIMD passes of cpu_gemm_bf16_avx512.cpp (bitwise the same).
+template <typename T>
+bool simd_bf16() {
+  return std::is_same_v<T, bf16> && cpu::active_isa() == cpu::Isa::Avx512;
+}
+
 template <typename T>
 const float* widen(const T* src, int64_t n, int slot) {
   std::vector<float>& buf = scratch(slot);
   if (static_cast<int64_t>(buf.size()) < n) buf.resize(static_cast<size_t>(n));
+  float* out = buf.data();
+  if (simd_bf16<T>()) {
+    constexpr int64_t kChunk = 1 << 14;
 #pragma omp parallel for schedule(static) if (n > kParallelGrain)
-  for (int64_t i = 0; i < n; ++i) buf[i] = to_f32(src[i]);
-  return buf.data();
+    for (int64_t b = 0; b < n; b += kChunk)
+      bf16gemm::widen_avx512(reinterpret_cast<const uint16_t*>(src) + b, out + b, std::min(kChunk, n - b));
+    return out;
+  }
+#pragma omp parallel for schedule(static) if (n > kParallelGrain)
+  for (int64_t i = 0; i < n; ++i) out[i] = to_f32(src[i]);
+  return out;
 }
 
 // Whether cblas_sgemm with beta == 0 overwrites C without reading it (NaN in C does not reach
@@ -85,6 +103,12 @@ void gemm_typed(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, 
   if (static_cast<int64_t>(c32.size()) < nc) c32.resize(static_cast<size_t>(nc));
   if (beta != 0.0f) widen(C, nc, 2);
   sgemm_strided(ta, tb, M, N, K, alpha, a32, lda, b32, ldb, beta, c32.data(), ldc);
+  if (simd_bf16<T>()) {
+#pragma omp parallel for schedule(static) if (M * N > kParallelGrain)
+    for (int64_t i = 0; i < M; ++i)
+      bf16gemm::narrow_avx512(c32.data() + i * ldc, reinterpret_cast<uint16_t*>(C) + i * ldc, N);
+    return;
+  }
 #pragma omp parallel for schedule(static) if (M * N > kParallelGrain)
   for (int64_t i = 0; i < M; ++i)
     for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = from_f32<T>(c32[i * ldc + j]);
@@ -96,6 +120,11 @@ void gemm_any(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, co
   if (C.dtype == DType::F32) {
     sgemm_strided(ta, tb, M, N, K, alpha, static_cast<const float*>(A.data), lda, static_cast<const float*>(B.data),
                   ldb, beta, static_cast<float*>(C.data), ldc);
+    return;
+  }
+  if (C.dtype == DType::BF16 && cpu::active_bf16_gemm() == cpu::Bf16Gemm::Native) {
+    gemm_bf16_native(ta, tb, M, N, K, alpha, static_cast<const uint16_t*>(A.data), lda,
+                     static_cast<const uint16_t*>(B.data), ldb, beta, static_cast<uint16_t*>(C.data), ldc);
     return;
   }
   dispatch_dtype(C.dtype, [&](auto tag) {

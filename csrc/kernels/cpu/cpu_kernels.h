@@ -43,8 +43,25 @@ void add_head(T* base, int64_t b, int64_t h, int64_t T_, int64_t row_stride, int
     for (int64_t i = 0; i < hs; ++i) dst[i] = from_f32<T>(to_f32(dst[i]) + src[t * hs + i]);
   }
 }
+// dst[i] = to_f32(src[i]) and dst[i] = from_f32<T>(src[i]) over n elements: 16-bit rows through
+// the fp32 SIMD kernels (cpu_vec_kernels.h) a chunk at a time, bitwise as the per-element loops.
+template <typename T>
+void widen_n(const T* src, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = to_f32(src[i]);
+}
+template <typename T>
+void narrow_n(const float* src, T* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = from_f32<T>(src[i]);
+}
+
 // C[M,N] (ldc) = alpha op(A) op(B) + beta C, fp32 row-major sgemm, K > 0 (cpu_gemm.cpp).
 void sgemm_rm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
               const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+
+// The native bf16 GEMM (cpu_gemm_bf16.cpp; cpu::Bf16Gemm::Native, call only when
+// cpu::isa_supported(Isa::Avx512)): sgemm_rm's contract on bf16 bits, fp32 accumulation, C rounded
+// once (round to nearest even); any K >= 0 (K == 0: C = beta C); beta == 0 never reads C.
+void gemm_bf16_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t* A,
+                      int64_t lda, const uint16_t* B, int64_t ldb, float beta, uint16_t* C, int64_t ldc);
 
 }  // namespace zt::cpu_ops

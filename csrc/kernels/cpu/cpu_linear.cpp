@@ -39,10 +39,21 @@ void gelu_backward_inplace_f32(float* d, const float* x, int64_t n) {
   }
 }
 
+// The same for 16-bit d and x, a chunk at a time through fp32 buffers (bitwise the per-element
+// from_f32(0 + to_f32(d) · gelu_grad(to_f32(x)))).
 template <typename T>
 void gelu_backward_inplace(T* d, const T* x, int64_t n) {
-#pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
-  for (int64_t i = 0; i < n; ++i) d[i] = from_f32<T>(0.0f + to_f32(d[i]) * math::gelu_grad(to_f32(x[i])));
+  const vec::Kernels& k = vec::active();
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (n > kParallelGrain)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t b = c * kChunk, len = (b + kChunk < n ? b + kChunk : n) - b;
+    float dd[kChunk], xx[kChunk];
+    widen_n(d + b, dd, len);
+    widen_n(x + b, xx, len);
+    vec::gelu_backward_inplace(k, dd, xx, len);
+    narrow_n(dd, d + b, len);
+  }
 }
 
 }  // namespace

@@ -15,6 +15,7 @@ struct ThreadLayout {
   int threads = 1;          // OpenMP and OpenBLAS threads per rank
   bool from_env = false;    // the user's OMP_NUM_THREADS / OPENBLAS_NUM_THREADS decided
   std::string blas_core;    // OpenBLAS's kernel family ("Haswell", "Zen", "SkylakeX", ...)
+  std::string cpu_kernels;  // the CPU kernels' paths (cpu_kernel_paths()); empty: not shown
 };
 
 // Pure rule: the user's OMP_NUM_THREADS (else OPENBLAS_NUM_THREADS) when it is a positive
@@ -23,9 +24,15 @@ struct ThreadLayout {
 ThreadLayout plan_thread_layout(int affinity_cpus, int online_cpus, int local_ranks, const char* omp_env,
                                 const char* blas_env);
 // Reads the mask and the environment, sets OpenMP's and OpenBLAS's thread counts when the user
-// did not, and returns what it did (for the run header).
-ThreadLayout apply_thread_layout(int local_ranks);
+// did not, and returns what it did (for the run header); with cpu_device, also the CPU kernels'
+// paths.
+ThreadLayout apply_thread_layout(int local_ranks, bool cpu_device = false);
 // "2 threads per rank (OpenMP + OpenBLAS; 2 CPUs in the affinity mask / 1 local rank); OpenBLAS core Zen"
+// then "; CPU kernels ..." when t.cpu_kernels is set.
 std::string describe(const ThreadLayout& t);
+// The SIMD level of the CPU kernels (cpu::active_isa()) and the bf16 GEMM path
+// (cpu::active_bf16_gemm()): "CPU kernels avx512, bf16 GEMM native (fp32 panels, AVX-512 FMA
+// tile)". Throws zt::InputError for a bad ZT_CPU_ISA or ZT_CPU_BF16_GEMM.
+std::string cpu_kernel_paths();
 
 }  // namespace zt

@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""Step time of bf16 compute vs fp32 compute on the CPU backend, with each bf16 GEMM path.
+
+For 1 and 2 ranks (--ranks) and ZeRO stages 1-3 (--stages), a GPT of 5.3 M parameters
+(V=2048, T=128, L=6, H=4, C=256, micro-batch 4 per rank, AdamW, clipping 1.0) runs as
+`zerotrain train` through zt-launch in three variants: fp32, bf16 with ZT_CPU_BF16_GEMM=native
+(left out on a CPU without AVX-512F) and bf16 with ZT_CPU_BF16_GEMM=widen; thread pools are
+sized by zerotrain itself (OMP_NUM_THREADS / OPENBLAS_NUM_THREADS removed: 2 threads at 1 rank
+on a 2-CPU machine, 1 per rank at 2 ranks). Every round runs
+every (ranks, stage, variant) back to back, so machine-load drift spreads over all of them. A
+run's time is the median of rank 0's step_ms (--metrics) after the first --skip steps; the
+table gives per case the median over rounds of each variant and the median over rounds of the
+per-round ratio to fp32. Stage 3 runs with stage3_param_persistence_threshold 1000, so its
+parameters are gathered. The load average is printed before and after.
+
+usage: bf16_cost.py [--bin build/zerotrain] [--rounds 3] [--steps 10] [--skip 3] [--ranks 1,2]
+                    [--stages 1,2,3] [--csv out.csv]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+MODEL = {"type": "gpt", "name": "gpt-5m", "vocab_size": 2048, "n_ctx": 128, "n_layer": 6, "n_head": 4,
+         "n_embd": 256}
+VARIANTS = [("fp32", False, None), ("bf16 native", True, "native"), ("bf16 widen", True, "widen")]
+
+
+def config(stage, bf16):
+    z = {"stage": stage}
+    if stage == 3:
+        z["stage3_param_persistence_threshold"] = 1000
+    c = {"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 1, "gradient_clipping": 1.0,
+         "zero_optimization": z, "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}}
+    if bf16:
+        c["bf16"] = {"enabled": True}
+    return c
+
+
+def run(args, d, ranks, stage, variant):
+    name, bf16, gemm = variant
+    tag = f"r{ranks}s{stage}{name.replace(' ', '_')}"
+    cfg = os.path.join(d, tag + ".json")
+    with open(cfg, "w") as f:
+        json.dump(config(stage, bf16), f)
+    metrics = os.path.join(d, tag + ".jsonl")
+    launcher = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "launcher", "zt-launch")
+    cmd = [sys.executable, launcher, "-n", str(ranks), "train", "--config", cfg, "--model", args.model, "--data",
+           "markov:vocab=2048,order=1,seed=3", "--steps", str(args.steps), "--metrics", metrics, "--log-every",
+           "1000"]
+    env = dict(os.environ, ZT_BIN=args.bin)
+    for k in ("ZT_CPU_BF16_GEMM", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):  # pools sized as a user gets them
+        env.pop(k, None)
+    if gemm:
+        env["ZT_CPU_BF16_GEMM"] = gemm
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if p.returncode != 0:
+        sys.exit(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
+    with open(metrics) as f:
+        ms = [json.loads(line)["step_ms"] for line in f][args.skip:]
+    return statistics.median(ms), next((l for l in p.stdout.splitlines() if l.startswith("threads:")), "")
+
+
+def load_average():
+    with open("/proc/loadavg") as f:
+        return f.read().split()[0]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--bin", default="build/zerotrain")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--skip", type=int, default=3)
+    ap.add_argument("--ranks", default="1,2")
+    ap.add_argument("--stages", default="1,2,3")
+    ap.add_argument("--csv")
+    args = ap.parse_args()
+    try:
+        ranks = [int(r) for r in args.ranks.split(",")]
+        stages = [int(s) for s in args.stages.split(",")]
+    except ValueError:
+        sys.exit("bf16_cost.py: --ranks and --stages expect comma-separated integers")
+    if args.rounds < 1 or args.skip < 0 or args.steps < args.skip + 2 or min(ranks) < 1 or \
+            not set(stages) <= {0, 1, 2, 3}:
+        sys.exit("bf16_cost.py: --rounds >= 1, --steps >= --skip + 2, ranks >= 1 and stages in 0..3 expected")
+    with open("/proc/cpuinfo") as f:
+        if "avx512f" not in f.read():
+            print("no AVX-512F on this CPU: the native variant is left out")
+            VARIANTS.remove(VARIANTS[1])
+    cases = [(r, s) for r in ranks for s in stages]
+    times = {(c, v[0]): [] for c in cases for v in VARIANTS}
+    headers = {}
+    print(f"load average at start {load_average()}", flush=True)
+    with tempfile.TemporaryDirectory() as d:
+        args.model = os.path.join(d, "model.json")
+        with open(args.model, "w") as f:
+            json.dump(MODEL, f)
+        for r in range(args.rounds):
+            for c in cases:
+                for v in VARIANTS:
+                    ms, header = run(args, d, c[0], c[1], v)
+                    times[(c, v[0])].append(ms)
+                    headers[(c[0], v[0])] = header
+                    print(f"round {r + 1}: {c[0]} rank(s), stage {c[1]}, {v[0]}: {ms:.1f} ms (load average "
+                          f"{load_average()})", flush=True)
+    print(f"load average at end {load_average()}")
+    for (r, name), h in sorted(headers.items()):
+        print(f"{r} rank(s), {name}: {h}")
+    print(f"GPT 5.3 M parameters (V=2048 T=128 L=6 H=4 C=256), micro-batch 4 per rank; ms per step, median over "
+          f"{args.rounds} interleaved rounds of each run's median after {args.skip} steps; ratio = median of the "
+          f"per-round ratios to fp32")
+    names = [v[0] for v in VARIANTS[1:]]
+    print("| ranks | stage | fp32 ms | " + " | ".join(f"{n} ms | {n} / fp32" for n in names) + " |")
+    print("|---|---|---|" + "---|---|" * len(names))
+    rows = []
+    for c in cases:
+        f32 = times[(c, "fp32")]
+        row = [c[0], c[1], statistics.median(f32)]
+        for n in names:
+            row += [statistics.median(times[(c, n)]), statistics.median(x / f for x, f in zip(times[(c, n)], f32))]
+        rows.append(row)
+        print("| %d | %d | %.1f | " % tuple(row[:3]) + " | ".join("%.1f | %.2f" % tuple(row[i:i + 2])
+                                                               for i in range(3, len(row), 2)) + " |")
+    if args.csv:
+        with open(args.csv, "w") as f:
+            f.write("ranks,stage,fp32_ms," + ",".join(f"{n.replace(' ', '_')}_ms,{n.replace(' ', '_')}_over_fp32"
+                                                      for n in names) + "\n")
+            for row in rows:
+                f.write(",".join(str(x) if isinstance(x, int) else "%.4f" % x for x in row) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,112 @@
+// cpu_gemm_bf16_avx512.cpp — the native bf16 GEMM's register tile: kMR × kNR fp32 accumulators
+// fed by AVX-512F fused multiply-adds over packed fp32 panels. Compiled with -mavx512f -mfma
+// (top CMakeLists.txt); called only when cpu::isa_supported(Isa::Avx512). Layout and contract:
+// cpu_gemm_bf16_kernels.h.
+// GCC 12 reports the deliberately undefined source operands inside avx512fintrin.h as
+// uninitialised; they are not.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "cpu_gemm_bf16_kernels.h"
+
+namespace zt::cpu_ops::bf16gemm {
+namespace {
+
+// fp32 → bf16 bits in the low half of each 32-bit lane, exactly dtype.h's f32_to_bf16_bits:
+// round to nearest even (overflow rounds to inf), NaN → its top half with the quiet bit set.
+__m512i to_bf16(__m512 v) {
+  const __m512i u = _mm512_castps_si512(v);
+  const __m512i top = _mm512_srli_epi32(u, 16);
+  const __m512i lsb = _mm512_and_si512(top, _mm512_set1_epi32(1));
+  const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  return _mm512_mask_blend_epi32(nan, rounded, _mm512_or_si512(top, _mm512_set1_epi32(0x40)));
+}
+
+// c[0, n) = bf16(alpha · acc + beta · c), n in [0, 16]; beta == 0 never reads c.
+void store16(uint16_t* c, __m512 acc, int n, float alpha, float beta) {
+  if (n <= 0) return;
+  const __mmask16 mask = n >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << n) - 1u);
+  if (alpha != 1.0f) acc = _mm512_mul_ps(acc, _mm512_set1_ps(alpha));
+  if (beta != 0.0f) {
+    alignas(32) uint16_t old[16] = {};
+    for (int j = 0; j < n; ++j) old[j] = c[j];
+    const __m512i wide = _mm512_cvtepu16_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(old)));
+    acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(wide, 16)), _mm512_set1_ps(beta)));
+  }
+  _mm512_mask_cvtepi32_storeu_epi16(c, mask, to_bf16(acc));
+}
+
+// 16 bf16 → 16 fp32 (exact: the bits shifted into the top half).
+__m512 widen16(const uint16_t* src) {
+  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+float widen1(uint16_t h) { return _mm_cvtss_f32(_mm_castsi128_ps(_mm_cvtsi32_si128(static_cast<int>(h) << 16))); }
+
+}  // namespace
+
+void pack_avx512(const uint16_t* x, int64_t ld, bool along_k, int64_t rows, int64_t K, int W, float* dst) {
+  if (along_k) {  // each k: `rows` contiguous values → one contiguous run of dst
+    for (int64_t k = 0; k < K; ++k) {
+      const uint16_t* src = x + k * ld;
+      float* out = dst + k * W;
+      int64_t i = 0;
+      for (; i + 16 <= rows; i += 16) _mm512_storeu_ps(out + i, widen16(src + i));
+      for (; i < rows; ++i) out[i] = widen1(src[i]);
+    }
+    return;
+  }
+  // Each row: 16 k at a time widened, then scattered down the block's column (stride W).
+  const __m512i stride = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                            _mm512_set1_epi32(W));
+  for (int64_t i = 0; i < rows; ++i) {
+    const uint16_t* src = x + i * ld;
+    int64_t k = 0;
+    for (; k + 16 <= K; k += 16) _mm512_i32scatter_ps(dst + k * W + i, stride, widen16(src + k), 4);
+    for (; k < K; ++k) dst[k * W + i] = widen1(src[k]);
+  }
+}
+
+void widen_avx512(const uint16_t* src, float* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(dst + i, widen16(src + i));
+  for (; i < n; ++i) dst[i] = widen1(src[i]);
+}
+
+void narrow_avx512(const float* src, uint16_t* dst, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 mask = n - i >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (n - i)) - 1u);
+    _mm512_mask_cvtepi32_storeu_epi16(dst + i, mask, to_bf16(_mm512_maskz_loadu_ps(mask, src + i)));
+  }
+}
+
+void tile_avx512(const float* a, const float* b, int64_t K, uint16_t* c, int64_t ldc, int m, int n, float alpha,
+                 float beta) {
+  __m512 acc0[kMR], acc1[kMR];
+#pragma GCC unroll 12
+  for (int i = 0; i < kMR; ++i) acc0[i] = acc1[i] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < K; ++k) {
+    const __m512 b0 = _mm512_loadu_ps(b + k * kNR), b1 = _mm512_loadu_ps(b + k * kNR + 16);
+    const float* ak = a + k * kMR;
+#pragma GCC unroll 12
+    for (int i = 0; i < kMR; ++i) {
+      const __m512 ai = _mm512_set1_ps(ak[i]);
+      acc0[i] = _mm512_fmadd_ps(ai, b0, acc0[i]);
+      acc1[i] = _mm512_fmadd_ps(ai, b1, acc1[i]);
+    }
+  }
+  // Unrolled with constant indices so the accumulators stay in registers throughout.
+#pragma GCC unroll 12
+  for (int i = 0; i < kMR; ++i) {
+    if (i >= m) break;
+    store16(c + i * ldc, acc0[i], n, alpha, beta);
+    store16(c + i * ldc + 16, acc1[i], n - 16, alpha, beta);
+  }
+}
+
+}  // namespace zt::cpu_ops::bf16gemm

@@ -1,0 +1,40 @@
+// cpu_gemm_bf16_kernels.h — the register tile of the native bf16 GEMM
+// (csrc/kernels/cpu/cpu_gemm_bf16_avx512.cpp); cpu_gemm_bf16.cpp packs the operands and drives it.
+//
+// Packed operands are fp32 (bf16 widened exactly while packing), zero past the matrix:
+//   A block (kMR rows from i0): a[k · kMR + i] = op(A)[i0 + i, k]
+//   B panel (kNR columns from j0): b[k · kNR + j] = op(B)[k, j0 + j]
+// A product of two bf16 values is exact in fp32, so each fused multiply-add rounds exactly as a
+// separate multiply and add would: the result is fp32 accumulation in increasing k.
+//
+// Portability invariant (as cpu_vec_kernels.h): the ISA-flagged file includes only this header,
+// <cstdint> and <immintrin.h>, and defines nothing with external linkage but the functions
+// declared here.
+#pragma once
+#include <cstdint>
+
+namespace zt::cpu_ops::bf16gemm {
+
+constexpr int kMR = 12;  // rows of a register tile
+constexpr int kNR = 32;  // columns of a register tile: two 16-lane fp32 accumulators per row
+
+// C[i, j] = bf16_rne(alpha · Σ_k a[k, i] · b[k, j] + beta · C[i, j]) for i < m <= kMR,
+// j < n <= kNR (C: bf16 bits, row stride ldc); beta == 0 never reads C. Rounding as dtype.h's
+// f32_to_bf16_bits (nearest even, NaN stays a quiet NaN). Call only when
+// cpu::isa_supported(Isa::Avx512).
+void tile_avx512(const float* a, const float* b, int64_t K, uint16_t* c, int64_t ldc, int m, int n, float alpha,
+                 float beta);
+
+// One packed block: dst[k · W + i] = bf16 x(i, k) widened, for i < rows <= W, k < K; the rows
+// from `rows` to W are left alone. x(i, k) is x[k · ld + i] (along_k: each k's rows are
+// contiguous) or x[i · ld + k] (otherwise: each row's k are contiguous). Call only when
+// cpu::isa_supported(Isa::Avx512).
+void pack_avx512(const uint16_t* x, int64_t ld, bool along_k, int64_t rows, int64_t K, int W, float* dst);
+
+// The widened path's passes (cpu_gemm.cpp), bitwise as the per-element loops: dst[i] = bf16
+// src[i] widened (exact), and dst[i] = f32_to_bf16_bits(src[i]), for i < n. Call only when
+// cpu::isa_supported(Isa::Avx512).
+void widen_avx512(const uint16_t* src, float* dst, int64_t n);
+void narrow_avx512(const float* src, uint16_t* dst, int64_t n);
+
+}  // namespace zt::cpu_ops::bf16gemm
