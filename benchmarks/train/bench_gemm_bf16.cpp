@@ -1,4 +1,4 @@
-// bench_gemm_bf16.cpp — CPU time of one GPT layer's GEMM shapes (docs/benchmarks.md §7): fp32
+// bench_gemm_bf16.cpp — CPU time of one GPT layer's GEMM shapes (docs/benchmarks.md §9): fp32
 // sgemm, bf16 widened + sgemm (ZT_CPU_BF16_GEMM=widen) and, with AVX-512F, the native bf16 GEMM
 // (=native), one thread, interleaved repetitions, median and fastest.
 //
