@@ -3,6 +3,9 @@
 
 * The validation loss appears on the progress line, as "val_loss" in the metrics JSONL (null on
   steps without an evaluation) and in csv_monitor's val_loss file, on every N-th step and the last.
+* It equals an independent computation, the training forward: a 1-step run whose training data is
+  the validation data reports, for its first step (the weights before any update), the loss the
+  evaluation of those weights reports (--steps 0), at stages 0-3 on 2 ranks and at 1 and 4 ranks.
 * It equals a separate evaluation of the same weights: a fresh run resumed from the checkpoint
   with nothing left to train prints the same value (same world size: bitwise; another: 1e-6).
 * With unchanged weights (lr 0) every evaluation gives the same loss, so the first one is the best:
@@ -194,6 +197,24 @@ class EvalCli(TempDirCase):
                                      c["predicted_bytes"], (r["rank"], name))
                     checked += 1
         self.assertGreater(checked, 0)
+
+    def test_val_loss_equals_the_training_forward(self):
+        step1 = re.compile(r"^step +1 \| loss ([0-9.]+)", re.M)
+        other = "markov:vocab=64,order=1,seed=11"
+        for stage, ranks in ((0, 2), (1, 2), (2, 2), (3, 2), (3, 1), (2, 4)):
+            cfg = self.write("fwd_%d_%d.json" % (stage, ranks), config(stage))
+            base = [MPIEXEC, "-np", str(ranks)] + MPI_FLAGS + [BIN, "train", "--config", cfg, "--model", self.model,
+                                                                 "--device", "cpu"]
+            # global batch 0 of `other` as training data (the loss is computed before the update)...
+            p = subprocess.run(base + ["--data", other, "--steps", "1"], capture_output=True, text=True, timeout=300)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            trained = float(step1.search(p.stdout).group(1))
+            # ...and as validation data, evaluated on the same initial weights
+            p = subprocess.run(base + ["--data", DATA, "--eval-data", other, "--eval-every", "1", "--eval-batches", "1",
+                                       "--steps", "0"], capture_output=True, text=True, timeout=300)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            evaluated = self.val_lines(p.stdout)[0]
+            self.assertAlmostEqual(evaluated, trained, delta=1e-6 * trained, msg="stage %d, %d ranks" % (stage, ranks))
 
     def test_holdout_split(self):
         text = self.write("text.txt", "".join(chr(48 + (i * 7) % 10) for i in range(400)))
