@@ -76,7 +76,10 @@ class Observation:
         self.M = ""
         if os.path.exists(files["mr.json"]):
             with open(files["mr.json"]) as f:
-                self.M = f.read()
+                report = json.load(f)
+            for rank in report.get("ranks", []):
+                rank.pop("process", None)  # the process's resident memory: measured, differs run to run
+            self.M = json.dumps(report, sort_keys=True)
         comm = read_jsonl(files["cl.jsonl"]) + read_jsonl(files["cl.jsonl"] + ".rank1")
         self.C = [(c["rank"], c["seq"], c["op"], c["bytes"], c["dtype"], c["label"]) for c in comm]
         lines = [ln for ln in (out + err).splitlines() if not ln.startswith("warning:")]
