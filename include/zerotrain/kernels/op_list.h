@@ -83,6 +83,42 @@ ZT_OP(layernorm_backward,
        const TensorView& inp, const TensorView& weight, const TensorView& mean, const TensorView& rstd),
       (dinp, dweight, dbias, dout, inp, weight, mean, rstd))
 
+// RMSNorm over the last dim (Llama): out[N,C] = inp · rstd · weight, where rstd[N] (fp32, saved
+// for backward, overwrites) = 1 / sqrt(mean over C of inp² + eps), all in fp32. out overwrites.
+ZT_OP(rmsnorm_forward,
+      (const TensorView& out, const TensorView& rstd, const TensorView& inp, const TensorView& weight, float eps),
+      (out, rstd, inp, weight, eps))
+// dinp[N,C] +=, dweight[C] += (deterministic: dweight sums rows in a fixed order).
+ZT_OP(rmsnorm_backward,
+      (const TensorView& dinp, const TensorView& dweight, const TensorView& dout, const TensorView& inp,
+       const TensorView& weight, const TensorView& rstd),
+      (dinp, dweight, dout, inp, weight, rstd))
+
+// Rotary position embedding, Hugging Face's rotate-half convention, IN PLACE on x[B,T,nh·hs]
+// (nh heads of hs channels, hs even). table[Tmax,hs] (fp32) holds per position p the row
+// cos(p·f_0) .. cos(p·f_{hs/2-1}) | sin(p·f_0) .. sin(p·f_{hs/2-1}) (zerotrain/model/rope.h builds
+// it). For row t of each sequence, position p = pos + t (pos + T <= Tmax), and for i < hs/2 with
+// x1 = x[i], x2 = x[i + hs/2], c = cos(p·f_i), s = sin(p·f_i), in fp32:
+//   forward:  x1 <- x1·c − x2·s,  x2 <- x2·c + x1·s
+// rope_backward applies the transpose to a gradient dx of the same layout, in place:
+//   backward: dx1 <- dx1·c + dx2·s,  dx2 <- dx2·c − dx1·s
+ZT_OP(rope_forward,
+      (const TensorView& x, const TensorView& table, int64_t B, int64_t T, int64_t nh, int64_t hs, int64_t pos),
+      (x, table, B, T, nh, hs, pos))
+ZT_OP(rope_backward,
+      (const TensorView& dx, const TensorView& table, int64_t B, int64_t T, int64_t nh, int64_t hs, int64_t pos),
+      (dx, table, B, T, nh, hs, pos))
+
+// SwiGLU (Llama's MLP): out[N,I] = silu(gate) · up, silu(g) = g / (1 + exp(−g)); gate, up [N,I];
+// fp32 inside, out overwrites.
+ZT_OP(swiglu_forward, (const TensorView& out, const TensorView& gate, const TensorView& up), (out, gate, up))
+// dgate = dout · up · silu'(gate), dup = dout · silu(gate) (both OVERWRITE). dgate may alias gate
+// and dup may alias up: each element is read before it is written.
+ZT_OP(swiglu_backward,
+      (const TensorView& dgate, const TensorView& dup, const TensorView& dout, const TensorView& gate,
+       const TensorView& up),
+      (dgate, dup, dout, gate, up))
+
 // Elementwise activations over n = numel elements. Forward overwrites out; backward: dinp += dout·f'(inp).
 ZT_OP(gelu_forward, (const TensorView& out, const TensorView& inp), (out, inp))
 ZT_OP(gelu_backward, (const TensorView& dinp, const TensorView& inp, const TensorView& dout), (dinp, inp, dout))
@@ -118,6 +154,25 @@ ZT_OP(attention_tiled_backward,
        const TensorView& stats, int64_t B, int64_t T, int64_t C, int64_t H, int64_t tile_q, int64_t tile_k),
       (dqkv, dout, qkv, out, stats, B, T, C, H, tile_q, tile_k))
 
+// Causal grouped-query attention (Llama), tiled as attention_tiled_forward with the same stats
+// and tiles: q[B,T,H·hs], k and v [B,T,Hkv·hs] (separate buffers; H a multiple of Hkv); query
+// head h attends with key/value head h / (H/Hkv), without materialising repeated K/V. With
+// Hkv == H and q|k|v the thirds of a qkv row this is attention_tiled_forward exactly.
+// out[B,T,H·hs] overwrites; stats[B,H,T,2] (fp32).
+ZT_OP(attention_gqa_forward,
+      (const TensorView& out, const TensorView& stats, const TensorView& q, const TensorView& k,
+       const TensorView& v, int64_t B, int64_t T, int64_t H, int64_t Hkv, int64_t hs, int64_t tile_q,
+       int64_t tile_k),
+      (out, stats, q, k, v, B, T, H, Hkv, hs, tile_q, tile_k))
+// dq[B,T,H·hs] +=, dk and dv [B,T,Hkv·hs] += (a key/value head sums the gradients of its H/Hkv
+// query heads in a fixed order: deterministic). out and stats are the forward's outputs.
+ZT_OP(attention_gqa_backward,
+      (const TensorView& dq, const TensorView& dk, const TensorView& dv, const TensorView& dout,
+       const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
+       const TensorView& stats, int64_t B, int64_t T, int64_t H, int64_t Hkv, int64_t hs, int64_t tile_q,
+       int64_t tile_k),
+      (dq, dk, dv, dout, q, k, v, out, stats, B, T, H, Hkv, hs, tile_q, tile_k))
+
 // Incremental decoding with a key/value cache (zerotrain/model/gpt_decode.h). k_cache and
 // v_cache are [H, Tmax, hs] (hs = C/H), qkv's dtype. kv_cache_write stores the k and v parts of
 // qkv[N,3C] (head h: channels C + h·hs and 2C + h·hs) as cache rows pos..pos+N-1 of every head
@@ -134,13 +189,14 @@ ZT_OP(attention_decode,
        int64_t H, int64_t pos),
       (out, qkv, k_cache, v_cache, C, H, pos))
 
-// Token + position embedding: out[B,T,C] = wte[tokens[b,t]] + wpe[t] (overwrites).
+// Token + position embedding: out[B,T,C] = wte[tokens[b,t]] + wpe[t] (overwrites), or, with wpe
+// absent (TensorView{}: Llama, whose positions are rotary), out = wte[tokens[b,t]].
 // tokens[B,T] are int32 on the op's device.
 ZT_OP(embedding_forward,
       (const TensorView& out, const int32_t* tokens, const TensorView& wte, const TensorView& wpe, int64_t B,
        int64_t T, int64_t C),
       (out, tokens, wte, wpe, B, T, C))
-// dwte[V,C] +=, dwpe[T',C] += (rows 0..T-1). Deterministic (no atomics).
+// dwte[V,C] +=, dwpe[T',C] += (rows 0..T-1; dwpe absent: not computed). Deterministic (no atomics).
 ZT_OP(embedding_backward,
       (const TensorView& dwte, const TensorView& dwpe, const TensorView& dout, const int32_t* tokens, int64_t B,
        int64_t T, int64_t C),
