@@ -31,6 +31,11 @@ int64_t Model::num_params() const {
   return n;
 }
 
+std::vector<float> Model::forward_logits() {
+  ZT_CHECK(false, "forward_logits: " + describe() + " has no logits");
+  return {};
+}
+
 const char* recompute_name(Recompute r) {
   switch (r) {
     case Recompute::None: return "none";

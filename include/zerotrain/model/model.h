@@ -104,6 +104,11 @@ class Model {
   // Params that appear in unit_params of a unit other than their owner (e.g. {0} for GPT).
   std::vector<int> shared_params() const;
   int64_t num_params() const;  // sum of numel over params()
+  // Logits of the last forward as fp32 host rows [B·T, V] (the V real vocabulary columns), for
+  // tests and tools; the training path never calls it. Token models recompute them from the saved
+  // final-norm activations and the bound head weight, so it is valid after forward_unit of the last
+  // unit and before the next set_batch; it waits for the stream. Models without logits throw.
+  virtual std::vector<float> forward_logits();
 };
 
 struct ModelOptions {
