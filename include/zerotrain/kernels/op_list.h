@@ -253,7 +253,7 @@ ZT_OP(adam_step_multi,
       (p, m, v, g, grad_scale, a, param_out, chunks))
 
 // ---- Engine ops: zt::zero_ops (zero/zero_ops.h), entry points and CPU kernels in
-// csrc/zero/zero_ops.cpp, CUDA launchers in csrc/kernels/cuda/zero_ops.cu ----
+// csrc/zero/zero_ops.cpp and quantize_ops.cpp, CUDA launchers in csrc/kernels/cuda/ ----
 
 // dst = (overwrite ? 0 : dst) + alpha · src, element-wise, any dtype pair, same numel. fp32 math.
 ZT_ENGINE_OP(accumulate, (const TensorView& dst, const TensorView& src, float alpha, bool overwrite),
@@ -295,6 +295,22 @@ ZT_ENGINE_OP(lamb_apply,
              (const TensorView& p, const TensorView& m, const TensorView& v, float ratio, const optim::LambParams& a,
               const TensorView& param_out),
              (p, m, v, ratio, a, param_out))
+
+// Block-wise symmetric quantisation, the wire format of quantised collectives (ZeRO++'s
+// quantised weights and gradients; per-element math in zerotrain/kernels/quantize_math.h). x's
+// n = numel elements form blocks of `block` (the last one may be shorter). Per block b:
+// scales[b] (fp32) = absmax / qmax with qmax = 2^(bits−1) − 1 (127 for int8, 7 for int4); 0 for an
+// all-zero block; NaN when the block holds a NaN or ±inf (it then dequantises to NaN everywhere,
+// so an overflow stays visible). q = round-half-even(x / scale), in [−qmax, qmax], two's
+// complement: bits 8 one byte per element; bits 4 two per byte, element 2i in the low nibble
+// (quant::payload_bytes). q and scales are on the op's device (overwrites).
+ZT_ENGINE_OP(quantize_blockwise, (uint8_t* q, float* scales, const TensorView& x, int64_t block, int bits),
+             (q, scales, x, block, bits))
+// x = (accumulate ? x : 0) + scales[block of i] · q[i] per element, fp32 math rounded once into x's
+// dtype. Same layout as quantize_blockwise.
+ZT_ENGINE_OP(dequantize_blockwise,
+             (const TensorView& x, const uint8_t* q, const float* scales, int64_t block, int bits, bool accumulate),
+             (x, q, scales, block, bits, accumulate))
 
 #undef ZT_OP
 #undef ZT_ENGINE_OP
