@@ -42,6 +42,7 @@ PlanOptions plan_options_of(const EngineOptions& o, int world) {
   p.compute = o.compute_dtype;
   p.grad_accum = o.grad_accum_dtype;
   p.wire = o.wire_dtype;
+  p.quantized_weights_block = o.quantized_weights_block;
   p.contiguous_gradients = o.contiguous_gradients;
   p.param_norms = o.optimizer.needs_param_norms();
   p.host_grads = o.offload.optimizer;
@@ -130,9 +131,12 @@ struct Prediction {
     int64_t persistent = 0;
     for (const PlanBucket& b : plan.buckets) persistent += b.persistent ? b.padded : 0;
     const bool gathers = plan.flow.gather_before_use;
-    at(MemCategory::Gather) = gathers ? bytes_of(persistent + plan.peak_live_elems, plan.compute) : 0;
+    // qwZ (stage3_gather.cpp): one send and one receive staging buffer of fp32 words, widest slice.
+    const int64_t qwz = plan.quantized_weights_block > 0 ? 4 * (1 + plan.world) * plan.quantized_gather_words(plan.max_slice()) : 0;
+    at(MemCategory::Gather) = gathers ? bytes_of(persistent + plan.peak_live_elems, plan.compute) + qwz : 0;
     item("persistent buckets", gathers ? bytes_of(persistent, plan.compute) : 0, MemCategory::Gather);
     item("gather/prefetch peak", gathers ? bytes_of(plan.peak_live_elems, plan.compute) : 0, MemCategory::Gather);
+    item("quantized gather staging (int8 codes + scales, send + receive)", gathers ? qwz : 0, MemCategory::Gather);
   }
 
   // The model's buffers, the engine's step statistics and LAMB's norms.

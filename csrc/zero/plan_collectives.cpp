@@ -5,17 +5,24 @@
 
 #include "zerotrain/zero/plan.h"
 
+#include "zerotrain/kernels/quantize_math.h"
+
 namespace zt {
 
 std::string CollectiveLabel::to_string() const {
   switch (kind) {
     case Kind::Grads: return "b" + std::to_string(bucket);
     case Kind::Gather: return "gather b" + std::to_string(bucket);
+    case Kind::QuantizedGather: return "gather b" + std::to_string(bucket) + " int8";
     case Kind::GroupGather: return "ag" + std::to_string(group) + ".b" + std::to_string(bucket);
     case Kind::StepStats: return "step stats";
     case Kind::LambNorms: return "lamb norms";
   }
   return "?";
+}
+
+int64_t ZeroPlan::quantized_gather_words(int64_t slice_elems) const {
+  return (quant::payload_bytes(slice_elems, 8) + 3) / 4 + quant::num_blocks(slice_elems, quantized_weights_block);
 }
 
 double ring_bytes_per_rank(CommOp op, size_t buffer_bytes, int world) {

@@ -194,6 +194,7 @@ ZeroPlan make_engine_plan(const std::vector<ParamSpec>& params, const std::vecto
   plan.compute = o.compute;
   plan.grad_dtype = o.grad_accum;
   plan.wire = o.wire;
+  plan.quantized_weights_block = flow.gather_before_use ? o.quantized_weights_block : 0;
   // Backward writes compute-dtype grads; they are staged per parameter when they cannot go
   // straight into the buffer that is reduced (contiguous_gradients off, or stages 0-1
   // accumulating in another dtype).

@@ -13,9 +13,17 @@
 // recorded on compute then, covers the communicator's writes and every compute read. The next
 // lease of that block on the comm stream makes the comm stream wait on that event (or finds it
 // complete): no host synchronisation, no cudaFree.
+//
+// With zero_quantized_weights (plan.quantized_weights_block > 0) a gather quantises the rank's
+// slice into `qsend` (int8 codes + block scales, ZeroPlan::quantized_gather_words), all-gathers the
+// words into `qrecv` and dequantises every rank's part, its own included, into the gathered
+// buffer: all ranks compute with the same weights. qsend / qrecv are sized once for the widest
+// slice and used only on the comm stream, whose order serialises the gathers that share them.
 #include <algorithm>
 
 #include "engine_impl.h"
+#include "zerotrain/kernels/quantize_math.h"
+#include "zerotrain/zero/zero_ops.h"
 
 namespace zt {
 
@@ -25,6 +33,11 @@ class Stage3Gatherer final : public ParamSync {
  public:
   Stage3Gatherer(EngineContext& cx, ModelStates& st) : cx_(cx), st_(st), slots_(cx.plan.buckets.size()) {
     for (Slot& s : slots_) s.done = cx.comm.create_event();
+    if (cx.plan.quantized_weights_block > 0) {
+      const int64_t words = cx.plan.quantized_gather_words(cx.plan.max_slice());
+      qsend_ = FlatBuffer(cx.dev, DType::F32, words, MemCategory::Gather);
+      qrecv_ = FlatBuffer(cx.dev, DType::F32, words * cx.world, MemCategory::Gather);
+    }
   }
   // Live buffers go back to the pool like any release: compute waits for their all-gather first.
   ~Stage3Gatherer() override {
@@ -59,8 +72,9 @@ class Stage3Gatherer final : public ParamSync {
         copy_view(cx_.dev, mine, shard, cx_.comm.stream(), CopyKind::HostToDevice);
         ++staged_slices_;
       }
-      all_gather_view(cx_.comm, mine, s.buf.view(), CollectiveLabel{CollectiveLabel::Kind::Gather, b}.to_string(),
-                      nullptr);
+      if (cx_.plan.quantized_weights_block > 0) quantized_all_gather(b, mine, s.buf.view());
+      else all_gather_view(cx_.comm, mine, s.buf.view(), CollectiveLabel{CollectiveLabel::Kind::Gather, b}.to_string(),
+                           nullptr);
     });
     s.done->record(cx_.comm.stream());
     s.waited = false;
@@ -103,6 +117,25 @@ class Stage3Gatherer final : public ParamSync {
     bool waited = false;          // the compute stream already waits on `done`
   };
 
+  // qwZ on the comm stream: quantise `mine`, all-gather the words, dequantise rank r's words into
+  // slice r of `full`.
+  void quantized_all_gather(int b, const TensorView& mine, const TensorView& full) {
+    const int64_t block = cx_.plan.quantized_weights_block, n = mine.numel();
+    const int64_t words = cx_.plan.quantized_gather_words(n), code_words = (quant::payload_bytes(n, 8) + 3) / 4;
+    Stream& s = cx_.comm.stream();
+    auto codes = [&](const TensorView& w) { return static_cast<uint8_t*>(w.data); };
+    auto scales = [&](const TensorView& w) { return static_cast<float*>(w.data) + code_words; };
+    const TensorView send = qsend_.view({0, words}), recv = qrecv_.view({0, words * cx_.world});
+    zero_ops::quantize_blockwise(s, codes(send), scales(send), mine, block, 8);
+    all_gather_view(cx_.comm, send, recv, CollectiveLabel{CollectiveLabel::Kind::QuantizedGather, b}.to_string(),
+                    nullptr);
+    for (int r = 0; r < cx_.world; ++r) {
+      const TensorView part = recv.slice1d(r * words, words);
+      zero_ops::dequantize_blockwise(s, rank_slice(full, r, cx_.world), codes(part), scales(part), block, 8,
+                                     /*accumulate=*/false);
+    }
+  }
+
   // `since`: the stall anchor of a gather issued directly before this wait (-1: none).
   void wait_since(int b, int since) {
     Slot& s = slots_[b];
@@ -122,6 +155,7 @@ class Stage3Gatherer final : public ParamSync {
   EngineContext& cx_;
   ModelStates& st_;
   std::vector<Slot> slots_;        // per bucket
+  FlatBuffer qsend_, qrecv_;       // qwZ staging (fp32 words), comm stream only
   GatherStats stats_;
   int64_t staged_slices_ = 0;      // offload_param: host slices copied in before their all-gather
 };

@@ -175,9 +175,14 @@ std::vector<PlannedCollective> op_collectives(const ZeroPlan& plan, const StepOp
   switch (op.kind) {
     case OpKind::Gather:
     case OpKind::Prefetch:
-    case OpKind::Regather: {  // one parameter bucket into its gathered buffer (compute dtype)
+    case OpKind::Regather: {  // one parameter bucket into its gathered buffer (compute dtype, or qwZ's words)
       const PlanBucket& k = plan.bucket(op.bucket);
-      add(CommOp::AllGather, {K::Gather, op.bucket}, k.slice, k.padded, plan.compute);
+      if (plan.quantized_weights_block > 0) {
+        const int64_t words = plan.quantized_gather_words(k.slice);
+        add(CommOp::AllGather, {K::QuantizedGather, op.bucket}, words, words * plan.world, DType::F32);
+      } else {
+        add(CommOp::AllGather, {K::Gather, op.bucket}, k.slice, k.padded, plan.compute);
+      }
       break;
     }
     case OpKind::Reduce: {  // all-reduce (stage 0) or reduce-scatter, in the wire dtype

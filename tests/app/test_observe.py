@@ -46,7 +46,8 @@ def explain_collectives(stdout):
     return out
 
 
-class Observe(TempDirCase):
+class ObserveCase(TempDirCase):
+    """Runs `zerotrain train` at 2 ranks and `zerotrain explain` on configs written in the test's directory."""
 
     def run_cmd(self, cmd, check=True):
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
@@ -63,6 +64,9 @@ class Observe(TempDirCase):
     def explain(self, cfg):
         c = self.write("explain.json", cfg)
         return self.run_cmd([BIN, "explain", "--config", c, "--model", self.model, "--world-size", "2"]).stdout
+
+
+class Observe(ObserveCase):
 
     def test_breakdown_trace_comm_log_and_comms_logger(self):
         m, tdir, clog = (os.path.join(self.d, x) for x in ("m.jsonl", "trace", "comm.jsonl"))

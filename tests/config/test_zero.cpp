@@ -238,7 +238,6 @@ TEST(Zero, BoundsAsInDeepSpeed) {  // §13.2
 TEST(Zero, KnownButUnsupportedRejectedWhenEnabled) {  // docs/config.md rule 5
   EXPECT_ZERO_REJECTED(R"({"stage": 3, "offload_param": {"device": "nvme", "nvme_path": "/x"}})", "nvme", "not supported");
   EXPECT_ZERO_REJECTED(R"({"stage": 3, "offload_optimizer": {"device": "nvme"}})", "nvme", "not supported");
-  EXPECT_ZERO_REJECTED(R"({"stage": 3, "zero_quantized_weights": true})", "zero_quantized_weights", "not supported");
   EXPECT_ZERO_REJECTED(R"({"stage": 3, "zero_quantized_gradients": true})", "zero_quantized_gradients");
   EXPECT_ZERO_REJECTED(R"({"stage": 3, "zero_hpz_partition_size": 8})", "zero_hpz_partition_size", "hpZ");
   EXPECT_ZERO_REJECTED(R"({"stage": 3, "mics_shard_size": 4})", "MiCS");
@@ -248,6 +247,11 @@ TEST(Zero, KnownButUnsupportedRejectedWhenEnabled) {  // docs/config.md rule 5
   zt::DsConfig ok = zero(R"({"stage": 3, "zero_quantized_weights": false, "zero_hpz_partition_size": 1,
                              "mics_shard_size": -1, "zenflow": null, "offload_param": {"device": "none"}})");
   EXPECT_EQ(ok.zero.stage, 3);
+}
+
+TEST(Zero, QuantizedWeightsAreAccepted) {
+  EXPECT_TRUE(zero(R"({"stage": 3, "zero_quantized_weights": true})").zero.zero_quantized_weights);
+  EXPECT_FALSE(zero(R"({"stage": 3})").zero.zero_quantized_weights);
 }
 
 TEST(Zero, ElasticCheckpointWarningAtStage3) {

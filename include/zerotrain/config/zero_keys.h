@@ -119,8 +119,9 @@ ZT_ZERO_KEY(Z, round_robin_gradients, bool, false, kFlag, "", kNever, "", kNotUs
             "gradients are not copied to a CPU buffer; nothing to round-robin", "true", "", "")
 ZT_ZERO_KEY(Z, zero_hpz_partition_size, int64_t, 1, kCount, "", 1, "ZeRO++ hierarchical partitioning (hpZ > 1)",
             kRejected, "ZeRO++ hierarchical partitioning", "2", "", "")
-ZT_ZERO_KEY(Z, zero_quantized_weights, bool, false, kFlag, "", 0, "ZeRO++ quantized weights (qwZ)", kRejected,
-            "ZeRO++ quantized weights", "true", "", "")
+ZT_ZERO_KEY(Z, zero_quantized_weights, bool, false, kFlag, "", kNever, "", kImplemented,
+            "ZeRO++ qwZ: stage 3's parameter all-gathers send block-wise int8 (blocks of 8000 elements, one fp32 "
+            "scale each), dequantised on arrival; master weights never quantised", "true", "LMC", kStage3)
 ZT_ZERO_KEY(Z, zero_quantized_nontrainable_weights, bool, false, kFlag, "", 0, "ZeRO++ quantized weights", kRejected,
             "ZeRO++ quantized weights", "true", "", "")
 ZT_ZERO_KEY(Z, zero_quantized_gradients, bool, false, kFlag, "", 0, "ZeRO++ quantized gradients (qgZ)", kRejected,

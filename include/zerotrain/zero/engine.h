@@ -69,9 +69,16 @@ struct OffloadOptions {
 
 // Defaults are DeepSpeed 0.19.5's; options built from an empty config equal them
 // (tests/config/test_defaults_agree.cpp).
+// zero_quantized_weights' block: DeepSpeed's quantiser aims at groups of about this many
+// elements (its target group size); zerotrain uses fixed blocks of it.
+constexpr int64_t kQuantizedWeightsBlock = 8000;
+
 struct EngineOptions {
   int stage = 0;
   bool overlap_comm = false;
+  // Stage 3 zero_quantized_weights (ZeRO++ qwZ): parameter all-gathers send block-wise int8 with
+  // one fp32 scale per this many elements (0: off; master weights are never quantised).
+  int64_t quantized_weights_block = 0;
   bool contiguous_gradients = true;
   int64_t reduce_bucket_size = 500000000;          // elements, >= 1 (config clamps)
   int64_t allgather_bucket_size = 500000000;       // elements (stages 1-2 post-step all-gather groups)

@@ -80,9 +80,10 @@ inline bool reduces_now(const StageFlow& f, bool boundary) { return f.reduce_eve
 
 // What one collective of a step moves. to_string() is the label the engine passes to the
 // communicator (and the comm log shows): "b4" (a bucket's gradients), "gather b4" (stage 3),
+// "gather b4 int8" (stage 3 with quantised weights: the int8 codes and block scales as fp32 words),
 // "ag0.b4" (post-step all-gather group 0), "step stats", "lamb norms".
 struct CollectiveLabel {
-  enum class Kind : uint8_t { Grads, Gather, GroupGather, StepStats, LambNorms };
+  enum class Kind : uint8_t { Grads, Gather, QuantizedGather, GroupGather, StepStats, LambNorms };
   Kind kind = Kind::Grads;
   int bucket = -1;  // Grads, Gather, GroupGather
   int group = -1;   // GroupGather
@@ -176,6 +177,7 @@ struct PlanOptions {
   bool contiguous_gradients = true;
   bool param_norms = false;                 // LAMB: per-parameter norms summed across ranks each step
   bool host_grads = false;                  // offload_optimizer: the reduced gradients accumulate on the host
+  int64_t quantized_weights_block = 0;      // stage 3 zero_quantized_weights: int8 blocks of this size (0: off)
 };
 
 struct ZeroPlan {
@@ -254,6 +256,12 @@ struct ZeroPlan {
   // (stages 0-1, grad_dtype) or the ring slot / wire slot (stages 2-3).
   DType reduced_dtype() const;
   int64_t max_slice() const;  // the widest bucket slice (elements)
+  // ---- stage 3 with zero_quantized_weights (qwZ) ----
+  // Every gather sends the rank's slice as int8 codes in blocks of quantized_weights_block
+  // elements plus one fp32 scale per block (zero_ops::quantize_blockwise), packed into fp32 words:
+  // [codes, padded to a whole word | scales]. 0: gathers send the compute dtype.
+  int64_t quantized_weights_block = 0;
+  int64_t quantized_gather_words(int64_t slice_elems) const;  // words per rank of one gather
   int64_t owned_flat_begin(int b, int rank) const { return slice(b, rank, Layout::Full).begin; }
   // real_slice of every bucket in rank's shard, as (shard offset, count) runs (empty ones left out).
   std::vector<std::pair<int64_t, int64_t>> real_shard_runs(int rank) const;

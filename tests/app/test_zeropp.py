@@ -1,0 +1,81 @@
+"""ZeRO++ quantised weights (zero_quantized_weights, stage 3) end to end, 2 ranks:
+
+* explain's collective list (gathers as "gather bN int8", fp32 words) == the comm log of a run;
+* the gather bytes shrink by the codes+scales ratio: about 1/4 of fp32's, 1/2 of bf16's;
+* the memory report's gather category: predicted == measured, staging included;
+* training stays close to unquantised: mean loss of the last 20 of 200 steps within 2%;
+* other stages accept the key and ignore it (as DeepSpeed does).
+"""
+import json
+import os
+import unittest
+
+from test_observe import BIN, ObserveCase, ds, explain_collectives
+
+
+def qwz(stage, bf16=False, **zero):
+    cfg = ds(stage)
+    cfg["zero_optimization"]["zero_quantized_weights"] = True
+    cfg["zero_optimization"].update(zero)
+    if bf16:
+        cfg["bf16"] = {"enabled": True}
+    return cfg
+
+
+class QuantizedWeights(ObserveCase):
+
+    def comm_log(self, cfg, steps=1):
+        clog = os.path.join(self.d, "c%d.jsonl" % len(os.listdir(self.d)))
+        self.train(cfg, steps, "--comm-log", clog)
+        with open(clog) as f:
+            return [e for e in map(json.loads, f) if e["op"] not in ("gather_strings", "max_over_ranks")]
+
+    def test_explain_equals_the_run_and_gathers_shrink(self):
+        for bf16, ratio in ((False, 0.26), (True, 0.51)):
+            cfg = qwz(3, bf16)
+            planned = explain_collectives(self.explain(cfg))
+            gathers = [c for c in planned if c[1].endswith(" int8")]
+            self.assertGreater(len(gathers), 0, planned)
+            entries = self.comm_log(cfg)
+            got = [(e["op"], e["label"], e["count"], e["bytes"], e["dtype"]) for e in entries][-len(planned):]
+            self.assertEqual(got, planned, "bf16" if bf16 else "fp32")
+            plain = [c for c in explain_collectives(self.explain(qwz(3, bf16, zero_quantized_weights=False)))
+                     if c[1].startswith("gather ")]
+            q, p = sum(c[3] for c in gathers), sum(c[3] for c in plain)
+            self.assertEqual(len(gathers), len(plain))
+            print("%s: gather bytes per step %d int8 vs %d plain (%.3f)" % ("bf16" if bf16 else "fp32", q, p, q / p))
+            self.assertLess(q / p, ratio, "gather bytes %d quantised vs %d" % (q, p))
+            self.assertGreater(q / p, ratio - 0.02)
+
+    def test_memory_report_counts_the_staging(self):
+        report = os.path.join(self.d, "mem.json")
+        self.train(qwz(3), 2, "--memory-report", report)
+        with open(report) as f:
+            gather = json.load(f)["ranks"][0]["categories"]["gather"]
+        self.assertEqual(gather["predicted_bytes"], gather["peak_bytes"])
+        p = self.run_cmd([BIN, "estimate", "--config", self.write("e.json", qwz(3)), "--model", self.model,
+                          "--world-size", "2"])
+        self.assertRegex(p.stdout, r"quantized gather staging")
+
+    def test_training_stays_close_to_unquantised(self):
+        means = []
+        for on in (False, True):
+            m = os.path.join(self.d, "m%d.jsonl" % on)
+            self.train(qwz(3, zero_quantized_weights=on), 200, "--metrics", m)
+            with open(m) as f:
+                losses = [json.loads(l)["loss"] for l in f]
+            self.assertEqual(len(losses), 200)
+            means.append(sum(losses[-20:]) / 20)
+        print("mean loss of steps 181-200: %.5f unquantised, %.5f int8 weights (%+.2f%%)"
+              % (means[0], means[1], 100 * (means[1] - means[0]) / means[0]))
+        self.assertLess(abs(means[1] - means[0]) / means[0], 0.02, means)
+        self.assertLess(means[1], 3.5, "training did not learn")  # ln(64) = 4.16 at the start
+
+    def test_other_stages_ignore_the_key(self):
+        for stage in (1, 2):
+            entries = self.comm_log(qwz(stage))
+            self.assertFalse(any(e["label"].endswith(" int8") for e in entries), stage)
+
+
+if __name__ == "__main__":
+    unittest.main()
