@@ -74,7 +74,8 @@ void attention_tiled_backward(Stream& s, const TensorView& dqkv, const TensorVie
 }
 
 namespace {
-// out-like [B,T,C], wte [V,C] with V >= 1, wpe [T',C] with T' >= T, all one dtype.
+// out-like [B,T,C], wte [V,C] with V >= 1, wpe [T',C] with T' >= T or absent (no storage: no
+// position term), all one dtype.
 void check_embedding(const Stream& s, const char* op, const TensorView& x, const char* xn, const TensorView& wte,
                      const char* wten, const TensorView& wpe, const char* wpen, const int32_t* tokens, int64_t B,
                      int64_t T, int64_t C) {
@@ -85,12 +86,13 @@ void check_embedding(const Stream& s, const char* op, const TensorView& x, const
   check_rows(wte, C, op, wten);
   check_same(wte, x, op, wten);
   ZT_CHECK(wte.numel() >= C, where(op, wten) + " has no rows");
+  check_ptr(tokens, B * T, op, "tokens");
+  if (wpe.data == nullptr) return;  // absent
   check_tensor(s, wpe, op, wpen);
   check_rows(wpe, C, op, wpen);
   check_same(wpe, x, op, wpen);
   ZT_CHECK(wpe.numel() >= T * C, where(op, wpen) + " has " + std::to_string(wpe.numel() / C) +
                                      " positions, fewer than T=" + std::to_string(T));
-  check_ptr(tokens, B * T, op, "tokens");
 }
 }  // namespace
 

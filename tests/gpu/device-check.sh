@@ -23,11 +23,12 @@
 #   build       only the targets the check runs, all cores, -k 0: the fixed tools below plus every
 #               executable of a ctest test labelled gpu (found after configure, so a new gpu test
 #               target is built and run without editing this script)
-#   gpu-tests   ctest -L gpu: CUDA kernels vs the CPU reference (the Lion / Adagrad / LAMB engine
-#               ops among them: test_gpu_optim), zeroed-alloc ordering, memory pool, NCCL np1,
-#               --cuda-graph eager vs replay, cpu_checkpointing vs recompute alone (bitwise), the
-#               key/value cache ops and the KV-cached GPT decoder (test_gpu_decode), and
-#               any other gpu-labelled test
+#   gpu-tests   ctest -L gpu: the Llama ops first (test_gpu_llama_ops: RMSNorm, rotary embedding,
+#               SwiGLU, embedding without positions), then CUDA kernels vs the CPU reference (the
+#               Lion / Adagrad / LAMB engine ops among them: test_gpu_optim), zeroed-alloc ordering,
+#               memory pool, NCCL np1, --cuda-graph eager vs replay, cpu_checkpointing vs recompute
+#               alone (bitwise), the key/value cache ops and the KV-cached GPT decoder
+#               (test_gpu_decode), and any other gpu-labelled test
 #   memcheck    compute-sanitizer --tool memcheck on a short kernel subset
 #   racecheck   compute-sanitizer --tool racecheck on the same subset
 #   train-fp32  world size 1, gpt-tiny fp32 at stages 0-3: loss curves identical across stages;
@@ -64,7 +65,7 @@ while [ $# -gt 0 ]; do
     --out=*) OUT_DIR=${1#*=}; shift ;;
     --dry-run) DRY_RUN=1; shift ;;
     --rehearse-mpi) REHEARSE=1; shift ;;
-    -h|--help) sed -n '2,45p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,46p' "$0"; exit 0 ;;
     *) echo "device-check.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done

@@ -1,5 +1,5 @@
 // cpu_elementwise.cpp — elementwise ops and simple reductions on the CPU backend:
-// bias add / bias grad, GELU, ReLU, residual add, scale, cast, squared L2 norm.
+// bias add / bias grad, GELU, ReLU, SwiGLU, residual add, scale, cast, squared L2 norm.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -7,6 +7,7 @@
 
 #include "cpu_kernels.h"
 #include "cpu_vec_kernels.h"
+#include "zerotrain/kernels/math_llama.h"
 
 namespace zt::cpu_ops {
 namespace {
@@ -158,6 +159,40 @@ void relu_backward(const TensorView& dinp, const TensorView& inp, const TensorVi
     using T = decltype(tag);
     unary_backward(static_cast<T*>(dinp.data), static_cast<const T*>(inp.data), static_cast<const T*>(dout.data),
                    dinp.numel(), [](float x) { return math::relu_grad(x); });
+  });
+}
+
+void swiglu_forward(const TensorView& out, const TensorView& gate, const TensorView& up) {
+  const int64_t n = out.numel();
+  dispatch_dtype(out.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* o = static_cast<T*>(out.data);
+    const T* g = static_cast<const T*>(gate.data);
+    const T* u = static_cast<const T*>(up.data);
+#pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
+    for (int64_t i = 0; i < n; ++i) o[i] = from_f32<T>(math::silu(to_f32(g[i])) * to_f32(u[i]));
+  });
+}
+
+// Element i reads gate[i], up[i], dout[i] before writing dgate[i], dup[i]: dgate may alias gate,
+// dup may alias up.
+void swiglu_backward(const TensorView& dgate, const TensorView& dup, const TensorView& dout, const TensorView& gate,
+                     const TensorView& up) {
+  const int64_t n = dgate.numel();
+  dispatch_dtype(dgate.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* dg = static_cast<T*>(dgate.data);
+    T* du = static_cast<T*>(dup.data);
+    const T* dy = static_cast<const T*>(dout.data);
+    const T* g = static_cast<const T*>(gate.data);
+    const T* u = static_cast<const T*>(up.data);
+#pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
+    for (int64_t i = 0; i < n; ++i) {
+      const float gi = to_f32(g[i]), ui = to_f32(u[i]), dyi = to_f32(dy[i]);
+      const float dgi = dyi * ui * math::silu_grad(gi), dui = dyi * math::silu(gi);
+      dg[i] = from_f32<T>(dgi);
+      du[i] = from_f32<T>(dui);
+    }
   });
 }
 

@@ -1,4 +1,5 @@
-// cpu_embedding.cpp — token + position embedding forward/backward on the CPU backend.
+// cpu_embedding.cpp — token + position embedding forward/backward on the CPU backend; without
+// wpe (absent view) the token embedding alone, without dwpe no position gradient.
 // Backward is deterministic without atomics: positions are grouped by token id (stable sort,
 // so each group lists its positions in increasing order), each group's dout rows are summed in
 // fp32 in that order and added to its dwte row once; groups own disjoint rows, so they run in
@@ -28,8 +29,12 @@ void embedding_forward(const TensorView& out, const int32_t* tokens, const Tenso
 #pragma omp parallel for schedule(static) if (N * C > kParallelGrain)
     for (int64_t i = 0; i < N; ++i) {
       const T* tr = te + static_cast<int64_t>(tokens[i]) * C;
-      const T* pr = pe + (i % T_) * C;
       T* orow = o + i * C;
+      if (pe == nullptr) {  // no position term (rotary positions)
+        for (int64_t j = 0; j < C; ++j) orow[j] = tr[j];
+        continue;
+      }
+      const T* pr = pe + (i % T_) * C;
       for (int64_t j = 0; j < C; ++j) orow[j] = from_f32<T>(to_f32(tr[j]) + to_f32(pr[j]));
     }
   });
@@ -70,6 +75,7 @@ void embedding_backward(const TensorView& dwte, const TensorView& dwpe, const Te
       T* dst = dte + static_cast<int64_t>(tokens[order[starts[g]]]) * C;
       for (int64_t j = 0; j < C; ++j) dst[j] = from_f32<T>(to_f32(dst[j]) + acc[j]);
     }
+    if (dpe == nullptr) return;  // dwpe absent
 #pragma omp parallel for schedule(static) if (N * C > kParallelGrain)
     for (int64_t t = 0; t < T_; ++t) {
       std::vector<float> acc(static_cast<size_t>(C), 0.0f);

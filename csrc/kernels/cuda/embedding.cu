@@ -1,6 +1,7 @@
 // embedding.cu — token + position embedding on the CUDA backend.
 //
-// Forward: out[b,t,:] = wte[tokens[b,t]] + wpe[t] (fp32 add, one rounding), coalesced over C.
+// Forward: out[b,t,:] = wte[tokens[b,t]] + wpe[t] (fp32 add, one rounding), coalesced over C;
+// with wpe absent (nullptr: rotary positions) out = wte[tokens[b,t]], and backward skips dwpe.
 // Backward, deterministic without float atomics (same grouping as the CPU backend):
 //  1. stable radix sort of (token, position) pairs by token (CUB; stable, so each token's
 //     positions stay in increasing order);
@@ -35,7 +36,8 @@ __global__ void embedding_forward_kernel(T* out, const int32_t* tokens, const T*
     int64_t i = idx / C, c = idx - i * C;
     int32_t tok = tokens[i];
     check_token(tok, V, i);
-    out[idx] = from_f32<T>(to_f32(wte[static_cast<int64_t>(tok) * C + c]) + to_f32(wpe[(i % T_) * C + c]));
+    const T te = wte[static_cast<int64_t>(tok) * C + c];
+    out[idx] = wpe == nullptr ? te : from_f32<T>(to_f32(te) + to_f32(wpe[(i % T_) * C + c]));
   }
 }
 
@@ -126,8 +128,10 @@ void embedding_backward(Stream& s, const TensorView& dwte, const TensorView& dwp
     dwte_runs_kernel<X><<<static_cast<unsigned>(N), threads, 0, native(s)>>>(static_cast<X*>(dwte.data), dy,
                                                                              sorted_tokens, sorted_pos, N, C);
     ZT_CUDA_LAUNCH_CHECK();
-    dwpe_kernel<X><<<grid_for(T * C, 256), 256, 0, native(s)>>>(static_cast<X*>(dwpe.data), dy, B, T, C);
-    ZT_CUDA_LAUNCH_CHECK();
+    if (dwpe.data != nullptr) {
+      dwpe_kernel<X><<<grid_for(T * C, 256), 256, 0, native(s)>>>(static_cast<X*>(dwpe.data), dy, B, T, C);
+      ZT_CUDA_LAUNCH_CHECK();
+    }
   });
 }
 

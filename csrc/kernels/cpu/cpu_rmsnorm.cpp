@@ -1,0 +1,115 @@
+// cpu_rmsnorm.cpp — RMSNorm forward/backward over the last dim on the CPU backend (Llama).
+// Every dtype runs the same fp32 arithmetic: 16-bit rows are widened into per-thread fp32
+// buffers, and the row sums (Σ x², Σ dnorm·x) are vec::sq_dev_sum / vec::dot (16 lane partial
+// sums in increasing column order, then a fixed tree: the bits depend neither on the ISA nor on
+// the thread count). dweight sums rows 0..N-1 in order per column, column blocks in parallel.
+#include <type_traits>
+#include <vector>
+
+#include "cpu_kernels.h"
+#include "cpu_vec_kernels.h"
+#include "zerotrain/kernels/math_llama.h"
+
+namespace zt::cpu_ops {
+namespace {
+
+// Columns per task of the dweight reduction.
+constexpr int64_t kColumnBlock = 64;
+
+// The fp32 values of row src[0..n): src itself for fp32, else widened into buf.
+template <typename T>
+const float* f32_row(const T* src, int64_t n, float* buf) {
+  if constexpr (std::is_same_v<T, float>) {
+    (void)n;
+    (void)buf;
+    return src;
+  } else {
+    widen_n(src, buf, n);
+    return buf;
+  }
+}
+
+}  // namespace
+
+void rmsnorm_forward(const TensorView& out, const TensorView& rstd, const TensorView& inp, const TensorView& weight,
+                     float eps) {
+  const int64_t C = weight.numel();
+  const int64_t N = rstd.numel();
+  if (C == 0 || N == 0) return;
+  float* rstd_p = static_cast<float*>(rstd.data);
+  dispatch_dtype(out.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* o = static_cast<T*>(out.data);
+    const T* x = static_cast<const T*>(inp.data);
+    std::vector<float> wbuf(static_cast<size_t>(C));
+    const float* w = f32_row(static_cast<const T*>(weight.data), C, wbuf.data());
+    const vec::Kernels& vk = vec::active();
+#pragma omp parallel if (N * C > kParallelGrain)
+    {
+      std::vector<float> xbuf(static_cast<size_t>(C));
+#pragma omp for schedule(static)
+      for (int64_t i = 0; i < N; ++i) {
+        const float* xr = f32_row(x + i * C, C, xbuf.data());
+        const float rs = math::layernorm_rstd(vec::sq_dev_sum(vk, xr, C, 0.0f) / static_cast<float>(C), eps);
+        T* orow = o + i * C;
+        for (int64_t j = 0; j < C; ++j) orow[j] = from_f32<T>(xr[j] * rs * w[j]);
+        rstd_p[i] = rs;
+      }
+    }
+  });
+}
+
+void rmsnorm_backward(const TensorView& dinp, const TensorView& dweight, const TensorView& dout,
+                      const TensorView& inp, const TensorView& weight, const TensorView& rstd) {
+  const int64_t C = weight.numel();
+  const int64_t N = rstd.numel();
+  if (C == 0 || N == 0) return;
+  const float* rstd_p = static_cast<const float*>(rstd.data);
+  dispatch_dtype(dinp.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* dx = static_cast<T*>(dinp.data);
+    T* dw = static_cast<T*>(dweight.data);
+    const T* dy = static_cast<const T*>(dout.data);
+    const T* x = static_cast<const T*>(inp.data);
+    std::vector<float> wbuf(static_cast<size_t>(C));
+    const float* w = f32_row(static_cast<const T*>(weight.data), C, wbuf.data());
+    const vec::Kernels& vk = vec::active();
+
+    // dinp: rows are independent. dn[j] = w[j] dy[j]; Σ dn·n = rs Σ dn·x.
+#pragma omp parallel if (N * C > kParallelGrain)
+    {
+      std::vector<float> buf(static_cast<size_t>(3 * C));
+      float* dn = buf.data();
+#pragma omp for schedule(static)
+      for (int64_t i = 0; i < N; ++i) {
+        const float* xr = f32_row(x + i * C, C, buf.data() + C);
+        const float* dyr = f32_row(dy + i * C, C, buf.data() + 2 * C);
+        for (int64_t j = 0; j < C; ++j) dn[j] = w[j] * dyr[j];
+        const float rs = rstd_p[i];
+        const float dn_n_mean = vec::dot(vk, dn, xr, C) * rs / static_cast<float>(C);
+        T* dxr = dx + i * C;
+        for (int64_t j = 0; j < C; ++j) {
+          dxr[j] = from_f32<T>(to_f32(dxr[j]) + math::rmsnorm_dinp(dn[j], xr[j] * rs, dn_n_mean, rs));
+        }
+      }
+    }
+
+    // dweight[j] += Σ_i dy[i,j] · x[i,j] · rs[i]: column blocks in parallel, rows in order.
+    const int64_t blocks = (C + kColumnBlock - 1) / kColumnBlock;
+#pragma omp parallel for schedule(static) if (N * C > kParallelGrain)
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      const int64_t j0 = blk * kColumnBlock;
+      const int64_t nj = j0 + kColumnBlock < C ? kColumnBlock : C - j0;
+      float acc[kColumnBlock] = {};
+      for (int64_t i = 0; i < N; ++i) {
+        const T* xr = x + i * C + j0;
+        const T* dyr = dy + i * C + j0;
+        const float rs = rstd_p[i];
+        for (int64_t j = 0; j < nj; ++j) acc[j] += to_f32(xr[j]) * rs * to_f32(dyr[j]);
+      }
+      for (int64_t j = 0; j < nj; ++j) dw[j0 + j] = from_f32<T>(to_f32(dw[j0 + j]) + acc[j]);
+    }
+  });
+}
+
+}  // namespace zt::cpu_ops
