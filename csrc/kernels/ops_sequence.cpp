@@ -1,7 +1,7 @@
 // ops_sequence.cpp — validated entry points of zt::ops for token-sequence ops: causal
-// attention, token + position embedding, softmax cross-entropy, MSE. See ops.cpp for the
-// checking and dispatch conventions. tokens / targets are int32 on the op's device; their
-// device cannot be checked here (raw pointers), only their presence.
+// attention (GPT's packed qkv and grouped-query), token + position embedding, softmax
+// cross-entropy, MSE. See ops.cpp for the checking and dispatch conventions. tokens / targets are
+// int32 on the op's device; their device cannot be checked here (raw pointers), only their presence.
 #include "ops_checks.h"
 
 namespace zt::ops {
@@ -71,6 +71,51 @@ void attention_tiled_backward(Stream& s, const TensorView& dqkv, const TensorVie
   check_like(s, out, B * T * C, qkv, op, "out");
   check_f32(s, stats, B * H * T * 2, op, "stats");
   dispatch::attention_tiled_backward(s, dqkv, dout, qkv, out, stats, B, T, C, H, tile_q, tile_k);
+}
+
+namespace {
+// Grouped-query attention's dimensions and its q, k, v; returns q's element count B·T·H·hs.
+int64_t check_gqa(const Stream& s, const char* op, const TensorView& q, const TensorView& k, const TensorView& v,
+                  int64_t B, int64_t T, int64_t H, int64_t Hkv, int64_t hs, int64_t tile_q, int64_t tile_k) {
+  ZT_CHECK(B >= 0 && T >= 0, std::string("ops::") + op + ": negative B=" + std::to_string(B) + " or T=" +
+                                 std::to_string(T));
+  ZT_CHECK(H > 0 && Hkv > 0 && hs > 0, std::string("ops::") + op + ": need H, Hkv, hs > 0, got H=" +
+                                           std::to_string(H) + " Hkv=" + std::to_string(Hkv) + " hs=" +
+                                           std::to_string(hs));
+  ZT_CHECK(H % Hkv == 0, std::string("ops::") + op + ": H=" + std::to_string(H) +
+                             " query heads are not a multiple of Hkv=" + std::to_string(Hkv) + " key/value heads");
+  check_tiles(tile_q, tile_k, op);
+  check_tensor(s, q, op, "q");
+  check_numel(q, B * T * H * hs, op, "q");
+  check_like(s, k, B * T * Hkv * hs, q, op, "k");
+  check_like(s, v, B * T * Hkv * hs, q, op, "v");
+  return B * T * H * hs;
+}
+}  // namespace
+
+void attention_gqa_forward(Stream& s, const TensorView& out, const TensorView& stats, const TensorView& q,
+                           const TensorView& k, const TensorView& v, int64_t B, int64_t T, int64_t H, int64_t Hkv,
+                           int64_t hs, int64_t tile_q, int64_t tile_k) {
+  const char* op = "attention_gqa_forward";
+  const int64_t n = check_gqa(s, op, q, k, v, B, T, H, Hkv, hs, tile_q, tile_k);
+  check_like(s, out, n, q, op, "out");
+  check_f32(s, stats, B * H * T * 2, op, "stats");
+  dispatch::attention_gqa_forward(s, out, stats, q, k, v, B, T, H, Hkv, hs, tile_q, tile_k);
+}
+
+void attention_gqa_backward(Stream& s, const TensorView& dq, const TensorView& dk, const TensorView& dv,
+                            const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
+                            const TensorView& out, const TensorView& stats, int64_t B, int64_t T, int64_t H,
+                            int64_t Hkv, int64_t hs, int64_t tile_q, int64_t tile_k) {
+  const char* op = "attention_gqa_backward";
+  const int64_t n = check_gqa(s, op, q, k, v, B, T, H, Hkv, hs, tile_q, tile_k);
+  check_pair(s, op, q, "q", dq, "dq");
+  check_pair(s, op, k, "k", dk, "dk");
+  check_pair(s, op, v, "v", dv, "dv");
+  check_like(s, dout, n, q, op, "dout");
+  check_like(s, out, n, q, op, "out");
+  check_f32(s, stats, B * H * T * 2, op, "stats");
+  dispatch::attention_gqa_backward(s, dq, dk, dv, dout, q, k, v, out, stats, B, T, H, Hkv, hs, tile_q, tile_k);
 }
 
 namespace {

@@ -24,8 +24,8 @@
 #               executable of a ctest test labelled gpu (found after configure, so a new gpu test
 #               target is built and run without editing this script)
 #   gpu-tests   ctest -L gpu: the Llama ops first (test_gpu_llama_ops: RMSNorm, rotary embedding,
-#               SwiGLU, embedding without positions), then CUDA kernels vs the CPU reference (the
-#               Lion / Adagrad / LAMB engine ops among them: test_gpu_optim), zeroed-alloc ordering,
+#               SwiGLU, embedding without positions), then CUDA kernels vs the CPU reference (grouped-query
+#               attention, the Lion / Adagrad / LAMB / quantisation engine ops: test_gpu_optim), zeroed-alloc ordering,
 #               memory pool, NCCL np1, --cuda-graph eager vs replay, cpu_checkpointing vs recompute
 #               alone (bitwise), the key/value cache ops and the KV-cached GPT decoder
 #               (test_gpu_decode), and any other gpu-labelled test
@@ -79,8 +79,9 @@ RESERVE=5  # seconds kept for the summary
 # Only what the steps below run: these tools, plus every gpu-labelled ctest test's executable
 # (gpu_test_targets, after configure).
 TARGETS=(zerotrain zt_comm_bench bench_gpu_kernels)
-# Short kernel subset for the sanitizers (shared-memory reductions, attention, loss, optimizer).
-SANITIZE_FILTER='*LayerNormForwardBackward/bf16:*SquaredNormMatchesAndIsDeterministic/fp32:*ColumnReductionsAreDeterministic/fp32:*SoftmaxCrossEntropyWithIgnoredTargetsAndAliasing/bf16:*AttentionForwardBackward/bf16:*TiledAttentionMatchesCpu/bf16:GpuTest.AdamAllDtypeCombinations:GpuTest.AdamStepMultiMatchesPerChunkSteps:*LayerNormPathsMatchCpuAndRepeat/bf16:*GpuLinear.BackwardMatchesCpu/bf16'
+# Short kernel subset for the sanitizers (shared-memory reductions, attention incl. grouped-query,
+# loss, optimizer).
+SANITIZE_FILTER='*LayerNormForwardBackward/bf16:*SquaredNormMatchesAndIsDeterministic/fp32:*ColumnReductionsAreDeterministic/fp32:*SoftmaxCrossEntropyWithIgnoredTargetsAndAliasing/bf16:*AttentionForwardBackward/bf16:*TiledAttentionMatchesCpu/bf16:*GqaBackwardIsDeterministic/bf16:GpuTest.AdamAllDtypeCombinations:GpuTest.AdamStepMultiMatchesPerChunkSteps:*LayerNormPathsMatchCpuAndRepeat/bf16:*GpuLinear.BackwardMatchesCpu/bf16'
 
 # name limit_s log  — the plan, in order (also what --dry-run prints).
 PLAN=(

@@ -2,12 +2,16 @@
 // reference of the tiling scheme and per-tile math in zerotrain/kernels/attention_tile.h (the CUDA
 // kernel in csrc/kernels/cuda/attention_tiled.cu runs the same scheme).
 //
-// Work is split over (b, h) pairs (each reads and writes only its own head slices: no races).
-// Within a pair, the head's q, k, v (and dout, out in backward) are fp32 [T,hs] rows — read in place
-// from fp32 tensors (row stride 3C or C), widened into per-thread copies for 16-bit ones — and
-// every tile product is an fp32 OpenBLAS sgemm of at most tile_q·tile_k·hs multiply-adds.
+// One implementation serves GPT's packed qkv[B,T,3C] (attention_tiled_*) and grouped-query
+// attention's separate q[B,T,H·hs], k, v [B,T,Hkv·hs] (attention_gqa_*): operands are base
+// pointers and row strides, and query head h reads key/value head h / (H/Hkv) in place (repeated
+// K/V are never materialised). The forward is split over (b, h) pairs, the backward over (b,
+// key/value head) pairs (each writes only its own output slices: no races).
+// Within a pair, a head's q, k, v (and dout, out in backward) are fp32 [T,hs] rows — read in place
+// from fp32 tensors, widened into per-thread copies for 16-bit ones — and every tile product is
+// an fp32 OpenBLAS sgemm of at most tile_q·tile_k·hs multiply-adds.
 // Memory: per thread O(T·hs) fp32 scratch for 16-bit dtypes (the widened heads; dq, dk, dv in
-// backward, which fp32 accumulates in place in dqkv) plus one tile_q×tile_k score tile — never T×T.
+// backward, which fp32 accumulates in place) plus one tile_q×tile_k score tile — never T×T.
 // Determinism: the tiling depends only on (T, tile_q, tile_k); OpenBLAS never splits K, so every
 // element is summed in the same order for any thread count.
 // Per-row tile math runs on the SIMD rows of cpu_vec_kernels.h (ISA picked at run time), which
@@ -52,13 +56,13 @@ struct HeadRows {
 
 // fp32 tensors are read in place; 16-bit ones are widened into buf (resized on first use).
 template <typename T>
-HeadRows head_rows(const T* base, int64_t b, int64_t h, int64_t T_, int64_t stride, int64_t offset, int64_t hs,
+HeadRows head_rows(const T* base, int64_t b, int64_t h, int64_t T_, int64_t stride, int64_t hs,
                    std::vector<float>& buf) {
   if constexpr (std::is_same_v<T, float>) {
-    return {base + b * T_ * stride + offset + h * hs, stride};
+    return {base + b * T_ * stride + h * hs, stride};
   } else {
     buf.resize(static_cast<size_t>(T_ * hs));
-    load_head(base, b, h, T_, stride, offset, hs, buf.data());
+    load_head(base, b, h, T_, stride, 0, hs, buf.data());
     return {buf.data(), hs};
   }
 }
@@ -73,145 +77,237 @@ struct GradRows {
 // Key columns query tile [r0, r0+rows) reads from key tile c0: up to the tile's last query row.
 int64_t key_cols(int64_t c0, int64_t tile_k, int64_t r0, int64_t rows) { return std::min(tile_k, r0 + rows - c0); }
 
+// One attention call's operands, GPT's packed qkv and grouped-query attention's separate q, k, v
+// alike: row t of query head h of batch row b is q + (b·T + t)·ldq + h·hs; key/value head g's
+// rows are k (v) + (b·T + t)·ldkv + g·hs; query head h reads key/value head h / (H/Hkv). The
+// gradients dq, dk, dv (backward) have their inputs' strides; out and dout are [B,T,H·hs].
+template <typename T>
+struct Operands {
+  const T *q, *k, *v;
+  int64_t ldq, ldkv;
+};
+struct Dims {
+  int64_t B, T, H, Hkv, hs;
+  int64_t group() const { return H / Hkv; }
+};
+
+template <typename T>
+void tiled_forward(T* o, float* st, const Operands<T>& x, const Dims& d, Tiles tl) {
+  const int64_t T_ = d.T, H = d.H, hs = d.hs, G = d.group(), ldo = H * hs;
+  const float sc = math::attention_scale(static_cast<int>(hs));
+  const vec::Kernels& vk = vec::active();
+#pragma omp parallel if (d.B * H * T_ * T_ * hs > kParallelGrain)
+  {
+    // Per-thread scratch, every element written before it is read for each pair.
+    std::vector<float> qb, kb, vb, acc(static_cast<size_t>(tl.q * hs));
+    std::vector<float> S(static_cast<size_t>(tl.q * tl.k)), m(tl.q), l(tl.q);
+#pragma omp for schedule(static)
+    for (int64_t bh = 0; bh < d.B * H; ++bh) {
+      const int64_t b = bh / H, h = bh % H, g = h / G;
+      const HeadRows q = head_rows(x.q, b, h, T_, x.ldq, hs, qb), k = head_rows(x.k, b, g, T_, x.ldkv, hs, kb),
+                     v = head_rows(x.v, b, g, T_, x.ldkv, hs, vb);
+      for (int64_t r0 = 0; r0 < T_; r0 += tl.q) {
+        const int64_t rows = std::min(tl.q, T_ - r0);
+        std::fill(m.begin(), m.end(), -INFINITY);
+        std::fill(l.begin(), l.end(), 0.0f);
+        std::fill(acc.begin(), acc.end(), 0.0f);
+        for (int64_t c0 = 0; c0 < r0 + rows; c0 += tl.k) {
+          const int64_t cols = key_cols(c0, tl.k, r0, rows);
+          mm(false, true, rows, cols, hs, sc, q.p + r0 * q.ld, q.ld, k.p + c0 * k.ld, k.ld, 0.0f, S.data(), cols);
+          for (int64_t r = 0; r < rows; ++r) {
+            float* srow = S.data() + r * cols;
+            const int64_t vis = std::max<int64_t>(0, attn_tile::visible_keys(r0 + r, c0, cols));
+            float alpha = 1.0f, sum = 0.0f;
+            if (vis > 0) {
+              // Masked scores become -inf: no effect on the max, exp_nonpos gives exactly +0 and the
+              // lane sums are unchanged by +0, so whole rows run on SIMD with no scalar tail.
+              std::fill(srow + vis, srow + cols, -INFINITY);
+              alpha = attn_tile::rescale_running_max(m[r], vec::row_max(vk, srow, cols));
+              sum = vec::exp_sum(vk, srow, srow, cols, m[r]);  // unnormalised_p
+            } else {
+              std::fill(srow, srow + cols, 0.0f);
+            }
+            l[r] = alpha * l[r] + sum;
+            if (alpha != 1.0f) vec::scale_row(vk, acc.data() + r * hs, hs, alpha);
+          }
+          mm(false, false, rows, hs, cols, 1.0f, S.data(), cols, v.p + c0 * v.ld, v.ld, 1.0f, acc.data(), hs);
+        }
+        for (int64_t r = 0; r < rows; ++r) {
+          const int64_t t = r0 + r;
+          const float inv = 1.0f / l[r];
+          T* orow = o + (b * T_ + t) * ldo + h * hs;
+          if constexpr (std::is_same_v<T, float>) {
+            vec::scale_row(vk, orow, hs, inv, acc.data() + r * hs);
+          } else {
+            for (int64_t i = 0; i < hs; ++i) orow[i] = from_f32<T>(acc[r * hs + i] * inv);
+          }
+          float* s_row = st + (bh * T_ + t) * attn_tile::kStatsPerRow;
+          s_row[0] = m[r];
+          s_row[1] = l[r];
+        }
+      }
+    }
+  }
+}
+
+// One query head's fp32 rows (q, its key/value head's k and v, dout, out) and where its
+// gradients accumulate (dq: its own rows; dk, dv: its key/value head's, shared by the group).
+struct HeadInputs {
+  HeadRows q, k, v, go, yo;
+};
+struct HeadGrads {
+  GradRows q, k, v;
+};
+// Per-thread backward scratch, written before read: widened 16-bit heads, the fp32 gradients of
+// 16-bit dtypes, the rows' D_t and the probability / score-gradient tiles.
+struct BackwardScratch {
+  BackwardScratch(size_t grad_el, int64_t T_, size_t tile)
+      : dq(grad_el), dk(grad_el), dv(grad_el), D(static_cast<size_t>(T_)), P(tile), dP(tile) {}
+  std::vector<float> qb, kb, vb, gob, yob, dq, dk, dv, D, P, dP;
+};
+
+// The backward of one query head over every (query tile, key tile) pair, in the fixed tile order;
+// st: the head's [T, 2] statistics rows.
+void backward_head(const vec::Kernels& vk, const HeadInputs& in, const HeadGrads& gr, const float* st, int64_t T_,
+                   int64_t hs, Tiles tl, BackwardScratch& w) {
+  const float sc = math::attention_scale(static_cast<int>(hs));
+  const HeadRows &q = in.q, &k = in.k, &v = in.v, &go = in.go;
+  float* D = w.D.data();
+  float* P = w.P.data();
+  float* dP = w.dP.data();
+  for (int64_t t = 0; t < T_; ++t) D[t] = vec::dot(vk, go.p + t * go.ld, in.yo.p + t * in.yo.ld, hs);  // dout_t·out_t
+  for (int64_t r0 = 0; r0 < T_; r0 += tl.q) {
+    const int64_t rows = std::min(tl.q, T_ - r0);
+    const float* qB = q.p + r0 * q.ld;
+    const float* goB = go.p + r0 * go.ld;
+    for (int64_t c0 = 0; c0 < r0 + rows; c0 += tl.k) {
+      const int64_t cols = key_cols(c0, tl.k, r0, rows);
+      mm(false, true, rows, cols, hs, sc, qB, q.ld, k.p + c0 * k.ld, k.ld, 0.0f, P, cols);
+      for (int64_t r = 0; r < rows; ++r) {
+        const float* s_row = st + (r0 + r) * attn_tile::kStatsPerRow;
+        const float mr = s_row[0], inv_l = 1.0f / s_row[1];
+        const int64_t vis = std::max<int64_t>(0, attn_tile::visible_keys(r0 + r, c0, cols));
+        float* prow = P + r * cols;
+        std::fill(prow + vis, prow + cols, -INFINITY);   // exp_nonpos(-inf) * inv_l = +0, as masked
+        vec::exp_scale(vk, prow, prow, cols, mr, inv_l);  // recomputed_p
+      }
+      mm(true, false, cols, hs, rows, 1.0f, P, cols, goB, go.ld, 1.0f, gr.v.row(c0), gr.v.ld);
+      mm(false, true, rows, cols, hs, 1.0f, goB, go.ld, v.p + c0 * v.ld, v.ld, 0.0f, dP, cols);
+      for (int64_t r = 0; r < rows; ++r)  // dP becomes dS (masked entries have p = 0)
+        vec::score_grad(vk, dP + r * cols, P + r * cols, cols, D[r0 + r], sc);
+      mm(false, false, rows, hs, cols, 1.0f, dP, cols, k.p + c0 * k.ld, k.ld, 1.0f, gr.q.row(r0), gr.q.ld);
+      mm(true, false, cols, hs, rows, 1.0f, dP, cols, qB, q.ld, 1.0f, gr.k.row(c0), gr.k.ld);
+    }
+  }
+}
+
+// Work is split over (b, key/value head) pairs: a pair's thread runs the group's query heads in
+// order h = g·G, g·G + 1, ..., so each dk/dv element sums its group in a fixed order and no other
+// thread writes the pair's dq, dk, dv rows. fp32 accumulates in place (every tile GEMM adds into
+// the gradient tensors); 16-bit accumulates a query head's dq and the pair's dk, dv in fp32 and
+// adds each to the tensor with one rounding per element.
+template <typename T>
+void tiled_backward(T* dq, T* dk, T* dv, const T* dy, const T* y, const float* st, const Operands<T>& x,
+                    const Dims& d, Tiles tl) {
+  const int64_t T_ = d.T, H = d.H, hs = d.hs, G = d.group(), ldo = H * hs;
+  const vec::Kernels& vk = vec::active();
+  constexpr bool kInPlace = std::is_same_v<T, float>;
+#pragma omp parallel if (d.B * H * T_ * T_ * hs > kParallelGrain)
+  {
+    const size_t n_el = kInPlace ? 0 : static_cast<size_t>(T_ * hs), tile = static_cast<size_t>(tl.q * tl.k);
+    BackwardScratch w(n_el, T_, tile);
+#pragma omp for schedule(static)
+    for (int64_t bg = 0; bg < d.B * d.Hkv; ++bg) {
+      const int64_t b = bg / d.Hkv, g = bg % d.Hkv;
+      HeadGrads gr{{w.dq.data(), hs}, {w.dk.data(), hs}, {w.dv.data(), hs}};
+      if constexpr (kInPlace) {
+        gr.k = {dk + b * T_ * x.ldkv + g * hs, x.ldkv}, gr.v = {dv + b * T_ * x.ldkv + g * hs, x.ldkv};
+      } else {
+        std::fill(w.dk.begin(), w.dk.end(), 0.0f);
+        std::fill(w.dv.begin(), w.dv.end(), 0.0f);
+      }
+      HeadInputs in{{}, head_rows(x.k, b, g, T_, x.ldkv, hs, w.kb), head_rows(x.v, b, g, T_, x.ldkv, hs, w.vb),
+                    {}, {}};
+      for (int64_t h = g * G; h < (g + 1) * G; ++h) {
+        if constexpr (kInPlace) {
+          gr.q = {dq + b * T_ * x.ldq + h * hs, x.ldq};
+        } else {
+          std::fill(w.dq.begin(), w.dq.end(), 0.0f);
+        }
+        in.q = head_rows(x.q, b, h, T_, x.ldq, hs, w.qb);
+        in.go = head_rows(dy, b, h, T_, ldo, hs, w.gob);
+        in.yo = head_rows(y, b, h, T_, ldo, hs, w.yob);
+        backward_head(vk, in, gr, st + (b * H + h) * T_ * attn_tile::kStatsPerRow, T_, hs, tl, w);
+        if constexpr (!kInPlace) add_head(dq, b, h, T_, x.ldq, 0, hs, w.dq.data());
+      }
+      if constexpr (!kInPlace) {
+        add_head(dk, b, g, T_, x.ldkv, 0, hs, w.dk.data());
+        add_head(dv, b, g, T_, x.ldkv, 0, hs, w.dv.data());
+      }
+    }
+  }
+}
+
+// GPT's packed qkv[B,T,3C] (and dqkv) as operands: q, k, v are the thirds of a row, Hkv = H.
+template <typename T>
+Operands<T> packed(const T* qkv, int64_t C) {
+  return {qkv, qkv + C, qkv + 2 * C, 3 * C, 3 * C};
+}
+
+// Grouped-query attention's separate q[B,T,H·hs] and k, v [B,T,Hkv·hs] as operands.
+template <typename T>
+Operands<T> separate(const TensorView& q, const TensorView& k, const TensorView& v, int64_t ldq, int64_t ldkv) {
+  return {static_cast<const T*>(q.data), static_cast<const T*>(k.data), static_cast<const T*>(v.data), ldq, ldkv};
+}
+
 }  // namespace
 
 void attention_tiled_forward(const TensorView& out, const TensorView& stats, const TensorView& qkv, int64_t B,
                              int64_t T_, int64_t C, int64_t H, int64_t tile_q, int64_t tile_k) {
-  const int64_t hs = C / H;
-  const float sc = math::attention_scale(static_cast<int>(hs));
-  const Tiles tl = tiles_of(tile_q, tile_k);
-  const vec::Kernels& vk = vec::active();
-  float* st = static_cast<float*>(stats.data);
+  if (B == 0 || T_ == 0) return;
   dispatch_dtype(out.dtype, [&](auto tag) {
     using T = decltype(tag);
-    T* o = static_cast<T*>(out.data);
-    const T* x = static_cast<const T*>(qkv.data);
-#pragma omp parallel if (B * H * T_ * T_ * hs > kParallelGrain)
-    {
-      // Per-thread scratch, every element written before it is read for each pair.
-      std::vector<float> qb, kb, vb, acc(static_cast<size_t>(tl.q * hs));
-      std::vector<float> S(static_cast<size_t>(tl.q * tl.k)), m(tl.q), l(tl.q);
-#pragma omp for schedule(static)
-      for (int64_t bh = 0; bh < B * H; ++bh) {
-        const int64_t b = bh / H, h = bh % H;
-        const HeadRows q = head_rows(x, b, h, T_, 3 * C, 0, hs, qb), k = head_rows(x, b, h, T_, 3 * C, C, hs, kb),
-                       v = head_rows(x, b, h, T_, 3 * C, 2 * C, hs, vb);
-        for (int64_t r0 = 0; r0 < T_; r0 += tl.q) {
-          const int64_t rows = std::min(tl.q, T_ - r0);
-          std::fill(m.begin(), m.end(), -INFINITY);
-          std::fill(l.begin(), l.end(), 0.0f);
-          std::fill(acc.begin(), acc.end(), 0.0f);
-          for (int64_t c0 = 0; c0 < r0 + rows; c0 += tl.k) {
-            const int64_t cols = key_cols(c0, tl.k, r0, rows);
-            mm(false, true, rows, cols, hs, sc, q.p + r0 * q.ld, q.ld, k.p + c0 * k.ld, k.ld, 0.0f, S.data(), cols);
-            for (int64_t r = 0; r < rows; ++r) {
-              float* srow = S.data() + r * cols;
-              const int64_t vis = std::max<int64_t>(0, attn_tile::visible_keys(r0 + r, c0, cols));
-              float alpha = 1.0f, sum = 0.0f;
-              if (vis > 0) {
-                // Masked scores become -inf: no effect on the max, exp_nonpos gives exactly +0 and the
-                // lane sums are unchanged by +0, so whole rows run on SIMD with no scalar tail.
-                std::fill(srow + vis, srow + cols, -INFINITY);
-                alpha = attn_tile::rescale_running_max(m[r], vec::row_max(vk, srow, cols));
-                sum = vec::exp_sum(vk, srow, srow, cols, m[r]);  // unnormalised_p
-              } else {
-                std::fill(srow, srow + cols, 0.0f);
-              }
-              l[r] = alpha * l[r] + sum;
-              if (alpha != 1.0f) vec::scale_row(vk, acc.data() + r * hs, hs, alpha);
-            }
-            mm(false, false, rows, hs, cols, 1.0f, S.data(), cols, v.p + c0 * v.ld, v.ld, 1.0f, acc.data(), hs);
-          }
-          for (int64_t r = 0; r < rows; ++r) {
-            const int64_t t = r0 + r;
-            const float inv = 1.0f / l[r];
-            T* orow = o + (b * T_ + t) * C + h * hs;
-            if constexpr (std::is_same_v<T, float>) {
-              vec::scale_row(vk, orow, hs, inv, acc.data() + r * hs);
-            } else {
-              for (int64_t i = 0; i < hs; ++i) orow[i] = from_f32<T>(acc[r * hs + i] * inv);
-            }
-            float* s_row = st + (bh * T_ + t) * attn_tile::kStatsPerRow;
-            s_row[0] = m[r];
-            s_row[1] = l[r];
-          }
-        }
-      }
-    }
+    tiled_forward(static_cast<T*>(out.data), static_cast<float*>(stats.data),
+                  packed(static_cast<const T*>(qkv.data), C), Dims{B, T_, H, H, C / H}, tiles_of(tile_q, tile_k));
   });
 }
 
 void attention_tiled_backward(const TensorView& dqkv, const TensorView& dout, const TensorView& qkv,
                               const TensorView& out, const TensorView& stats, int64_t B, int64_t T_, int64_t C,
                               int64_t H, int64_t tile_q, int64_t tile_k) {
-  const int64_t hs = C / H;
-  const float sc = math::attention_scale(static_cast<int>(hs));
-  const Tiles tl = tiles_of(tile_q, tile_k);
-  const vec::Kernels& vk = vec::active();
-  const float* st = static_cast<const float*>(stats.data);
+  if (B == 0 || T_ == 0) return;
   dispatch_dtype(dqkv.dtype, [&](auto tag) {
     using T = decltype(tag);
     T* dx = static_cast<T*>(dqkv.data);
-    const T* x = static_cast<const T*>(qkv.data);
-    const T* dy = static_cast<const T*>(dout.data);
-    const T* y = static_cast<const T*>(out.data);
-#pragma omp parallel if (B * H * T_ * T_ * hs > kParallelGrain)
-    {
-      // Per-thread scratch, written before read. fp32: the tile GEMMs accumulate straight into the
-      // pair's own dq/dk/dv slices of dqkv (row stride 3C; no other pair touches them). 16-bit:
-      // into fp32 dq, dk, dv (zeroed per pair), added to dqkv with one rounding at the end.
-      constexpr bool kInPlace = std::is_same_v<T, float>;
-      const size_t n_el = kInPlace ? 0 : static_cast<size_t>(T_ * hs), tile = static_cast<size_t>(tl.q * tl.k);
-      std::vector<float> qb, kb, vb, gob, yob, dq(n_el), dk(n_el), dv(n_el), D(T_), P(tile), dP(tile);
-#pragma omp for schedule(static)
-      for (int64_t bh = 0; bh < B * H; ++bh) {
-        const int64_t b = bh / H, h = bh % H;
-        GradRows gq{dq.data(), hs}, gk{dk.data(), hs}, gv{dv.data(), hs};
-        if constexpr (kInPlace) {
-          float* base = reinterpret_cast<float*>(dx) + b * T_ * 3 * C + h * hs;
-          gq = {base, 3 * C}, gk = {base + C, 3 * C}, gv = {base + 2 * C, 3 * C};
-        } else {
-          std::fill(dq.begin(), dq.end(), 0.0f);
-          std::fill(dk.begin(), dk.end(), 0.0f);
-          std::fill(dv.begin(), dv.end(), 0.0f);
-        }
-        const HeadRows q = head_rows(x, b, h, T_, 3 * C, 0, hs, qb), k = head_rows(x, b, h, T_, 3 * C, C, hs, kb),
-                       v = head_rows(x, b, h, T_, 3 * C, 2 * C, hs, vb), go = head_rows(dy, b, h, T_, C, 0, hs, gob),
-                       yo = head_rows(y, b, h, T_, C, 0, hs, yob);
-        for (int64_t t = 0; t < T_; ++t) D[t] = vec::dot(vk, go.p + t * go.ld, yo.p + t * yo.ld, hs);  // D_t = dout_t·out_t
-        for (int64_t r0 = 0; r0 < T_; r0 += tl.q) {
-          const int64_t rows = std::min(tl.q, T_ - r0);
-          const float* qB = q.p + r0 * q.ld;
-          const float* goB = go.p + r0 * go.ld;
-          for (int64_t c0 = 0; c0 < r0 + rows; c0 += tl.k) {
-            const int64_t cols = key_cols(c0, tl.k, r0, rows);
-            mm(false, true, rows, cols, hs, sc, qB, q.ld, k.p + c0 * k.ld, k.ld, 0.0f, P.data(), cols);
-            for (int64_t r = 0; r < rows; ++r) {
-              const float* s_row = st + (bh * T_ + r0 + r) * attn_tile::kStatsPerRow;
-              const float mr = s_row[0], inv_l = 1.0f / s_row[1];
-              const int64_t vis = std::max<int64_t>(0, attn_tile::visible_keys(r0 + r, c0, cols));
-              float* prow = P.data() + r * cols;
-              std::fill(prow + vis, prow + cols, -INFINITY);   // exp_nonpos(-inf) * inv_l = +0, as masked
-              vec::exp_scale(vk, prow, prow, cols, mr, inv_l);  // recomputed_p
-            }
-            mm(true, false, cols, hs, rows, 1.0f, P.data(), cols, goB, go.ld, 1.0f, gv.row(c0), gv.ld);
-            mm(false, true, rows, cols, hs, 1.0f, goB, go.ld, v.p + c0 * v.ld, v.ld, 0.0f, dP.data(), cols);
-            for (int64_t r = 0; r < rows; ++r) {
-              const float* prow = P.data() + r * cols;
-              float* drow = dP.data() + r * cols;  // becomes dS (masked entries have p = 0)
-              vec::score_grad(vk, drow, prow, cols, D[r0 + r], sc);
-            }
-            mm(false, false, rows, hs, cols, 1.0f, dP.data(), cols, k.p + c0 * k.ld, k.ld, 1.0f, gq.row(r0), gq.ld);
-            mm(true, false, cols, hs, rows, 1.0f, dP.data(), cols, qB, q.ld, 1.0f, gk.row(c0), gk.ld);
-          }
-        }
-        if constexpr (!kInPlace) {
-          add_head(dx, b, h, T_, 3 * C, 0, hs, dq.data());
-          add_head(dx, b, h, T_, 3 * C, C, hs, dk.data());
-          add_head(dx, b, h, T_, 3 * C, 2 * C, hs, dv.data());
-        }
-      }
-    }
+    tiled_backward(dx, dx + C, dx + 2 * C, static_cast<const T*>(dout.data), static_cast<const T*>(out.data),
+                   static_cast<const float*>(stats.data), packed(static_cast<const T*>(qkv.data), C),
+                   Dims{B, T_, H, H, C / H}, tiles_of(tile_q, tile_k));
+  });
+}
+
+void attention_gqa_forward(const TensorView& out, const TensorView& stats, const TensorView& q, const TensorView& k,
+                           const TensorView& v, int64_t B, int64_t T_, int64_t H, int64_t Hkv, int64_t hs,
+                           int64_t tile_q, int64_t tile_k) {
+  if (B == 0 || T_ == 0) return;
+  dispatch_dtype(out.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const Operands<T> x = separate<T>(q, k, v, H * hs, Hkv * hs);
+    tiled_forward(static_cast<T*>(out.data), static_cast<float*>(stats.data), x, Dims{B, T_, H, Hkv, hs},
+                  tiles_of(tile_q, tile_k));
+  });
+}
+
+void attention_gqa_backward(const TensorView& dq, const TensorView& dk, const TensorView& dv, const TensorView& dout,
+                            const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
+                            const TensorView& stats, int64_t B, int64_t T_, int64_t H, int64_t Hkv, int64_t hs,
+                            int64_t tile_q, int64_t tile_k) {
+  if (B == 0 || T_ == 0) return;
+  dispatch_dtype(dq.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const Operands<T> x = separate<T>(q, k, v, H * hs, Hkv * hs);
+    tiled_backward(static_cast<T*>(dq.data), static_cast<T*>(dk.data), static_cast<T*>(dv.data),
+                   static_cast<const T*>(dout.data), static_cast<const T*>(out.data),
+                   static_cast<const float*>(stats.data), x, Dims{B, T_, H, Hkv, hs}, tiles_of(tile_q, tile_k));
   });
 }
 

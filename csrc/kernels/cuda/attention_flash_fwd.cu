@@ -2,7 +2,8 @@
 // (FlashAttention-2 style; scheme and statistics: zerotrain/kernels/attention_tile.h).
 //
 // Grid (ceil(T/64), B·H); block = 4 warps; block x handles query tile r0 = 64·(gridDim.x-1-x)
-// (the longest causal rows start first). Warp w owns query rows r0+16w .. r0+16w+15.
+// (the longest causal rows start first) of query head h, reading key/value head h / (H/Hkv)
+// (Params: packed qkv and grouped-query layouts). Warp w owns query rows r0+16w .. r0+16w+15.
 // Per key tile c0 = 0, 64, ... <= last row of the tile (later tiles are fully masked, skipped):
 //   S (16 x 64 per warp, fp32 registers)  = Q_w Kᵀ          mma m16n8k16, Q fragments in registers
 //   mask only where the tile crosses the diagonal or T; m' = max(m, rowmax S) (4-lane quad
@@ -24,24 +25,24 @@ namespace {
 
 template <typename T, int D>
 __global__ void __launch_bounds__(kThreads, D <= 64 ? 3 : 2)
-    flash_fwd_kernel(T* out, float* stats, const T* qkv, Params p) {
+    flash_fwd_kernel(T* out, float* stats, Qkv<T> x, Params p) {
   constexpr int LD = attn_mma::smem_stride(D), BR = kBlockRows, BC = kBlockCols;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* Qs = reinterpret_cast<T*>(smem_raw);  // [BR][LD], read by ldmatrix once after the first barrier
   T* Ks = Qs + BR * LD;                    // [2][BC][LD]: buffer j&1 holds key tile j
   T* Vs = Ks + 2 * BC * LD;                // [2][BC][LD]
-  const int64_t bh = blockIdx.y, b = bh / p.H, h = bh % p.H;
+  const int64_t bh = blockIdx.y, b = bh / p.H, h = bh % p.H, g = h / p.group();
   const int64_t r0 = static_cast<int64_t>(gridDim.x - 1 - blockIdx.x) * BR;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int64_t stride = 3 * p.C, qoff = h * p.hs, koff = p.C + h * p.hs, voff = 2 * p.C + h * p.hs;
+  const int64_t qoff = h * p.hs, kvoff = g * p.hs;
   const int64_t last = r0 + BR < p.T ? r0 + BR : p.T;  // keys >= last are masked for every row
   const int n_tiles = static_cast<int>((last + BC - 1) / BC);
 
   // cp.async groups: {Q}, {K0, V0}, then one (possibly empty) group per loop iteration.
-  load_rows<T, D, BR>(Qs, qkv, b, r0, stride, qoff, p);
+  load_rows<T, D, BR>(Qs, x.q, b, r0, p.ldq, qoff, p);
   cp_async_commit();
-  load_rows<T, D, BC>(Ks, qkv, b, 0, stride, koff, p);
-  load_rows<T, D, BC>(Vs, qkv, b, 0, stride, voff, p);
+  load_rows<T, D, BC>(Ks, x.k, b, 0, p.ldkv, kvoff, p);
+  load_rows<T, D, BC>(Vs, x.v, b, 0, p.ldkv, kvoff, p);
   cp_async_commit();
   cp_async_wait<1>();
   __syncthreads();  // Q visible to every warp
@@ -59,8 +60,8 @@ __global__ void __launch_bounds__(kThreads, D <= 64 ? 3 : 2)
     const int buf = j & 1;
     __syncthreads();  // every warp finished tile j-1, so buffer buf^1 may be overwritten
     if (j + 1 < n_tiles) {
-      load_rows<T, D, BC>(Ks + (buf ^ 1) * BC * LD, qkv, b, (j + 1) * int64_t{BC}, stride, koff, p);
-      load_rows<T, D, BC>(Vs + (buf ^ 1) * BC * LD, qkv, b, (j + 1) * int64_t{BC}, stride, voff, p);
+      load_rows<T, D, BC>(Ks + (buf ^ 1) * BC * LD, x.k, b, (j + 1) * int64_t{BC}, p.ldkv, kvoff, p);
+      load_rows<T, D, BC>(Vs + (buf ^ 1) * BC * LD, x.v, b, (j + 1) * int64_t{BC}, p.ldkv, kvoff, p);
     }
     cp_async_commit();
     cp_async_wait<1>();  // tile j (the previous group) landed
@@ -71,7 +72,7 @@ __global__ void __launch_bounds__(kThreads, D <= 64 ? 3 : 2)
     float s[BC / 8][4];
     zero(s);
     gemm_nt<D, BC>(s, qf, Kt, LD);
-    // Positions within the head in 32 bits (T < 2^31: the [B,T,3C] tensor is indexed in 64 bits).
+    // Positions within the head in 32 bits (T < 2^31: the tensors are indexed in 64 bits).
     const int c0 = j * BC, Ti = static_cast<int>(p.T), rg = static_cast<int>(row_g);
     const bool need_mask = attn_mma::tile_needs_mask(r0, BR, c0, BC, p.T);  // diagonal tile or the end of T
     float mx[2] = {-INFINITY, -INFINITY};
@@ -130,7 +131,7 @@ __global__ void __launch_bounds__(kThreads, D <= 64 ? 3 : 2)
     for (int e = 0; e < 4; ++e) {
       const int64_t row = row_g + 8 * (e / 2);
       const int col = 8 * n + attn_mma::frag_c_col(lane, e);
-      if (row < p.T && col < p.hs) out[(b * p.T + row) * p.C + h * p.hs + col] = from_f32<T>(o[n][e] * inv[e / 2]);
+      if (row < p.T && col < p.hs) out[(b * p.T + row) * p.ldo() + h * p.hs + col] = from_f32<T>(o[n][e] * inv[e / 2]);
     }
   if (lane % 4 == 0)
 #pragma unroll
@@ -143,27 +144,27 @@ __global__ void __launch_bounds__(kThreads, D <= 64 ? 3 : 2)
     }
 }
 
-template <typename T, int D> void launch_forward(Stream& s, T* out, float* stats, const T* qkv, const Params& p) {
+template <typename T, int D> void launch_forward(Stream& s, T* out, float* stats, Qkv<T> x, const Params& p) {
   constexpr int LD = attn_mma::smem_stride(D);
   const size_t bytes = static_cast<size_t>(kBlockRows + 4 * kBlockCols) * LD * sizeof(T);
   const dim3 grid(static_cast<unsigned>((p.T + kBlockRows - 1) / kBlockRows), static_cast<unsigned>(p.B * p.H));
   ZT_CUDA_CHECK(cudaFuncSetAttribute(flash_fwd_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      static_cast<int>(bytes)));
-  flash_fwd_kernel<T, D><<<grid, kThreads, bytes, native(s)>>>(out, stats, qkv, p);
+  flash_fwd_kernel<T, D><<<grid, kThreads, bytes, native(s)>>>(out, stats, x, p);
   ZT_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace
 
-template <typename T> void flash_forward(Stream& s, T* out, float* stats, const T* qkv, const Params& p) {
+template <typename T> void flash_forward(Stream& s, T* out, float* stats, Qkv<T> x, const Params& p) {
   switch (attn_mma::head_dim(p.hs)) {
-    case 32: launch_forward<T, 32>(s, out, stats, qkv, p); break;
-    case 64: launch_forward<T, 64>(s, out, stats, qkv, p); break;
-    case 96: launch_forward<T, 96>(s, out, stats, qkv, p); break;
-    default: launch_forward<T, 128>(s, out, stats, qkv, p); break;
+    case 32: launch_forward<T, 32>(s, out, stats, x, p); break;
+    case 64: launch_forward<T, 64>(s, out, stats, x, p); break;
+    case 96: launch_forward<T, 96>(s, out, stats, x, p); break;
+    default: launch_forward<T, 128>(s, out, stats, x, p); break;
   }
 }
-template void flash_forward<bf16>(Stream&, bf16*, float*, const bf16*, const Params&);
-template void flash_forward<fp16>(Stream&, fp16*, float*, const fp16*, const Params&);
+template void flash_forward<bf16>(Stream&, bf16*, float*, Qkv<bf16>, const Params&);
+template void flash_forward<fp16>(Stream&, fp16*, float*, Qkv<fp16>, const Params&);
 
 }  // namespace zt::cuda_detail::flash

@@ -23,12 +23,26 @@ constexpr int kThreads = kWarps * 32;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
-// Problem shape and per-launch constants shared by the three kernels.
+// Problem shape and per-launch constants shared by the three kernels. Query head h of batch row b,
+// row t is q + (b·T + t)·ldq + h·hs; it reads key/value head g = h / (H/Hkv), rows
+// k (v) + (b·T + t)·ldkv + g·hs. dq, dk, dv have their inputs' strides; out and dout are
+// [B,T,H·hs]. GPT's packed qkv[B,T,3C]: q, k, v = qkv + 0, C, 2C, ldq = ldkv = 3C, Hkv = H.
 struct Params {
-  int64_t B, T, C, H, hs;
+  int64_t B, T, H, Hkv, hs;
+  int64_t ldq, ldkv;
   float scale;        // 1/sqrt(hs): the score scale
   float scale_log2;   // scale·log2(e): scores in base-2 units for ex2
   bool vec;           // 16-byte cp.async loads allowed (attn_mma::vector_loads_ok for every input)
+  __host__ __device__ int64_t ldo() const { return H * hs; }
+  __host__ __device__ int64_t group() const { return H / Hkv; }
+};
+
+// The inputs (q, k, v) and the accumulated gradients (dq, dk, dv) of one attention call.
+template <typename T> struct Qkv {
+  const T *q, *k, *v;
+};
+template <typename T> struct DQkv {
+  T *q, *k, *v;
 };
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
@@ -189,10 +203,10 @@ template <int N> __device__ __forceinline__ void zero(float (&c)[N][4]) {
   for (int n = 0; n < N; ++n) c[n][0] = c[n][1] = c[n][2] = c[n][3] = 0.0f;
 }
 
-// Launchers (host): the 16-bit (bf16 / fp16) kernels. dqkv accumulates (+=) like every backward.
-template <typename T> void flash_forward(Stream& s, T* out, float* stats, const T* qkv, const Params& p);
+// Launchers (host): the 16-bit (bf16 / fp16) kernels. dq, dk, dv accumulate (+=) like every backward.
+template <typename T> void flash_forward(Stream& s, T* out, float* stats, Qkv<T> x, const Params& p);
 template <typename T>
-void flash_backward(Stream& s, T* dqkv, const T* dout, const T* qkv, const T* out, const float* stats,
+void flash_backward(Stream& s, DQkv<T> dx, const T* dout, Qkv<T> x, const T* out, const float* stats,
                     const Params& p);
 
 }  // namespace zt::cuda_detail::flash

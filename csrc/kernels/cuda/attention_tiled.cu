@@ -1,22 +1,26 @@
 // attention_tiled.cu — memory-efficient causal attention on the CUDA backend: the tiling scheme
 // and per-tile math of zerotrain/kernels/attention_tile.h (CPU reference:
-// csrc/kernels/cpu/cpu_attention_tiled.cpp). bf16 / fp16 run the tensor-core kernels of
-// attention_flash_fwd.cu / attention_flash_bwd.cu (mma.sync, register-resident softmax); this file
-// holds the launchers and the fp32 kernels (SIMT products, 64-row query tiles, 32-key tiles).
+// csrc/kernels/cpu/cpu_attention_tiled.cpp), for GPT's packed qkv (attention_tiled_*) and
+// grouped-query attention's separate q, k, v (attention_gqa_*): every kernel reads its operands
+// through base pointers and row strides, query head h with key/value head h / (H/Hkv) (no repeated
+// K/V). bf16 / fp16 run the tensor-core kernels of attention_flash_fwd.cu / attention_flash_bwd.cu
+// (mma.sync, register-resident softmax); this file holds the launchers and the fp32 kernels (SIMT
+// products, 64-row query tiles, 32-key tiles).
 //
 // fp32 kernels. Tiles: query tiles of kTileQ = 64 rows, key tiles of kSK = 32 rows; the head is
 // padded to HP = round_up(hs, 16) columns with zeros in shared memory (hs <= 128).
 //  forward        one block per (b, h, query tile); warp w owns query rows 16w..16w+15 and runs
 //                 the online softmax for them (lane j = key column j of the tile).
-//  backward dK,dV one block per (b, h, key tile); warp w owns key rows 16w..16w+15 and visits
-//                 the query tiles that can see them: Sᵀ = K Qᵀ, Pᵀ from the saved (m, l),
-//                 dV += Pᵀ dO, dPᵀ = V dOᵀ, dSᵀ, dK += dSᵀ Q.
+//  backward dK,dV one block per (b, key/value head g, key tile); warp w owns key rows 16w..16w+15
+//                 and, for each query head of g's group in order, visits the query tiles that can
+//                 see them: Sᵀ = K Qᵀ, Pᵀ from the saved (m, l), dV += Pᵀ dO, dPᵀ = V dOᵀ, dSᵀ,
+//                 dK += dSᵀ Q.
 //  backward dQ    one block per (b, h, query tile): S = Q Kᵀ, P, dP = dO Vᵀ, dS, dQ += dS K.
 // The two backward kernels cover the same (query tile, key tile) pairs as the CPU loop; each
 // output element is written by exactly one block (no atomics, deterministic), in a different
 // summation order than the CPU (agreement is within fp32 tolerance, not bitwise).
 // D_t = dout_t·out_t is computed first into the stream's scratch (B·H·T floats).
-#include <initializer_list>
+#include <type_traits>
 
 #include "attention_mma.cuh"
 #include "cuda_common.cuh"
@@ -51,19 +55,25 @@ __device__ void warp_mma(const float* A, int lda, const float* B, int ldb, float
   __syncwarp();
 }
 
+// The operands' layout as flash::Params describes it (strides ldq, ldkv; out rows H·hs).
 struct Shape {
-  int64_t B, T, C, H, hs;
+  int64_t B, T, H, Hkv, hs, ldq, ldkv;
   int HP;  // hs rounded up to 16
+  __device__ int64_t ldo() const { return H * hs; }
+  __device__ int64_t group() const { return H / Hkv; }
 };
+template <typename T> using Qkv = flash::Qkv<T>;
+template <typename T> using DQkv = flash::DQkv<T>;
 
-// rows [t0, t0+n) of head h, channels offset + h·hs, into dst[n][HP] (zero padding), all threads.
+// rows [t0, t0+n) of the head at column col0 of rows row_stride apart, into dst[n][HP] (zero
+// padding), all threads.
 template <typename T>
-__device__ void load_tile(T* dst, const T* base, int64_t b, int64_t h, int64_t t0, int n, int64_t row_stride,
-                          int64_t offset, const Shape& sh) {
+__device__ void load_tile(T* dst, const T* base, int64_t b, int64_t col0, int64_t t0, int n, int64_t row_stride,
+                          const Shape& sh) {
   for (int idx = threadIdx.x; idx < n * sh.HP; idx += blockDim.x) {
     const int r = idx / sh.HP, i = idx % sh.HP;
     const int64_t t = t0 + r;
-    dst[idx] = (t < sh.T && i < sh.hs) ? base[(b * sh.T + t) * row_stride + offset + h * sh.hs + i] : from_f32<T>(0.0f);
+    dst[idx] = (t < sh.T && i < sh.hs) ? base[(b * sh.T + t) * row_stride + col0 + i] : from_f32<T>(0.0f);
   }
 }
 
@@ -76,9 +86,10 @@ template <typename T> __device__ T* carve(char*& p, size_t n) {
 }
 
 template <typename T>
-__global__ void tiled_forward_kernel(T* out, float* stats, const T* qkv, Shape sh, float sc) {
+__global__ void tiled_forward_kernel(T* out, float* stats, Qkv<T> x, Shape sh, float sc) {
   extern __shared__ __align__(256) char smem[];
   const int64_t bh = blockIdx.y, b = bh / sh.H, h = bh % sh.H, r0 = static_cast<int64_t>(blockIdx.x) * kBQ;
+  const int64_t kvoff = h / sh.group() * sh.hs;
   const int HP = sh.HP, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   char* p = smem;
   T* Qs = carve<T>(p, kBQ * HP);
@@ -89,15 +100,15 @@ __global__ void tiled_forward_kernel(T* out, float* stats, const T* qkv, Shape s
   float* O = carve<float>(p, kBQ * HP);
   float* m = carve<float>(p, kBQ);
   float* l = carve<float>(p, kBQ);
-  load_tile(Qs, qkv, b, h, r0, kBQ, 3 * sh.C, 0, sh);
+  load_tile(Qs, x.q, b, h * sh.hs, r0, kBQ, sh.ldq, sh);
   for (int i = threadIdx.x; i < kBQ * HP; i += blockDim.x) O[i] = 0.0f;
   for (int i = threadIdx.x; i < kBQ; i += blockDim.x) { m[i] = -INFINITY; l[i] = 0.0f; }
   const int64_t last = min(sh.T, r0 + kBQ);  // keys beyond the tile's last row are masked
   const int wr = warp * 16;                  // this warp's first row in the tile
   for (int64_t c0 = 0; c0 < last; c0 += kSK) {
     __syncthreads();  // previous tile's K/V no longer read
-    load_tile(Ks, qkv, b, h, c0, kSK, 3 * sh.C, sh.C, sh);
-    load_tile(Vs, qkv, b, h, c0, kSK, 3 * sh.C, 2 * sh.C, sh);
+    load_tile(Ks, x.k, b, kvoff, c0, kSK, sh.ldkv, sh);
+    load_tile(Vs, x.v, b, kvoff, c0, kSK, sh.ldkv, sh);
     __syncthreads();
     warp_mma<true>(Qs + wr * HP, HP, Ks, HP, S + wr * kSK, kSK, kSK, HP, false);
     for (int r = wr; r < wr + 16; ++r) {
@@ -125,7 +136,7 @@ __global__ void tiled_forward_kernel(T* out, float* stats, const T* qkv, Shape s
     const int r = idx / HP, i = idx % HP;
     const int64_t t = r0 + r;
     if (t >= sh.T || i >= sh.hs) continue;
-    out[(b * sh.T + t) * sh.C + h * sh.hs + i] = from_f32<T>(O[idx] / l[r]);
+    out[(b * sh.T + t) * sh.ldo() + h * sh.hs + i] = from_f32<T>(O[idx] / l[r]);
     if (i == 0) {
       stats[(bh * sh.T + t) * attn_tile::kStatsPerRow] = m[r];
       stats[(bh * sh.T + t) * attn_tile::kStatsPerRow + 1] = l[r];
@@ -139,19 +150,34 @@ __global__ void row_dot_kernel(float* D, const T* dout, const T* out, Shape sh) 
   const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + (threadIdx.x >> 5);
   if (row >= sh.B * sh.H * sh.T) return;
   const int64_t bh = row / sh.T, t = row % sh.T, b = bh / sh.H, h = bh % sh.H;
-  const int64_t at = (b * sh.T + t) * sh.C + h * sh.hs;
+  const int64_t at = (b * sh.T + t) * sh.ldo() + h * sh.hs;
   float s = 0.0f;
   for (int64_t i = threadIdx.x & 31; i < sh.hs; i += 32) s += to_f32(dout[at + i]) * to_f32(out[at + i]);
   s = warp_sum(s);
   if ((threadIdx.x & 31) == 0) D[row] = s;
 }
 
-// dK, dV for key tile blockIdx.x (kSK rows, two warps).
+// dk, dv rows [c0, c0+kSK) of key/value head g += the block's fp32 dK, dV ([kSK][HP]), all threads.
 template <typename T>
-__global__ void tiled_dkdv_kernel(T* dqkv, const T* dout, const T* qkv, const float* stats, const float* D, Shape sh,
+__device__ void add_kv_rows(DQkv<T> dx, const float* dK, const float* dV, int64_t b, int64_t g, int64_t c0,
+                            const Shape& sh) {
+  for (int idx = threadIdx.x; idx < kSK * sh.HP; idx += blockDim.x) {
+    const int j = idx / sh.HP, i = idx % sh.HP;
+    const int64_t key = c0 + j;
+    if (key >= sh.T || i >= sh.hs) continue;
+    const int64_t at = (b * sh.T + key) * sh.ldkv + g * sh.hs + i;
+    dx.k[at] = from_f32<T>(to_f32(dx.k[at]) + dK[idx]);
+    dx.v[at] = from_f32<T>(to_f32(dx.v[at]) + dV[idx]);
+  }
+}
+
+// dK, dV for key tile blockIdx.x (kSK rows, two warps) of key/value head g: the group's query
+// heads h = g·G .. g·G+G-1 in order, each over the query tiles that see the key tile.
+template <typename T>
+__global__ void tiled_dkdv_kernel(DQkv<T> dx, const T* dout, Qkv<T> x, const float* stats, const float* D, Shape sh,
                                   float sc) {
   extern __shared__ __align__(256) char smem[];
-  const int64_t bh = blockIdx.y, b = bh / sh.H, h = bh % sh.H, c0 = static_cast<int64_t>(blockIdx.x) * kSK;
+  const int64_t bg = blockIdx.y, b = bg / sh.Hkv, g = bg % sh.Hkv, c0 = static_cast<int64_t>(blockIdx.x) * kSK;
   const int HP = sh.HP, wr = (threadIdx.x >> 5) * 16, lane = threadIdx.x & 31;
   char* p = smem;
   T* Ks = carve<T>(p, kSK * HP);
@@ -163,56 +189,53 @@ __global__ void tiled_dkdv_kernel(T* dqkv, const T* dout, const T* qkv, const fl
   float* dK = carve<float>(p, kSK * HP);
   float* dV = carve<float>(p, kSK * HP);
   float* dPTs = carve<float>(p, kSK * kBQ);
-  load_tile(Ks, qkv, b, h, c0, kSK, 3 * sh.C, sh.C, sh);
-  load_tile(Vs, qkv, b, h, c0, kSK, 3 * sh.C, 2 * sh.C, sh);
+  load_tile(Ks, x.k, b, g * sh.hs, c0, kSK, sh.ldkv, sh);
+  load_tile(Vs, x.v, b, g * sh.hs, c0, kSK, sh.ldkv, sh);
   for (int i = threadIdx.x; i < kSK * HP; i += blockDim.x) dK[i] = dV[i] = 0.0f;
-  for (int64_t r0 = c0 / kBQ * kBQ; r0 < sh.T; r0 += kBQ) {
-    __syncthreads();
-    load_tile(Qs, qkv, b, h, r0, kBQ, 3 * sh.C, 0, sh);
-    load_tile(dOs, dout, b, h, r0, kBQ, sh.C, 0, sh);
-    __syncthreads();
-    warp_mma<true>(Ks + wr * HP, HP, Qs, HP, ST + wr * kBQ, kBQ, kBQ, HP, false);  // Sᵀ = K Qᵀ
-    for (int j = wr; j < wr + 16; ++j) {
-      for (int r = lane; r < kBQ; r += 32) {
-        const int64_t t = r0 + r, key = c0 + j;
-        float pv = 0.0f;
-        if (t < sh.T && key < sh.T && key <= t) {
-          const float* srow = stats + (bh * sh.T + t) * attn_tile::kStatsPerRow;
-          pv = attn_tile::recomputed_p(ST[j * kBQ + r] * sc, srow[0], 1.0f / srow[1]);
+  for (int64_t h = g * sh.group(); h < (g + 1) * sh.group(); ++h) {
+    const int64_t bh = b * sh.H + h;
+    for (int64_t r0 = c0 / kBQ * kBQ; r0 < sh.T; r0 += kBQ) {
+      __syncthreads();
+      load_tile(Qs, x.q, b, h * sh.hs, r0, kBQ, sh.ldq, sh);
+      load_tile(dOs, dout, b, h * sh.hs, r0, kBQ, sh.ldo(), sh);
+      __syncthreads();
+      warp_mma<true>(Ks + wr * HP, HP, Qs, HP, ST + wr * kBQ, kBQ, kBQ, HP, false);  // Sᵀ = K Qᵀ
+      for (int j = wr; j < wr + 16; ++j) {
+        for (int r = lane; r < kBQ; r += 32) {
+          const int64_t t = r0 + r, key = c0 + j;
+          float pv = 0.0f;
+          if (t < sh.T && key < sh.T && key <= t) {
+            const float* srow = stats + (bh * sh.T + t) * attn_tile::kStatsPerRow;
+            pv = attn_tile::recomputed_p(ST[j * kBQ + r] * sc, srow[0], 1.0f / srow[1]);
+          }
+          ST[j * kBQ + r] = pv;
+          PT[j * kBQ + r] = from_f32<T>(pv);
         }
-        ST[j * kBQ + r] = pv;
-        PT[j * kBQ + r] = from_f32<T>(pv);
       }
+      __syncwarp();
+      warp_mma<false>(PT + wr * kBQ, kBQ, dOs, HP, dV + wr * HP, HP, HP, kBQ, true);  // dV += Pᵀ dO
+      warp_mma<true>(Vs + wr * HP, HP, dOs, HP, dPTs + wr * kBQ, kBQ, kBQ, HP, false);
+      for (int j = wr; j < wr + 16; ++j)
+        for (int r = lane; r < kBQ; r += 32) {
+          const int64_t t = r0 + r;
+          const float dval = t < sh.T ? D[bh * sh.T + t] : 0.0f;
+          PT[j * kBQ + r] = from_f32<T>(attn_tile::score_grad(ST[j * kBQ + r], dPTs[j * kBQ + r], dval, sc));
+        }
+      __syncwarp();
+      warp_mma<false>(PT + wr * kBQ, kBQ, Qs, HP, dK + wr * HP, HP, HP, kBQ, true);  // dK += dSᵀ Q
     }
-    __syncwarp();
-    warp_mma<false>(PT + wr * kBQ, kBQ, dOs, HP, dV + wr * HP, HP, HP, kBQ, true);  // dV += Pᵀ dO
-    warp_mma<true>(Vs + wr * HP, HP, dOs, HP, dPTs + wr * kBQ, kBQ, kBQ, HP, false);
-    for (int j = wr; j < wr + 16; ++j)
-      for (int r = lane; r < kBQ; r += 32) {
-        const int64_t t = r0 + r;
-        const float dval = t < sh.T ? D[bh * sh.T + t] : 0.0f;
-        PT[j * kBQ + r] = from_f32<T>(attn_tile::score_grad(ST[j * kBQ + r], dPTs[j * kBQ + r], dval, sc));
-      }
-    __syncwarp();
-    warp_mma<false>(PT + wr * kBQ, kBQ, Qs, HP, dK + wr * HP, HP, HP, kBQ, true);  // dK += dSᵀ Q
   }
   __syncthreads();
-  for (int idx = threadIdx.x; idx < kSK * HP; idx += blockDim.x) {
-    const int j = idx / HP, i = idx % HP;
-    const int64_t key = c0 + j;
-    if (key >= sh.T || i >= sh.hs) continue;
-    T* row = dqkv + (b * sh.T + key) * 3 * sh.C + h * sh.hs + i;
-    row[sh.C] = from_f32<T>(to_f32(row[sh.C]) + dK[idx]);
-    row[2 * sh.C] = from_f32<T>(to_f32(row[2 * sh.C]) + dV[idx]);
-  }
+  add_kv_rows(dx, dK, dV, b, g, c0, sh);
 }
 
 // dQ for query tile blockIdx.x (kBQ rows, four warps).
 template <typename T>
-__global__ void tiled_dq_kernel(T* dqkv, const T* dout, const T* qkv, const float* stats, const float* D, Shape sh,
+__global__ void tiled_dq_kernel(T* dq, const T* dout, Qkv<T> x, const float* stats, const float* D, Shape sh,
                                 float sc) {
   extern __shared__ __align__(256) char smem[];
   const int64_t bh = blockIdx.y, b = bh / sh.H, h = bh % sh.H, r0 = static_cast<int64_t>(blockIdx.x) * kBQ;
+  const int64_t kvoff = h / sh.group() * sh.hs;
   const int HP = sh.HP, wr = (threadIdx.x >> 5) * 16, lane = threadIdx.x & 31;
   char* p = smem;
   T* Qs = carve<T>(p, kBQ * HP);
@@ -223,14 +246,14 @@ __global__ void tiled_dq_kernel(T* dqkv, const T* dout, const T* qkv, const floa
   float* S = carve<float>(p, kBQ * kSK);
   float* dP = carve<float>(p, kBQ * kSK);
   float* dQ = carve<float>(p, kBQ * HP);
-  load_tile(Qs, qkv, b, h, r0, kBQ, 3 * sh.C, 0, sh);
-  load_tile(dOs, dout, b, h, r0, kBQ, sh.C, 0, sh);
+  load_tile(Qs, x.q, b, h * sh.hs, r0, kBQ, sh.ldq, sh);
+  load_tile(dOs, dout, b, h * sh.hs, r0, kBQ, sh.ldo(), sh);
   for (int i = threadIdx.x; i < kBQ * HP; i += blockDim.x) dQ[i] = 0.0f;
   const int64_t last = min(sh.T, r0 + kBQ);
   for (int64_t c0 = 0; c0 < last; c0 += kSK) {
     __syncthreads();
-    load_tile(Ks, qkv, b, h, c0, kSK, 3 * sh.C, sh.C, sh);
-    load_tile(Vs, qkv, b, h, c0, kSK, 3 * sh.C, 2 * sh.C, sh);
+    load_tile(Ks, x.k, b, kvoff, c0, kSK, sh.ldkv, sh);
+    load_tile(Vs, x.v, b, kvoff, c0, kSK, sh.ldkv, sh);
     __syncthreads();
     warp_mma<true>(Qs + wr * HP, HP, Ks, HP, S + wr * kSK, kSK, kSK, HP, false);    // S = Q Kᵀ
     warp_mma<true>(dOs + wr * HP, HP, Vs, HP, dP + wr * kSK, kSK, kSK, HP, false);  // dP = dO Vᵀ
@@ -252,7 +275,7 @@ __global__ void tiled_dq_kernel(T* dqkv, const T* dout, const T* qkv, const floa
     const int r = idx / HP, i = idx % HP;
     const int64_t t = r0 + r;
     if (t >= sh.T || i >= sh.hs) continue;
-    T* q = dqkv + (b * sh.T + t) * 3 * sh.C + h * sh.hs + i;
+    T* q = dq + (b * sh.T + t) * sh.ldq + h * sh.hs + i;
     *q = from_f32<T>(to_f32(*q) + dQ[idx]);
   }
 }
@@ -272,14 +295,14 @@ size_t dq_smem(int HP, size_t e) {
          2 * tile_bytes(kBQ * kSK, 4) + tile_bytes(kBQ * HP, 4);
 }
 
-Shape shape_of(int64_t B, int64_t T, int64_t C, int64_t H, int64_t tile_q, int64_t tile_k) {
-  const int64_t hs = C / H;
-  ZT_CHECK(hs <= kMaxHead, "attention_tiled: head size " + std::to_string(hs) + " exceeds the CUDA kernel's " +
+Shape shape_of(const char* op, int64_t B, int64_t T, int64_t H, int64_t Hkv, int64_t hs, int64_t ldq, int64_t ldkv,
+               int64_t tile_q, int64_t tile_k) {
+  ZT_CHECK(hs <= kMaxHead, std::string(op) + ": head size " + std::to_string(hs) + " exceeds the CUDA kernel's " +
                                std::to_string(kMaxHead));
   ZT_CHECK((tile_q == 0 || tile_q == kBQ) && (tile_k == 0 || tile_k == kBK),
-           "attention_tiled: the CUDA kernel runs tile_q=" + std::to_string(kBQ) + ", tile_k=" + std::to_string(kBK) +
-               " only (pass 0 for the defaults)");
-  return {B, T, C, H, hs, static_cast<int>((hs + 15) / 16 * 16)};
+           std::string(op) + ": the CUDA kernel runs tile_q=" + std::to_string(kBQ) + ", tile_k=" +
+               std::to_string(kBK) + " only (pass 0 for the defaults)");
+  return {B, T, H, Hkv, hs, ldq, ldkv, static_cast<int>((hs + 15) / 16 * 16)};
 }
 
 // Opts the kernel into `bytes` of dynamic shared memory (above the 48 KiB default) and launches it.
@@ -290,35 +313,60 @@ void launch_smem(void (*kernel)(KArgs...), dim3 grid, int threads, size_t bytes,
   ZT_CUDA_LAUNCH_CHECK();
 }
 
-void forward_fp32(Stream& s, float* out, float* stats, const float* qkv, const Shape& sh) {
+void forward_fp32(Stream& s, float* out, float* stats, Qkv<float> x, const Shape& sh) {
   const dim3 grid(static_cast<unsigned>((sh.T + kBQ - 1) / kBQ), static_cast<unsigned>(sh.B * sh.H));
   const float sc = math::attention_scale(static_cast<int>(sh.hs));
-  launch_smem(tiled_forward_kernel<float>, grid, kBQ / 16 * 32, forward_smem(sh.HP, sizeof(float)), s, out, stats,
-              qkv, sh, sc);
+  launch_smem(tiled_forward_kernel<float>, grid, kBQ / 16 * 32, forward_smem(sh.HP, sizeof(float)), s, out, stats, x,
+              sh, sc);
 }
 
-void backward_fp32(Stream& s, float* dqkv, const float* dout, const float* qkv, const float* out,
-                   const float* stats, const Shape& sh) {
+void backward_fp32(Stream& s, DQkv<float> dx, const float* dout, Qkv<float> x, const float* out, const float* stats,
+                   const Shape& sh) {
   const float sc = math::attention_scale(static_cast<int>(sh.hs));
   const int64_t rows = sh.B * sh.H * sh.T;
   float* D = static_cast<float*>(scratch(s, static_cast<size_t>(rows) * sizeof(float)));
   row_dot_kernel<float><<<static_cast<unsigned>((rows + 7) / 8), 256, 0, native(s)>>>(D, dout, out, sh);
   ZT_CUDA_LAUNCH_CHECK();
-  const unsigned bh = static_cast<unsigned>(sh.B * sh.H);
-  launch_smem(tiled_dkdv_kernel<float>, dim3(static_cast<unsigned>((sh.T + kSK - 1) / kSK), bh), kSK / 16 * 32,
-              dkdv_smem(sh.HP, sizeof(float)), s, dqkv, dout, qkv, stats, static_cast<const float*>(D), sh, sc);
-  launch_smem(tiled_dq_kernel<float>, dim3(static_cast<unsigned>((sh.T + kBQ - 1) / kBQ), bh), kBQ / 16 * 32,
-              dq_smem(sh.HP, sizeof(float)), s, dqkv, dout, qkv, stats, static_cast<const float*>(D), sh, sc);
+  const unsigned key_tiles = static_cast<unsigned>((sh.T + kSK - 1) / kSK);
+  launch_smem(tiled_dkdv_kernel<float>, dim3(key_tiles, static_cast<unsigned>(sh.B * sh.Hkv)), kSK / 16 * 32,
+              dkdv_smem(sh.HP, sizeof(float)), s, dx, dout, x, stats, static_cast<const float*>(D), sh, sc);
+  launch_smem(tiled_dq_kernel<float>,
+              dim3(static_cast<unsigned>((sh.T + kBQ - 1) / kBQ), static_cast<unsigned>(sh.B * sh.H)), kBQ / 16 * 32,
+              dq_smem(sh.HP, sizeof(float)), s, dx.q, dout, x, stats, static_cast<const float*>(D), sh, sc);
 }
 
-// The 16-bit kernels' parameters; vec when every row the kernels copy starts 16-byte aligned.
-flash::Params flash_params(const Shape& sh, std::initializer_list<const void*> inputs) {
-  bool vec = true;
-  for (const void* q : inputs)
-    vec = vec && attn_mma::vector_loads_ok(sh.hs, sh.C, reinterpret_cast<uintptr_t>(q));  // strides C, 3C
+// The 16-bit kernels' parameters; vec when every row the kernels copy (q, k, v, and dout in
+// backward: rows H·hs apart) starts 16-byte aligned.
+template <typename T>
+flash::Params flash_params(const Shape& sh, Qkv<T> x, const T* dout) {
+  auto ok = [&](const T* base, int64_t stride) {
+    return attn_mma::vector_loads_ok(sh.hs, stride, reinterpret_cast<uintptr_t>(base));
+  };
+  const bool vec = ok(x.q, sh.ldq) && ok(x.k, sh.ldkv) && ok(x.v, sh.ldkv) && (!dout || ok(dout, sh.H * sh.hs));
   const float sc = math::attention_scale(static_cast<int>(sh.hs));
-  return {sh.B, sh.T, sh.C, sh.H, sh.hs, sc, sc * flash::kLog2e, vec};
+  return {sh.B, sh.T, sh.H, sh.Hkv, sh.hs, sh.ldq, sh.ldkv, sc, sc * flash::kLog2e, vec};
 }
+
+template <typename T> void forward_any(Stream& s, T* out, float* stats, Qkv<T> x, const Shape& sh) {
+  if constexpr (std::is_same_v<T, float>) {
+    forward_fp32(s, out, stats, x, sh);
+  } else {
+    flash::flash_forward(s, out, stats, x, flash_params<T>(sh, x, nullptr));
+  }
+}
+
+template <typename T>
+void backward_any(Stream& s, DQkv<T> dx, const T* dout, Qkv<T> x, const T* out, const float* stats, const Shape& sh) {
+  if constexpr (std::is_same_v<T, float>) {
+    backward_fp32(s, dx, dout, x, out, stats, sh);
+  } else {
+    flash::flash_backward(s, dx, dout, x, out, stats, flash_params<T>(sh, x, dout));
+  }
+}
+
+// GPT's packed qkv[B,T,3C] (and dqkv) as the operands: the thirds of a row, rows 3C apart.
+template <typename T> Qkv<T> packed(const T* qkv, int64_t C) { return {qkv, qkv + C, qkv + 2 * C}; }
+template <typename T> DQkv<T> packed_grads(T* dqkv, int64_t C) { return {dqkv, dqkv + C, dqkv + 2 * C}; }
 
 }  // namespace
 }  // namespace zt::cuda_detail
@@ -328,48 +376,48 @@ using namespace zt::cuda_detail;
 
 void attention_tiled_forward(Stream& s, const TensorView& out, const TensorView& stats, const TensorView& qkv,
                              int64_t B, int64_t T, int64_t C, int64_t H, int64_t tile_q, int64_t tile_k) {
-  const Shape sh = shape_of(B, T, C, H, tile_q, tile_k);
+  const Shape sh = shape_of("attention_tiled_forward", B, T, H, H, C / H, 3 * C, 3 * C, tile_q, tile_k);
   if (B == 0 || T == 0 || C == 0) return;
-  float* st = static_cast<float*>(stats.data);
-  switch (out.dtype) {
-    case DType::F32:
-      forward_fp32(s, static_cast<float*>(out.data), st, static_cast<const float*>(qkv.data), sh);
-      break;
-    case DType::BF16:
-      flash::flash_forward(s, static_cast<bf16*>(out.data), st, static_cast<const bf16*>(qkv.data),
-                           flash_params(sh, {qkv.data}));
-      break;
-    case DType::F16:
-      flash::flash_forward(s, static_cast<fp16*>(out.data), st, static_cast<const fp16*>(qkv.data),
-                           flash_params(sh, {qkv.data}));
-      break;
-    default: ZT_CHECK(false, "attention_tiled_forward: unknown dtype");
-  }
+  ZT_DISPATCH_DTYPE(out.dtype, X, forward_any(s, static_cast<X*>(out.data), static_cast<float*>(stats.data),
+                                              packed(static_cast<const X*>(qkv.data), C), sh));
 }
 
 void attention_tiled_backward(Stream& s, const TensorView& dqkv, const TensorView& dout, const TensorView& qkv,
                               const TensorView& out, const TensorView& stats, int64_t B, int64_t T, int64_t C,
                               int64_t H, int64_t tile_q, int64_t tile_k) {
-  const Shape sh = shape_of(B, T, C, H, tile_q, tile_k);
+  const Shape sh = shape_of("attention_tiled_backward", B, T, H, H, C / H, 3 * C, 3 * C, tile_q, tile_k);
   if (B == 0 || T == 0 || C == 0) return;
-  const float* st = static_cast<const float*>(stats.data);
-  switch (dqkv.dtype) {
-    case DType::F32:
-      backward_fp32(s, static_cast<float*>(dqkv.data), static_cast<const float*>(dout.data),
-                    static_cast<const float*>(qkv.data), static_cast<const float*>(out.data), st, sh);
-      break;
-    case DType::BF16:
-      flash::flash_backward(s, static_cast<bf16*>(dqkv.data), static_cast<const bf16*>(dout.data),
-                            static_cast<const bf16*>(qkv.data), static_cast<const bf16*>(out.data), st,
-                            flash_params(sh, {qkv.data, dout.data}));
-      break;
-    case DType::F16:
-      flash::flash_backward(s, static_cast<fp16*>(dqkv.data), static_cast<const fp16*>(dout.data),
-                            static_cast<const fp16*>(qkv.data), static_cast<const fp16*>(out.data), st,
-                            flash_params(sh, {qkv.data, dout.data}));
-      break;
-    default: ZT_CHECK(false, "attention_tiled_backward: unknown dtype");
-  }
+  ZT_DISPATCH_DTYPE(dqkv.dtype, X,
+                    backward_any(s, packed_grads(static_cast<X*>(dqkv.data), C), static_cast<const X*>(dout.data),
+                                 packed(static_cast<const X*>(qkv.data), C), static_cast<const X*>(out.data),
+                                 static_cast<const float*>(stats.data), sh));
+}
+
+void attention_gqa_forward(Stream& s, const TensorView& out, const TensorView& stats, const TensorView& q,
+                           const TensorView& k, const TensorView& v, int64_t B, int64_t T, int64_t H, int64_t Hkv,
+                           int64_t hs, int64_t tile_q, int64_t tile_k) {
+  const Shape sh = shape_of("attention_gqa_forward", B, T, H, Hkv, hs, H * hs, Hkv * hs, tile_q, tile_k);
+  if (B == 0 || T == 0) return;
+  ZT_DISPATCH_DTYPE(out.dtype, X,
+                    forward_any(s, static_cast<X*>(out.data), static_cast<float*>(stats.data),
+                                Qkv<X>{static_cast<const X*>(q.data), static_cast<const X*>(k.data),
+                                       static_cast<const X*>(v.data)},
+                                sh));
+}
+
+void attention_gqa_backward(Stream& s, const TensorView& dq, const TensorView& dk, const TensorView& dv,
+                            const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
+                            const TensorView& out, const TensorView& stats, int64_t B, int64_t T, int64_t H,
+                            int64_t Hkv, int64_t hs, int64_t tile_q, int64_t tile_k) {
+  const Shape sh = shape_of("attention_gqa_backward", B, T, H, Hkv, hs, H * hs, Hkv * hs, tile_q, tile_k);
+  if (B == 0 || T == 0) return;
+  ZT_DISPATCH_DTYPE(dq.dtype, X,
+                    backward_any(s, DQkv<X>{static_cast<X*>(dq.data), static_cast<X*>(dk.data),
+                                            static_cast<X*>(dv.data)},
+                                 static_cast<const X*>(dout.data),
+                                 Qkv<X>{static_cast<const X*>(q.data), static_cast<const X*>(k.data),
+                                        static_cast<const X*>(v.data)},
+                                 static_cast<const X*>(out.data), static_cast<const float*>(stats.data), sh));
 }
 
 }  // namespace zt::cuda_ops
