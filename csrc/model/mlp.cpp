@@ -41,7 +41,16 @@ std::vector<BufferSpec> mlp_buffer_plan(const MlpConfig& cfg, const ModelOptions
   return out;
 }
 
+namespace {
+// A Llama model file parses (model_config.h); the model itself is not in this build.
+void refuse_llama(const ModelConfig& cfg) {
+  if (cfg.type == ModelConfig::Type::Llama)
+    throw InputError("model file " + cfg.source + ": type llama is parsed but the Llama model is not built into this binary");
+}
+}  // namespace
+
 std::vector<BufferSpec> model_buffer_plan(const ModelConfig& cfg, const ModelOptions& opt) {
+  refuse_llama(cfg);
   return cfg.type == ModelConfig::Type::GPT ? gpt_buffer_plan(cfg.gpt, opt) : mlp_buffer_plan(cfg.mlp, opt);
 }
 
@@ -192,6 +201,7 @@ class Mlp final : public ModelBase {
 std::unique_ptr<Model> make_mlp(const MlpConfig& cfg, const ModelOptions& opt) { return std::make_unique<Mlp>(cfg, opt); }
 
 std::unique_ptr<Model> make_model(const ModelConfig& cfg, const ModelOptions& opt) {
+  refuse_llama(cfg);
   if (cfg.type == ModelConfig::Type::GPT) return make_gpt(cfg.gpt, opt);
   return make_mlp(cfg.mlp, opt);
 }
