@@ -6,7 +6,8 @@
 * train of configs/models/llama-tiny.json at 2 ranks, ZeRO stage 3: --save-weights DIR/ writes a
   Hugging Face folder (LlamaForCausalLM config.json, HF tensor names); --init-from it, with
   --model and from config.json alone, and from a sharded copy, gives the same bytes back; the
-  checkpoint consolidates to the same model.safetensors.
+  checkpoint consolidates to the same model.safetensors, and a run resumed from it at another world
+  size (1 rank) ends with the weights of the uninterrupted run.
 """
 import json
 import os
@@ -104,6 +105,12 @@ class LlamaCli(TempDirCase):
         consolidated = self.path("consolidated") + "/"
         self.zerotrain(["consolidate", ck, consolidated])
         init_from.InitFromCli.same_files(self, trained, consolidated)
+        straight = self.path("straight") + "/"
+        self.train(["--steps", "5", "--save-weights", straight])
+        resumed = self.path("resumed") + "/"
+        out = self.train(["--steps", "5", "--resume", ck, "--save-weights", resumed], ranks=1)
+        self.assertIn("resumed from " + ck + "/global_step3", out)
+        init_from.InitFromCli.same_files(self, straight, resumed)
 
 
 if __name__ == "__main__":
