@@ -2,7 +2,8 @@
 
 * Bad Llama model files (an unknown key, rotary scaling, heads that do not group) exit 2 from
   train and estimate, naming the file and the key; `sample` refuses a Llama model with exit 2.
-* estimate of the real shapes (configs/models/llama-2-7b.json) counts Llama 2 7B's parameters.
+* estimate of the real shapes (configs/models/llama-2-7b.json) counts Llama 2 7B's parameters;
+  explain of llama-tiny lists its Hugging Face parameters in the bucket plan.
 * train of configs/models/llama-tiny.json at 2 ranks, ZeRO stage 3: --save-weights DIR/ writes a
   Hugging Face folder (LlamaForCausalLM config.json, HF tensor names); --init-from it, with
   --model and from config.json alone, and from a sharded copy, gives the same bytes back; the
@@ -67,6 +68,10 @@ class LlamaCli(TempDirCase):
         out = self.zerotrain(["estimate", "--config", self.cfg, "--world-size", "2", "--model",
                               os.path.join(REPO, "configs", "models", "llama-2-7b.json")])
         self.assertIn("stage 0 %d B" % (16 * 6738415616), out)  # the ZeRO paper's 16 B per parameter, Llama 2 7B
+        out = self.zerotrain(["explain", "--config", self.cfg, "--world-size", "2", "--model", TINY])
+        self.assertIn("num_key_value_heads=2", out)
+        self.assertIn("param 1 model.layers.0.input_layernorm.weight", out)
+        self.assertIn("lm_head.weight", out)
         out = self.zerotrain(["sample", "--model", TINY, "--weights", self.path("none.safetensors"), "--prompt", "a",
                               "--tokens", "4"],
                              expect=2)
