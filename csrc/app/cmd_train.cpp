@@ -93,9 +93,9 @@ void print_rank_map(Communicator& comm, const NodeLocal& local, const Device& de
 
 DatasetShape dataset_shape(const ModelConfig& m, const DsConfig& cfg, uint64_t seed, int rank, int world) {
   DatasetShape shape;
-  if (m.type == ModelConfig::Type::GPT) {
-    shape.vocab_size = m.gpt.vocab_size;
-    shape.n_ctx = m.gpt.n_ctx;
+  if (m.is_token_model()) {
+    shape.vocab_size = m.vocab_size();
+    shape.n_ctx = m.context_length();
   } else {
     shape.mlp_dims = m.mlp.dims;
     shape.mlp_relu = m.mlp.activation == Activation::ReLU;
@@ -354,7 +354,7 @@ void train_loop(TrainRun& run, const TrainArgs& args, Rank0Log& log, int64_t sta
   const int64_t every = progress_interval(args, run.cfg);
   const int64_t tbs = run.cfg.train_batch_size;
   const ModelConfig& mcfg = run.model_cfg;
-  const double tokens_per_sample = mcfg.type == ModelConfig::Type::GPT ? static_cast<double>(mcfg.gpt.n_ctx) : 1.0;
+  const double tokens_per_sample = static_cast<double>(mcfg.context_length());
   const DType compute = run.engine_opt.compute_dtype;
   const double peak = device_peak_flops(*run.dev, compute) * run.comm->world_size();
   if (peak > 0)

@@ -58,10 +58,10 @@ CalibrationShapes shapes_for(const CalibrateArgs& a, int world) {
   CalibrationShapes s;
   s.batch = cfg.train_micro_batch_size_per_gpu;
   s.compute = eopt.compute_dtype;
-  if (mcfg.type == ModelConfig::Type::GPT) {
-    s.T = mcfg.gpt.n_ctx;
-    s.C = mcfg.gpt.n_embd;
-    s.H = mcfg.gpt.n_head;
+  if (mcfg.is_token_model()) {
+    s.T = mcfg.context_length();
+    s.C = mcfg.hidden_size();
+    s.H = mcfg.num_heads();
   } else {
     s.T = 1;
     s.C = mcfg.mlp.dims.empty() ? 128 : *std::max_element(mcfg.mlp.dims.begin(), mcfg.mlp.dims.end());

@@ -14,7 +14,8 @@ namespace zt {
 void check_sample_flags(const TrainArgs& args, const ModelConfig& model) {
   if (args.sample_every == 0) return;
   if (model.type != ModelConfig::Type::GPT)
-    throw InputError("train: --sample-every needs a GPT model; --model " + model.source + " is an MLP");
+    throw InputError("train: --sample-every needs a GPT model (key/value-cache decoding is implemented for GPT only); "
+                     "--model " + model.source + " is " + (model.is_token_model() ? "a llama model" : "an MLP"));
   encode_prompt(*make_text_codec(args.sample_tokenizer), args.sample_prompt, model.gpt, "train: --sample-prompt");
 }
 

@@ -204,12 +204,7 @@ Recompute recompute_of(const DsConfig& cfg, const std::string& flag) {
                       : recompute_from(flag, "train: --recompute");
 }
 
-int64_t model_hidden_size(const ModelConfig& m) {
-  if (m.type == ModelConfig::Type::GPT) return m.gpt.n_embd;
-  int64_t h = 0;
-  for (size_t i = 1; i + 1 < m.mlp.dims.size(); ++i) h = std::max(h, m.mlp.dims[i]);
-  return h > 0 ? h : m.mlp.dims.front();
-}
+int64_t model_hidden_size(const ModelConfig& m) { return m.hidden_size(); }
 
 DType compute_dtype_of(const DsConfig& cfg) {
   if (cfg.bf16.enabled) return DType::BF16;

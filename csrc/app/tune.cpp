@@ -99,8 +99,7 @@ Json tune_config(const Json& base, const TuneSetting& s) {
 std::vector<TuneSetting> tune_space(const TuneInputs& in) {
   const DsConfig cfg = resolve_ds_config(in.base, in.source, config_options(in));
   const int64_t per_rank = cfg.train_batch_size / in.world;
-  const bool gpt = in.model.type == ModelConfig::Type::GPT;
-  const std::vector<std::string> recomputes = gpt ? std::vector<std::string>{"none", "selective", "block"}
+  const std::vector<std::string> recomputes = in.model.is_token_model() ? std::vector<std::string>{"none", "selective", "block"}
                                                   : std::vector<std::string>{"none"};
   std::vector<TuneSetting> out;
   for (int stage = 0; stage <= 3; ++stage)

@@ -103,7 +103,7 @@ double measured_step_ms(const std::string& metrics) {
 }
 
 std::string data_spec(const ModelConfig& m) {
-  return m.type == ModelConfig::Type::GPT ? "markov:vocab=" + std::to_string(std::min<int64_t>(64, m.gpt.vocab_size)) : "teacher:";
+  return m.is_token_model() ? "markov:vocab=" + std::to_string(std::min<int64_t>(64, m.vocab_size())) : "teacher:";
 }
 
 std::vector<std::string> train_command(const TuneInputs& in, const std::string& config, const std::string& metrics,

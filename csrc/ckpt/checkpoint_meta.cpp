@@ -58,6 +58,23 @@ double tidy(float v) {
 }  // namespace
 
 json model_config_json(const ModelConfig& m) {
+  if (m.type == ModelConfig::Type::Llama) {
+    const LlamaConfig& c = m.llama;
+    return {{"type", "llama"},
+            {"vocab_size", c.vocab_size},
+            {"hidden_size", c.hidden_size},
+            {"intermediate_size", c.intermediate_size},
+            {"num_hidden_layers", c.num_hidden_layers},
+            {"num_attention_heads", c.num_attention_heads},
+            {"num_key_value_heads", c.num_key_value_heads},
+            {"head_dim", c.head_dim},
+            {"max_position_embeddings", c.max_position_embeddings},
+            {"n_ctx", c.n_ctx},
+            {"rms_norm_eps", c.rms_norm_eps},
+            {"rope_theta", c.rope_theta},
+            {"tie_word_embeddings", c.tie_word_embeddings},
+            {"init_std", tidy(c.init_std)}};
+  }
   if (m.type == ModelConfig::Type::GPT) {
     const GptConfig& g = m.gpt;
     return {{"type", "gpt"},       {"vocab_size", g.vocab_size}, {"n_ctx", g.n_ctx},
@@ -72,8 +89,14 @@ json model_config_json(const ModelConfig& m) {
   return j;
 }
 
+namespace {
+const char* torch_dtype_name(DType dtype) {
+  return dtype == DType::BF16 ? "bfloat16" : dtype == DType::F16 ? "float16" : "float32";
+}
+}  // namespace
+
 json hf_gpt2_config(const json& c, DType dtype) {
-  const char* torch_dtype = dtype == DType::BF16 ? "bfloat16" : dtype == DType::F16 ? "float16" : "float32";
+  const char* torch_dtype = torch_dtype_name(dtype);
   // zerotrain's GPT is GPT-2: pre-LN blocks, GELU (tanh), LayerNorm eps 1e-5, tied wte / lm_head,
   // Conv1D weights stored [in, out]; no dropout.
   return {{"architectures", {"GPT2LMHeadModel"}},
@@ -95,6 +118,36 @@ json hf_gpt2_config(const json& c, DType dtype) {
           {"tie_word_embeddings", true},
           {"use_cache", true},
           {"torch_dtype", torch_dtype}};
+}
+
+json hf_llama_config(const json& c, DType dtype) {
+  // zerotrain's Llama: RMSNorm, SwiGLU (SiLU), plain rotary positions, no biases, no dropout.
+  // n_ctx is zerotrain's (the context a model built from this file is sized for); transformers
+  // keeps it as an extra attribute.
+  json out = {{"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"}};
+  for (const char* k : {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+                        "num_key_value_heads", "head_dim", "max_position_embeddings", "rms_norm_eps", "rope_theta",
+                        "tie_word_embeddings", "n_ctx"})
+    out[k] = c.at(k);
+  out["rope_scaling"] = nullptr;
+  out["hidden_act"] = "silu";
+  out["attention_bias"] = false;
+  out["mlp_bias"] = false;
+  out["attention_dropout"] = 0.0;
+  out["pretraining_tp"] = 1;
+  out["initializer_range"] = c.value("init_std", 0.02);
+  out["use_cache"] = true;
+  out["torch_dtype"] = torch_dtype_name(dtype);
+  return out;
+}
+
+json hf_model_config(const ModelConfig& m, DType dtype) {
+  switch (m.type) {
+    case ModelConfig::Type::GPT: return hf_gpt2_config(model_config_json(m), dtype);
+    case ModelConfig::Type::Llama: return hf_llama_config(model_config_json(m), dtype);
+    case ModelConfig::Type::MLP: break;
+  }
+  return nullptr;
 }
 
 json build_meta(const ZeroEngine& engine, const std::string& tag, const CheckpointRunInfo& info,

@@ -86,6 +86,10 @@ json build_meta(const ZeroEngine& engine, const std::string& tag, const Checkpoi
 json model_config_json(const ModelConfig& m);
 // Hugging Face GPT2LMHeadModel config.json for a GPT model config (from model_config_json).
 json hf_gpt2_config(const json& model_config, DType dtype);
+// Hugging Face LlamaForCausalLM config.json for a Llama model config (from model_config_json).
+json hf_llama_config(const json& model_config, DType dtype);
+// The Hugging Face config.json of a token model (GPT-2 or Llama); null for the MLP.
+json hf_model_config(const ModelConfig& m, DType dtype);
 
 // Size check, then XXH64 of the whole file against meta; "" when fine, else the message.
 std::string verify_shard(const Meta& m, int rank);

@@ -59,9 +59,9 @@ std::string weights_file_of(const std::string& out) {
 }
 
 void write_hf_config_if_folder(const std::string& out, const ModelConfig& model, DType dtype) {
-  if (!is_folder_target(out) || model.type != ModelConfig::Type::GPT) return;
-  const std::string path = ckptfs::join(out, "config.json");
-  ckptfs::write_file_atomically(path, ckpt::hf_gpt2_config(ckpt::model_config_json(model), dtype).dump(2) + "\n");
+  const nlohmann::json config = ckpt::hf_model_config(model, dtype);
+  if (!is_folder_target(out) || config.is_null()) return;
+  ckptfs::write_file_atomically(ckptfs::join(out, "config.json"), config.dump(2) + "\n");
 }
 
 std::string export_weights(ZeroEngine& engine, Communicator& comm, Device& dev, const std::vector<ParamSpec>& specs,
@@ -160,7 +160,6 @@ void consolidate_checkpoint(const std::string& tag_dir, const std::string& out, 
   const CheckpointWeights ckpt_weights(tag_dir, allow_non_finite);
   if (warnings) warnings->insert(warnings->end(), ckpt_weights.warnings().begin(), ckpt_weights.warnings().end());
   const std::vector<ParamSpec>& specs = ckpt_weights.specs();
-  const bool gpt = ckpt_weights.model().type == ModelConfig::Type::GPT;
   if (is_folder_target(out)) ckptfs::make_dirs(out);
   const std::string file = weights_file_of(out);
   WeightsFileWriter w(file, specs, dtype);
@@ -171,9 +170,7 @@ void consolidate_checkpoint(const std::string& tag_dir, const std::string& out, 
     w.write(static_cast<int>(p), values.data());
   }
   w.finish();
-  if (gpt && is_folder_target(out))
-    ckptfs::write_file_atomically(ckptfs::join(out, "config.json"),
-                                  ckpt::hf_gpt2_config(ckpt::model_config_json(ckpt_weights.model()), dtype).dump(2) + "\n");
+  write_hf_config_if_folder(out, ckpt_weights.model(), dtype);
 }
 
 }  // namespace zt

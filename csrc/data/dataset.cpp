@@ -96,7 +96,7 @@ class SpecArgs {
 
 void require_token_model(const std::string& spec, const DatasetShape& shape) {
   if (shape.vocab_size <= 0 || shape.n_ctx <= 0)
-    throw InputError("--data '" + spec + "': token data needs a token model (GPT with vocab_size and n_ctx)");
+    throw InputError("--data '" + spec + "': token data needs a token model (GPT or Llama: vocab_size and n_ctx)");
 }
 
 }  // namespace

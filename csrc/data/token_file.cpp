@@ -48,7 +48,7 @@ TokenFileDataset::TokenFileDataset(const std::string& path, Format format, int64
                                    int64_t global_batch, int validate_shard, int validate_shards, Part part)
     : path_(path), format_(format), vocab_(model_vocab), T_(n_ctx), B_(global_batch) {
   const std::string what = "data file '" + path_ + "'";
-  if (T_ < 1 || vocab_ < 1) throw InputError(what + ": text/tokens data needs a token model (GPT) with n_ctx and vocab_size");
+  if (T_ < 1 || vocab_ < 1) throw InputError(what + ": text/tokens data needs a token model (GPT or Llama) with n_ctx and vocab_size");
   fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO must not block the open
   if (fd_ < 0) throw InputError(what + ": cannot open (" + std::strerror(errno) + ")");
   struct stat st {};

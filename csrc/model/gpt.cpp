@@ -29,14 +29,13 @@
 #include <memory>
 #include <sstream>
 
-#include "host_checkpoints.h"
-#include "model_base.h"
+#include "token_model.h"
 #include "zerotrain/kernels/ops.h"
 
 namespace zt {
 namespace {
 
-using model_detail::ModelBase;
+using model_detail::TokenModel;
 constexpr float kLnEps = 1e-5f;
 constexpr int kPerBlock = 12;
 
@@ -68,23 +67,14 @@ std::string block_buf_name(const BlockBuf& b, int64_t l) {
   return b.shared ? std::string("block.") + b.name : "h." + std::to_string(l) + "." + b.name;
 }
 
-// cpu_checkpointing applies: recompute keeps block inputs and there is a block input to move.
-bool host_checkpoints(const GptConfig& c, const ModelOptions& opt) {
-  return opt.cpu_checkpointing && opt.recompute != Recompute::None && c.n_layer >= 2;
-}
-// The device buffer holding residual[l].
-std::string residual_name(const GptConfig& c, const ModelOptions& opt, int64_t l) {
-  return host_checkpoints(c, opt) ? "residual.slot" + std::to_string(l % 2) : "residual." + std::to_string(l);
-}
-
-class Gpt final : public ModelBase {
+class Gpt final : public TokenModel {
  public:
   Gpt(const GptConfig& cfg, const ModelOptions& opt)
-      : ModelBase(opt, opt.micro_batch * cfg.n_ctx), cfg_(cfg), vocab_(gpt_vocab_layout(cfg, opt)) {
+      : TokenModel(opt, "gpt", cfg.vocab_size, cfg.n_ctx, cfg.n_embd, cfg.n_layer), cfg_(cfg) {
     const int64_t V = cfg.vocab_size, C = cfg.n_embd, L = cfg.n_layer;
     const float std = cfg.init_std;
     const float proj_std = std / std::sqrt(2.0f * static_cast<float>(L));
-    add_param("wte.weight", {V, C}, 0, InitKind::Normal, std);
+    head_w_ = add_param("wte.weight", {V, C}, 0, InitKind::Normal, std);  // tied: the head's weight
     add_param("wpe.weight", {cfg.n_ctx, C}, 0, InitKind::Normal, std);
     for (int64_t l = 0; l < L; ++l) {
       const std::string h = "h." + std::to_string(l) + ".";
@@ -107,101 +97,31 @@ class Gpt final : public ModelBase {
     if (!opt.plan_only) allocate();
   }
 
-  ~Gpt() override { stream_.synchronize(); }  // enqueued work may still use the activations
-
   std::string describe() const override {
     std::ostringstream s;
     s << "gpt: vocab_size=" << cfg_.vocab_size << " n_ctx=" << cfg_.n_ctx << " n_layer=" << cfg_.n_layer
       << " n_head=" << cfg_.n_head << " n_embd=" << cfg_.n_embd << " params=" << num_params()
       << " attention=" << (cfg_.attention == AttentionKind::Tiled ? "tiled" : "materialised")
       << " recompute=" << recompute_name(opt_.recompute)
-      << (host_checkpoints(cfg_, opt_) ? " cpu_checkpointing=on (kept block inputs in host memory)" : "");
+      << (model_detail::uses_host_checkpoints(opt_, cfg_.n_layer) ? " cpu_checkpointing=on (kept block inputs in host memory)" : "");
     return s.str();
   }
-  int num_units() const override { return static_cast<int>(cfg_.n_layer) + 2; }
   std::vector<BufferSpec> buffer_plan() const override { return gpt_buffer_plan(cfg_, opt_); }
-  bool uses_side_stream() const override { return host_ckpt_ != nullptr; }
-  int64_t hidden_size() const override { return cfg_.n_embd; }
   double flops_per_sample() const override { return gpt_flops_per_sequence(cfg_, cfg_.n_ctx); }
 
-  std::vector<int> unit_params(int unit) const override {
-    std::vector<int> out = Model::unit_params(unit);
-    if (unit == num_units() - 1) out.insert(out.begin(), 0);  // tied wte
-    return out;
-  }
-
-  void set_batch(const Batch& b) override {
-    const std::string what = "batch for model gpt: ";
-    if (b.B <= 0 || b.B > opt_.micro_batch)
-      throw InputError(what + "B=" + std::to_string(b.B) + " must be in [1, micro_batch=" + std::to_string(opt_.micro_batch) + "]");
-    if (b.T <= 0 || b.T > cfg_.n_ctx)
-      throw InputError(what + "T=" + std::to_string(b.T) + " must be in [1, n_ctx=" + std::to_string(cfg_.n_ctx) + "]");
-    const size_t n = static_cast<size_t>(b.B * b.T);
-    if (b.inputs.size() != n || b.targets.size() != n)
-      throw InputError(what + "inputs/targets must hold B*T=" + std::to_string(n) + " tokens, got " +
-                       std::to_string(b.inputs.size()) + "/" + std::to_string(b.targets.size()));
-    for (size_t i = 0; i < n; ++i) {
-      if (b.inputs[i] < 0 || b.inputs[i] >= cfg_.vocab_size)
-        throw InputError(what + "input token " + std::to_string(b.inputs[i]) + " at position " + std::to_string(i) +
-                         " is outside the vocabulary [0, " + std::to_string(cfg_.vocab_size) + ")");
-      if (b.targets[i] >= cfg_.vocab_size)
-        throw InputError(what + "target token " + std::to_string(b.targets[i]) + " at position " + std::to_string(i) +
-                         " is outside the vocabulary (negative targets are ignored)");
-    }
-    B_ = b.B;
-    T_ = b.T;
-    loss_divisor_ = count_targets(b.targets);
-    upload({{tokens_->data(), b.inputs.data(), n * sizeof(int32_t)}, {targets_->data(), b.targets.data(), n * sizeof(int32_t)}});
-  }
-
-  void forward_unit(int unit) override {
-    ZT_CHECK(B_ > 0, "forward_unit before set_batch");
-    const int L = static_cast<int>(cfg_.n_layer);
-    if (unit == 0) embed_forward();
-    else if (unit <= L) block_forward(unit - 1);
-    else if (unit == L + 1) head_forward();
-    else ZT_CHECK(false, "forward_unit: bad unit " + std::to_string(unit));
-  }
-
-  void backward_unit(int unit, float dloss) override {
-    ZT_CHECK(B_ > 0, "backward_unit before set_batch");
-    const int L = static_cast<int>(cfg_.n_layer);
-    if (unit == 0) embed_backward();
-    else if (unit <= L) block_backward(unit - 1);
-    else if (unit == L + 1) head_backward(dloss);
-    else ZT_CHECK(false, "backward_unit: bad unit " + std::to_string(unit));
-  }
 
  private:
   // Allocates exactly gpt_buffer_plan's list (the memory prediction is its sum).
   void allocate() {
-    const std::vector<BufferSpec> plan = gpt_buffer_plan(cfg_, opt_);
-    const size_t from_base = ModelBase::base_buffers(0).size();  // listed first, allocated by ModelBase
-    for (size_t i = from_base; i < plan.size(); ++i) {
-      const size_t bytes = static_cast<size_t>(plan[i].bytes);
-      bufs_[plan[i].name] = plan[i].category == MemCategory::HostActivations
-                                ? dev_.alloc_host(bytes, plan[i].category, /*pinned=*/true, /*zero=*/false)
-                                : dev_.alloc(bytes, plan[i].category);
-    }
-    tokens_ = &buf("tokens");
-    targets_ = &buf("targets");
-    for (int64_t l = 0; l <= cfg_.n_layer; ++l) residual_.push_back(&buf(residual_name(cfg_, opt_, l)));
-    if (host_checkpoints(cfg_, opt_)) {
-      std::vector<const DeviceBuffer*> host;
-      for (int64_t l = 0; l + 1 < cfg_.n_layer; ++l) host.push_back(&buf("host.residual." + std::to_string(l)));
-      host_ckpt_ = std::make_unique<model_detail::HostCheckpoints>(dev_, stream_, residual_, std::move(host));
-    }
+    TokenModel::allocate(gpt_buffer_plan(cfg_, opt_));
     for (int64_t l = 0; l < cfg_.n_layer; ++l) {
       std::map<std::string, const DeviceBuffer*> m;
       for (const BlockBuf& b : block_bufs(cfg_, opt_.micro_batch, opt_.recompute)) m[b.name] = &buf(block_buf_name(b, l));
       blocks_.push_back({m["ln1"], m["ln1_mean"], m["ln1_rstd"], m["qkv"], m["att"], m["atty"], m["mid"], m["ln2"],
                          m["ln2_mean"], m["ln2_rstd"], m["fc"], m["fc_gelu"]});
     }
-    lnf_ = &buf("lnf");
     lnf_mean_ = &buf("lnf_mean");
     lnf_rstd_ = &buf("lnf_rstd");
-    logits_ = &buf("logits");
-    losses_ = &buf("losses");
     proj_ = &buf("ws.proj");
     dres_ = &buf("ws.dres");
     dC_ = &buf("ws.dC");
@@ -209,15 +129,7 @@ class Gpt final : public ModelBase {
     d4b_ = &buf("ws.d4b");
     if (cfg_.attention == AttentionKind::Materialised) datt_ = &buf("ws.datt");
   }
-  const DeviceBuffer& buf(const std::string& name) const {
-    auto it = bufs_.find(name);
-    ZT_CHECK(it != bufs_.end(), "gpt: no buffer " + name);
-    return it->second;
-  }
-
   int p(int layer, BlockParam k) const { return 2 + kPerBlock * layer + k; }
-  int64_t N() const { return B_ * T_; }
-  size_t residual_bytes() const { return static_cast<size_t>(N() * cfg_.n_embd) * dtype_size(dt_); }
 
   // y[N,out] = x[N,in]·W[in,out] + b (Conv1D layout), one fused op. With gelu_out: y is the
   // pre-activation (saved for backward) and gelu_out[N,out] = gelu(y).
@@ -234,12 +146,12 @@ class Gpt final : public ModelBase {
     ops::linear_backward(stream_, dx, grad(w), grad(b), dy, x, param(w), gelu_pre, N(), in, out, /*trans_w=*/false);
   }
 
-  void embed_forward() {
+  void embed_forward() override {
     const int64_t C = cfg_.n_embd;
     ops::embedding_forward(stream_, act(*residual_[0], {N(), C}), tokens_->as<int32_t>(), param(0), param(1), B_, T_, C);
-    if (host_ckpt_) host_ckpt_->after_write(0, residual_bytes());
+    after_residual_write(0);
   }
-  void embed_backward() {
+  void embed_backward() override {
     const int64_t C = cfg_.n_embd;
     ops::embedding_backward(stream_, grad(0), grad(1), act(*dres_, {N(), C}), tokens_->as<int32_t>(), B_, T_, C);
   }
@@ -258,7 +170,8 @@ class Gpt final : public ModelBase {
   // Block l's forward. recompute: refill the block's buffers for its backward (same ops, same
   // inputs, same order as the forward: the same bits) and skip the MLP's c_proj and the final
   // residual add, whose outputs backward does not read.
-  void block_forward(int l, bool recompute = false) {
+  void block_forward(int l) override { run_block(l, /*recompute=*/false); }
+  void run_block(int l, bool recompute) {
     const int64_t C = cfg_.n_embd, n = N();
     const BlockActs& a = blocks_[l];
     TensorView x = act(*residual_[l], {n, C}), mid = act(*a.mid, {n, C}), proj = act(*proj_, {n, C});
@@ -274,9 +187,9 @@ class Gpt final : public ModelBase {
                    act(*a.fc_gelu, {n, 4 * C}));
     if (recompute) return;
     linear_forward(proj, act(*a.fc_gelu, {n, 4 * C}), p(l, FPROJ_W), p(l, FPROJ_B), 4 * C, C);
-    if (host_ckpt_) host_ckpt_->before_write(l + 1);
+    before_residual_write(l + 1);
     ops::residual_add(stream_, act(*residual_[l + 1], {n, C}), mid, proj);
-    if (host_ckpt_) host_ckpt_->after_write(l + 1, residual_bytes());
+    after_residual_write(l + 1);
   }
 
   // Before block l's backward: what recompute dropped is recomputed from what was kept.
@@ -284,7 +197,7 @@ class Gpt final : public ModelBase {
     const int64_t C = cfg_.n_embd, n = N();
     const BlockActs& a = blocks_[l];
     if (opt_.recompute == Recompute::Block) {
-      block_forward(l, /*recompute=*/true);
+      run_block(l, /*recompute=*/true);
     } else if (opt_.recompute == Recompute::Selective) {
       attention_core(a);
       ops::gelu_forward(stream_, act(*a.fc_gelu, {n, 4 * C}), act(*a.fc, {n, 4 * C}));
@@ -292,11 +205,8 @@ class Gpt final : public ModelBase {
   }
 
   // On entry dres = d residual[l+1]; on exit dres = d residual[l].
-  void block_backward(int l) {
-    if (host_ckpt_) {
-      host_ckpt_->prefetch(l, residual_bytes());  // residual[l-1], one block ahead
-      host_ckpt_->before_read(l);
-    }
+  void block_backward(int l) override {
+    before_block_backward(l);
     recompute_block(l);
     const int64_t C = cfg_.n_embd, n = N();
     const BlockActs& a = blocks_[l];
@@ -323,37 +233,20 @@ class Gpt final : public ModelBase {
                             param(p(l, LN1_W)), f32(*a.ln1_mean, {n}), f32(*a.ln1_rstd, {n}));
   }
 
-  void head_forward() {
-    const int64_t C = cfg_.n_embd, V = cfg_.vocab_size, Vp = vocab_.Vp, n = N();
+  void head_forward() override {
+    const int64_t C = cfg_.n_embd, n = N();
     const int L = static_cast<int>(cfg_.n_layer);
-    TensorView lnf = act(*lnf_, {n, C}), logits = act(*logits_, {n, Vp});
-    ops::layernorm_forward(stream_, lnf, f32(*lnf_mean_, {n}), f32(*lnf_rstd_, {n}), act(*residual_[L], {n, C}),
+    ops::layernorm_forward(stream_, act(*lnf_, {n, C}), f32(*lnf_mean_, {n}), f32(*lnf_rstd_, {n}), act(*residual_[L], {n, C}),
                            param(lnf_w_), param(lnf_b_), kLnEps);
-    // logits become softmax − onehot in place (dloss 1); the real dloss/N is applied in backward.
-    if (!vocab_.padded()) {
-      ops::gemm(stream_, false, true, n, V, C, 1.0f, lnf, param(0), 0.0f, logits);
-      ops::softmax_cross_entropy(stream_, f32(*losses_, {n}), logits, logits, targets_->as<int32_t>(), 1.0f);
-    } else {  // rows Vp apart, the GEMM and the loss over the V real columns only
-      ops::gemm_ld(stream_, false, true, n, V, C, 1.0f, lnf, C, param(0), C, 0.0f, logits, Vp);
-      ops::softmax_cross_entropy_ld(stream_, f32(*losses_, {n}), logits, logits, targets_->as<int32_t>(), 1.0f, V, Vp);
-    }
-    mean_loss(f32(*losses_, {n}), n);
+    lm_head_forward();
   }
 
   // dres := d residual[L] (overwrites); dwte += head part; ln_f grads +=.
-  void head_backward(float dloss) {
-    const int64_t C = cfg_.n_embd, V = cfg_.vocab_size, n = N();
+  void head_backward(float dloss) override {
+    const int64_t C = cfg_.n_embd, n = N();
     const int L = static_cast<int>(cfg_.n_layer);
-    const float alpha = dloss / loss_divisor();  // mean over the non-ignored positions
-    const int64_t Vp = vocab_.Vp;
-    TensorView dlogits = act(*logits_, {n, Vp}), dC = act(*dC_, {n, C}), dres = act(*dres_, {n, C});
-    if (!vocab_.padded()) {
-      ops::gemm(stream_, true, false, V, C, n, alpha, dlogits, act(*lnf_, {n, C}), 1.0f, grad(0));
-      ops::gemm(stream_, false, false, n, C, V, alpha, dlogits, param(0), 0.0f, dC);
-    } else {  // dlogits rows are Vp apart; the padding columns are never read
-      ops::gemm_ld(stream_, true, false, V, C, n, alpha, dlogits, Vp, act(*lnf_, {n, C}), C, 1.0f, grad(0), C);
-      ops::gemm_ld(stream_, false, false, n, C, V, alpha, dlogits, Vp, param(0), C, 0.0f, dC, C);
-    }
+    TensorView dC = act(*dC_, {n, C}), dres = act(*dres_, {n, C});
+    lm_head_backward(dloss, dC);
     zero(dres);
     ops::layernorm_backward(stream_, dres, grad(lnf_w_), grad(lnf_b_), dC, act(*residual_[L], {n, C}), param(lnf_w_),
                             f32(*lnf_mean_, {n}), f32(*lnf_rstd_, {n}));
@@ -363,51 +256,31 @@ class Gpt final : public ModelBase {
   TensorView att_view(const DeviceBuffer& b) const { return f32(b, {B_, cfg_.n_head, T_, T_}); }
 
   GptConfig cfg_;
-  VocabLayout vocab_;  // logits rows: V real columns of Vp stored (gpt_vocab_layout)
   int lnf_w_ = -1, lnf_b_ = -1;
-  int64_t B_ = 0, T_ = 0;  // shape of the current batch (set_batch)
-  std::map<std::string, DeviceBuffer> bufs_;  // every buffer, by gpt_buffer_plan name
-  const DeviceBuffer *tokens_ = nullptr, *targets_ = nullptr;  // int32 [B,T] on the device
-  std::vector<const DeviceBuffer*> residual_;
   std::vector<BlockActs> blocks_;
-  const DeviceBuffer *lnf_ = nullptr, *lnf_mean_ = nullptr, *lnf_rstd_ = nullptr, *logits_ = nullptr, *losses_ = nullptr;
+  const DeviceBuffer *lnf_mean_ = nullptr, *lnf_rstd_ = nullptr;
   const DeviceBuffer *proj_ = nullptr, *dres_ = nullptr, *dC_ = nullptr, *dqkv_ = nullptr,
                      *d4b_ = nullptr, *datt_ = nullptr;
-  // cpu_checkpointing; declared after bufs_, so it drains its copy stream before they are freed.
-  std::unique_ptr<model_detail::HostCheckpoints> host_ckpt_;
 };
 
 }  // namespace
 
 VocabLayout gpt_vocab_layout(const GptConfig& c, const ModelOptions& opt) {
-  const int64_t m = opt.vocab_pad > 0 ? opt.vocab_pad : default_vocab_pad(opt.device ? opt.device->kind() : DeviceKind::CPU);
-  return vocab_layout(c.vocab_size, m);
+  return model_detail::token_vocab_layout(c.vocab_size, opt);
 }
 
 std::vector<BufferSpec> gpt_buffer_plan(const GptConfig& c, const ModelOptions& opt) {
   const int64_t Bm = opt.micro_batch, N = Bm * c.n_ctx, C = c.n_embd, e = static_cast<int64_t>(dtype_size(opt.compute_dtype));
   const MemCategory A = MemCategory::Activations, W = MemCategory::Workspace;
   std::vector<BufferSpec> out = model_detail::ModelBase::base_buffers(N);
-  out.push_back({"tokens", N * 4, A});
-  out.push_back({"targets", N * 4, A});
-  if (host_checkpoints(c, opt)) {  // two device slots; the inputs of blocks 0..L-2 in host memory
-    for (int64_t l = 0; l < 2; ++l) out.push_back({residual_name(c, opt, l), N * C * e, A});
-    for (int64_t l = 0; l + 1 < c.n_layer; ++l)
-      out.push_back({"host.residual." + std::to_string(l), N * C * e, MemCategory::HostActivations});
-  } else {
-    for (int64_t l = 0; l <= c.n_layer; ++l) out.push_back({residual_name(c, opt, l), N * C * e, A});
-  }
+  model_detail::add_input_buffers(out, opt, c.n_ctx, C, c.n_layer);
   const std::vector<BlockBuf> bb = block_bufs(c, Bm, opt.recompute);
   for (const BlockBuf& b : bb)
     if (b.shared) out.push_back({block_buf_name(b, 0), b.numel * (b.f32 ? 4 : e), A});
   for (int64_t l = 0; l < c.n_layer; ++l)
     for (const BlockBuf& b : bb)
       if (!b.shared) out.push_back({block_buf_name(b, l), b.numel * (b.f32 ? 4 : e), A});
-  out.push_back({"lnf", N * C * e, A});
-  out.push_back({"lnf_mean", N * 4, A});
-  out.push_back({"lnf_rstd", N * 4, A});
-  out.push_back({"logits", N * gpt_vocab_layout(c, opt).Vp * e, A});  // padded rows (vocab_pad.h)
-  out.push_back({"losses", N * 4, A});
+  model_detail::add_head_buffers(out, opt, c.n_ctx, C, c.vocab_size, /*with_mean=*/true);
   for (const char* w : {"ws.proj", "ws.dres", "ws.dC"}) out.push_back({w, N * C * e, W});
   out.push_back({"ws.dqkv", 3 * N * C * e, W});
   out.push_back({"ws.d4b", 4 * N * C * e, W});

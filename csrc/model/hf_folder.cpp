@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <set>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -88,12 +89,14 @@ HfWeightFiles hf_weight_files(const std::string& dir) {
   return out;
 }
 
-ModelConfig model_config_from_hf(const std::string& path) {
-  const json cfg = read_json(path, "config");
+namespace {
+
+// A GPT-2 config.json as a GPT model file (n_positions -> n_ctx, initializer_range -> init_std).
+ModelConfig gpt_from_hf(const json& cfg, const std::string& path) {
   const auto type = cfg.find("model_type");
   if (type == cfg.end() || *type != "gpt2")
     throw InputError("config " + path + ": \"model_type\" is " + (type == cfg.end() ? "missing" : type->dump()) +
-                     "; expected \"gpt2\" (zerotrain's GPT is GPT-2)");
+                     "; expected \"gpt2\" (zerotrain's GPT is GPT-2) or \"llama\"");
   const auto act = cfg.find("activation_function");
   if (act != cfg.end() && *act != "gelu_new")
     throw InputError("config " + path + ": \"activation_function\" is " + act->dump() + "; expected \"gelu_new\"");
@@ -116,19 +119,44 @@ ModelConfig model_config_from_hf(const std::string& path) {
   return parse_model_config(doc, "config " + path);
 }
 
+}  // namespace
+
+ModelConfig model_config_from_hf(const std::string& path) {
+  const json cfg = read_json(path, "config");
+  const auto type = cfg.find("model_type");
+  if (type != cfg.end() && *type == "llama") return parse_model_config(cfg, "config " + path);  // a model file as it is
+  return gpt_from_hf(cfg, path);
+}
+
 void check_model_matches_hf(const ModelConfig& model, const std::string& model_source, const std::string& path) {
-  if (model.type != ModelConfig::Type::GPT)
-    throw InputError("--init-from: " + path + " describes a GPT-2 model; --model " + model_source + " is an MLP");
   const ModelConfig hf = model_config_from_hf(path);
-  const struct {
+  const char* hf_kind = hf.type == ModelConfig::Type::GPT ? "a GPT-2" : "a llama";
+  if (model.type != hf.type)
+    throw InputError("--init-from: " + path + " describes " + hf_kind + " model; --model " + model_source + " is " +
+                     (model.type == ModelConfig::Type::MLP ? "an MLP" : std::string("a ") + model.type_name() + " model"));
+  struct Field {
     const char* hf_key;
     const char* key;
     int64_t hf_value, value;
-  } fields[] = {{"vocab_size", "vocab_size", hf.gpt.vocab_size, model.gpt.vocab_size},
-                {"n_positions", "n_ctx", hf.gpt.n_ctx, model.gpt.n_ctx},
-                {"n_embd", "n_embd", hf.gpt.n_embd, model.gpt.n_embd},
-                {"n_layer", "n_layer", hf.gpt.n_layer, model.gpt.n_layer},
-                {"n_head", "n_head", hf.gpt.n_head, model.gpt.n_head}};
+  };
+  std::vector<Field> fields;
+  if (hf.type == ModelConfig::Type::GPT) {
+    fields = {{"vocab_size", "vocab_size", hf.gpt.vocab_size, model.gpt.vocab_size},
+              {"n_positions", "n_ctx", hf.gpt.n_ctx, model.gpt.n_ctx},
+              {"n_embd", "n_embd", hf.gpt.n_embd, model.gpt.n_embd},
+              {"n_layer", "n_layer", hf.gpt.n_layer, model.gpt.n_layer},
+              {"n_head", "n_head", hf.gpt.n_head, model.gpt.n_head}};
+  } else {  // the keys that shape the parameters (and which of them exist)
+    const LlamaConfig &h = hf.llama, &m = model.llama;
+    fields = {{"vocab_size", "vocab_size", h.vocab_size, m.vocab_size},
+              {"hidden_size", "hidden_size", h.hidden_size, m.hidden_size},
+              {"intermediate_size", "intermediate_size", h.intermediate_size, m.intermediate_size},
+              {"num_hidden_layers", "num_hidden_layers", h.num_hidden_layers, m.num_hidden_layers},
+              {"num_attention_heads", "num_attention_heads", h.num_attention_heads, m.num_attention_heads},
+              {"num_key_value_heads", "num_key_value_heads", h.num_key_value_heads, m.num_key_value_heads},
+              {"head_dim", "head_dim", h.head_dim, m.head_dim},
+              {"tie_word_embeddings", "tie_word_embeddings", h.tie_word_embeddings, m.tie_word_embeddings}};
+  }
   for (const auto& f : fields)
     if (f.hf_value != f.value)
       throw InputError("--init-from: " + path + " has " + f.hf_key + " " + std::to_string(f.hf_value) + ", --model " +

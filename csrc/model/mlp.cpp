@@ -16,6 +16,7 @@
 #include "model_base.h"
 #include "zerotrain/kernels/ops.h"
 #include "zerotrain/model/gpt.h"
+#include "zerotrain/model/llama.h"
 
 namespace zt {
 
@@ -42,7 +43,12 @@ std::vector<BufferSpec> mlp_buffer_plan(const MlpConfig& cfg, const ModelOptions
 }
 
 std::vector<BufferSpec> model_buffer_plan(const ModelConfig& cfg, const ModelOptions& opt) {
-  return cfg.type == ModelConfig::Type::GPT ? gpt_buffer_plan(cfg.gpt, opt) : mlp_buffer_plan(cfg.mlp, opt);
+  switch (cfg.type) {
+    case ModelConfig::Type::GPT: return gpt_buffer_plan(cfg.gpt, opt);
+    case ModelConfig::Type::Llama: return llama_buffer_plan(cfg.llama, opt);
+    case ModelConfig::Type::MLP: break;
+  }
+  return mlp_buffer_plan(cfg.mlp, opt);
 }
 
 namespace {
@@ -192,7 +198,11 @@ class Mlp final : public ModelBase {
 std::unique_ptr<Model> make_mlp(const MlpConfig& cfg, const ModelOptions& opt) { return std::make_unique<Mlp>(cfg, opt); }
 
 std::unique_ptr<Model> make_model(const ModelConfig& cfg, const ModelOptions& opt) {
-  if (cfg.type == ModelConfig::Type::GPT) return make_gpt(cfg.gpt, opt);
+  switch (cfg.type) {
+    case ModelConfig::Type::GPT: return make_gpt(cfg.gpt, opt);
+    case ModelConfig::Type::Llama: return make_llama(cfg.llama, opt);
+    case ModelConfig::Type::MLP: break;
+  }
   return make_mlp(cfg.mlp, opt);
 }
 

@@ -1,6 +1,7 @@
 // model_config.cpp — parse and validate model files (see model_config.h).
 #include "zerotrain/model/model_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <limits>
@@ -12,9 +13,10 @@
 
 #include "zerotrain/core/check.h"
 #include "zerotrain/core/file_io.h"
+#include "config_parse.h"
 
 namespace zt {
-namespace {
+namespace model_detail {
 
 using json = nlohmann::json;
 
@@ -38,12 +40,12 @@ int64_t get_positive_int(const json& doc, const std::string& source, const char*
   return x;
 }
 
-float get_init_std(const json& doc, const std::string& source, float dflt) {
-  auto it = doc.find("init_std");
+float get_init_std(const json& doc, const std::string& source, float dflt, const char* key) {
+  auto it = doc.find(key);
   if (it == doc.end()) return dflt;
-  if (!it->is_number()) fail(source, "init_std", "expected a positive number, got " + it->dump());
+  if (!it->is_number()) fail(source, key, "expected a positive number, got " + it->dump());
   double s = it->get<double>();
-  if (!(s > 0.0) || !std::isfinite(s) || s > 1e3) fail(source, "init_std", "expected a positive finite number, got " + it->dump());
+  if (!(s > 0.0) || !std::isfinite(s) || s > 1e3) fail(source, key, "expected a positive finite number, got " + it->dump());
   return static_cast<float>(s);
 }
 
@@ -62,6 +64,12 @@ void check_keys(const json& doc, const std::string& source, const std::set<std::
     fail(source, k, "unknown key (expected one of: type, " + list + ")");
   }
 }
+
+}  // namespace model_detail
+
+namespace {
+
+using namespace model_detail;
 
 constexpr int64_t kMaxDim = int64_t(1) << 24;
 
@@ -119,7 +127,9 @@ ModelConfig parse_model_config(const json& doc, const std::string& source) {
   if (!doc.is_object()) throw InputError("model file " + source + ": expected a JSON object at the top level");
   ModelConfig cfg;
   cfg.source = source;
-  std::string type = get_string(doc, source, "type");
+  // A Hugging Face config.json names its architecture with "model_type" (only Llama's is a model file).
+  const bool hf = !doc.contains("type") && doc.contains("model_type");
+  std::string type = get_string(doc, source, hf ? "model_type" : "type");
   auto name = doc.find("name");
   if (name != doc.end()) {
     if (!name->is_string()) fail(source, "name", "expected a string, got " + name->dump());
@@ -131,8 +141,14 @@ ModelConfig parse_model_config(const json& doc, const std::string& source) {
   } else if (type == "gpt") {
     cfg.type = ModelConfig::Type::GPT;
     cfg.gpt = parse_gpt(doc, source);
+  } else if (type == "llama") {
+    cfg.type = ModelConfig::Type::Llama;
+    cfg.llama = parse_llama_config(doc, source);
+  } else if (hf) {
+    fail(source, "model_type", "expected \"llama\" (the Hugging Face architecture a config.json may describe), got \"" +
+                                   type + "\"");
   } else {
-    fail(source, "type", "expected \"mlp\" or \"gpt\", got \"" + type + "\"");
+    fail(source, "type", "expected \"mlp\", \"gpt\" or \"llama\", got \"" + type + "\"");
   }
   return cfg;
 }
@@ -163,6 +179,14 @@ ModelConfig parse_model_config_file(const std::string& path) {
 }
 
 double model_param_count(const ModelConfig& m) {
+  if (m.type == ModelConfig::Type::Llama) {
+    const LlamaConfig& c = m.llama;
+    const double C = static_cast<double>(c.hidden_size), hs = static_cast<double>(c.head_dim);
+    const double attn = C * hs * static_cast<double>(2 * c.num_attention_heads + 2 * c.num_key_value_heads);
+    const double block = 2 * C + attn + 3 * C * static_cast<double>(c.intermediate_size);
+    const double embed = static_cast<double>(c.vocab_size) * C * (c.tie_word_embeddings ? 1 : 2);
+    return embed + static_cast<double>(c.num_hidden_layers) * block + C;
+  }
   if (m.type == ModelConfig::Type::GPT) {
     const double C = static_cast<double>(m.gpt.n_embd);
     const double block = 13.0 * C + 12.0 * C * C;
@@ -172,6 +196,41 @@ double model_param_count(const ModelConfig& m) {
   for (size_t i = 0; i + 1 < m.mlp.dims.size(); ++i)
     n += static_cast<double>(m.mlp.dims[i]) * static_cast<double>(m.mlp.dims[i + 1]) + static_cast<double>(m.mlp.dims[i + 1]);
   return n;
+}
+
+const char* ModelConfig::type_name() const {
+  switch (type) {
+    case Type::MLP: return "mlp";
+    case Type::GPT: return "gpt";
+    case Type::Llama: return "llama";
+  }
+  return "?";
+}
+
+int64_t ModelConfig::vocab_size() const {
+  return type == Type::GPT ? gpt.vocab_size : type == Type::Llama ? llama.vocab_size : 0;
+}
+
+int64_t ModelConfig::context_length() const {
+  return type == Type::GPT ? gpt.n_ctx : type == Type::Llama ? llama.n_ctx : 1;
+}
+
+int64_t ModelConfig::hidden_size() const {
+  if (type == Type::GPT) return gpt.n_embd;
+  if (type == Type::Llama) return llama.hidden_size;
+  int64_t h = 0;
+  for (size_t i = 1; i + 1 < mlp.dims.size(); ++i) h = std::max(h, mlp.dims[i]);
+  return h > 0 || mlp.dims.empty() ? h : mlp.dims.front();
+}
+
+int64_t ModelConfig::num_heads() const {
+  return type == Type::GPT ? gpt.n_head : type == Type::Llama ? llama.num_attention_heads : 0;
+}
+
+int64_t ModelConfig::num_layers() const {
+  if (type == Type::GPT) return gpt.n_layer;
+  if (type == Type::Llama) return llama.num_hidden_layers;
+  return mlp.dims.empty() ? 0 : static_cast<int64_t>(mlp.dims.size()) - 1;
 }
 
 }  // namespace zt

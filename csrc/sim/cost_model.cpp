@@ -6,6 +6,7 @@
 
 #include "zerotrain/core/check.h"
 #include "zerotrain/model/gpt.h"
+#include "zerotrain/model/llama.h"
 
 namespace zt {
 
@@ -23,24 +24,31 @@ double unit_numel(const ZeroPlan& plan, int u) {
   return n;
 }
 
-SimWorkload gpt_workload(const GptConfig& g, const ZeroPlan& plan, int64_t B, Recompute rc, DType compute) {
+// A transformer's shape as the cost model sees it (elements per token, any dtype).
+struct TransformerShape {
+  double T = 0, C = 0, vocab = 0;
+  double attention_width = 0;             // H·hs: the scores and the weighted sum's width
+  double embed_elements = 0;              // unit 0's lookups forward (and scatter-adds backward)
+  double block_elementwise_elements = 0;  // the elementwise ops of one block's forward
+  double flops_per_sample = 0;
+};
+
+SimWorkload transformer_workload(const TransformerShape& s, const ZeroPlan& plan, int64_t B, Recompute rc, DType compute) {
   SimWorkload w;
-  const double T = static_cast<double>(g.n_ctx), C = static_cast<double>(g.n_embd);
-  const double tokens = static_cast<double>(B) * T, cs = static_cast<double>(dtype_size(compute));
+  const double tokens = static_cast<double>(B) * s.T, cs = static_cast<double>(dtype_size(compute));
   const int U = plan.num_units();
   w.forward.resize(U);
   w.backward.resize(U);
   for (int u = 0; u < U; ++u) {
     UnitCost f, b;
-    if (u == 0) {  // wte / wpe lookups forward, their scatter-adds backward
-      f.elementwise_bytes = 3 * tokens * C * cs;
+    if (u == 0) {
+      f.elementwise_bytes = s.embed_elements * tokens * cs;
       b.elementwise_bytes = f.elementwise_bytes;
     } else {
       f.gemm_flops = 2 * unit_numel(plan, u) * tokens;
       const bool head = u == U - 1;
-      f.attention_flops = head ? 0 : 4 * static_cast<double>(B) * T * T * C;
-      f.elementwise_bytes = head ? 2 * tokens * static_cast<double>(g.vocab_size) * cs
-                                 : kBlockElementwisePerTokenC * tokens * C * cs;
+      f.attention_flops = head ? 0 : 4 * static_cast<double>(B) * s.T * s.T * s.attention_width;
+      f.elementwise_bytes = head ? 2 * tokens * s.vocab * cs : s.block_elementwise_elements * tokens * cs;
       b = {2 * f.gemm_flops, 2 * f.attention_flops, 2 * f.elementwise_bytes};
       if (!head && rc == Recompute::Block) {
         b.gemm_flops += f.gemm_flops;
@@ -53,9 +61,37 @@ SimWorkload gpt_workload(const GptConfig& g, const ZeroPlan& plan, int64_t B, Re
     w.forward[u] = f;
     w.backward[u] = b;
   }
-  w.tokens_per_sample = T;
-  w.flops_per_sample = gpt_flops_per_sequence(g, g.n_ctx);
+  w.tokens_per_sample = s.T;
+  w.flops_per_sample = s.flops_per_sample;
   return w;
+}
+
+TransformerShape gpt_shape(const GptConfig& g) {
+  TransformerShape s;
+  s.T = static_cast<double>(g.n_ctx);
+  s.C = static_cast<double>(g.n_embd);
+  s.vocab = static_cast<double>(g.vocab_size);
+  s.attention_width = s.C;
+  s.embed_elements = 3 * s.C;  // wte and wpe rows read, the sum written
+  s.block_elementwise_elements = kBlockElementwisePerTokenC * s.C;
+  s.flops_per_sample = gpt_flops_per_sequence(g, g.n_ctx);
+  return s;
+}
+
+// Llama's block: two RMSNorms (read + write C), rotary positions over q and k (read + write),
+// SwiGLU (gate and up read, I written), two residual adds (3C each).
+TransformerShape llama_shape(const LlamaConfig& c) {
+  TransformerShape s;
+  s.T = static_cast<double>(c.n_ctx);
+  s.C = static_cast<double>(c.hidden_size);
+  s.vocab = static_cast<double>(c.vocab_size);
+  s.attention_width = static_cast<double>(c.num_attention_heads * c.head_dim);
+  const double kv = static_cast<double>(c.num_key_value_heads * c.head_dim);
+  s.embed_elements = 2 * s.C;  // a row read, a row written
+  s.block_elementwise_elements =
+      4 * s.C + 2 * (s.attention_width + kv) + 3 * static_cast<double>(c.intermediate_size) + 6 * s.C;
+  s.flops_per_sample = llama_flops_per_sequence(c, c.n_ctx);
+  return s;
 }
 
 SimWorkload mlp_workload(const ZeroPlan& plan, int64_t B) {
@@ -78,8 +114,10 @@ SimWorkload mlp_workload(const ZeroPlan& plan, int64_t B) {
 SimWorkload make_workload(const ModelConfig& model, const ZeroPlan& plan, int64_t micro_batch, Recompute recompute,
                           DType compute) {
   ZT_CHECK(micro_batch >= 1, "micro batch " + std::to_string(micro_batch));
-  SimWorkload w = model.type == ModelConfig::Type::GPT ? gpt_workload(model.gpt, plan, micro_batch, recompute, compute)
-                                                       : mlp_workload(plan, micro_batch);
+  SimWorkload w;
+  if (model.type == ModelConfig::Type::GPT) w = transformer_workload(gpt_shape(model.gpt), plan, micro_batch, recompute, compute);
+  else if (model.type == ModelConfig::Type::Llama) w = transformer_workload(llama_shape(model.llama), plan, micro_batch, recompute, compute);
+  else w = mlp_workload(plan, micro_batch);
   w.micro_batch = micro_batch;
   return w;
 }

@@ -64,7 +64,8 @@ TEST(HfFolder, ConfigJsonErrorsNameTheKey) {
   const std::string d = folder("bad_config");
   const std::string p = d + "/config.json";
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {R"({"model_type": "llama", "vocab_size": 64})", "\"model_type\" is \"llama\""},
+      {R"({"model_type": "mistral", "vocab_size": 64})", "\"model_type\" is \"mistral\""},
+      {R"({"model_type": "llama", "vocab_size": 64})", "key \"hidden_size\": missing"},  // a Llama model file
       {R"({"vocab_size": 64})", "\"model_type\" is missing"},
       {R"({"model_type": "gpt2", "vocab_size": 64, "n_positions": 16, "n_layer": 2, "n_head": 4})", "missing \"n_embd\""},
       {R"({"model_type": "gpt2", "vocab_size": -1, "n_positions": 16, "n_embd": 32, "n_layer": 2, "n_head": 4})",
@@ -121,4 +122,41 @@ TEST(HfFolder, WeightFilesSingleAndSharded) {
   EXPECT_TRUE(zt::is_weights_folder(sharded));
   EXPECT_FALSE(zt::is_weights_folder(index));
   EXPECT_FALSE(zt::is_weights_folder(""));
+}
+
+// A Llama config.json (the keys transformers writes) is the model as it is; --model must agree on
+// every key that shapes the parameters.
+TEST(HfFolder, LlamaConfigJsonIsTheModel) {
+  const std::string d = folder("llama");
+  write(d + "/config.json",
+        R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 64, "hidden_size": 32,
+            "intermediate_size": 48, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+            "head_dim": 8, "max_position_embeddings": 16, "rms_norm_eps": 1e-05, "rope_theta": 10000.0,
+            "rope_scaling": null, "tie_word_embeddings": false, "hidden_act": "silu", "attention_bias": false,
+            "mlp_bias": false, "attention_dropout": 0.0, "pretraining_tp": 1, "initializer_range": 0.01,
+            "use_cache": true, "torch_dtype": "bfloat16", "transformers_version": "4.46.0"})");
+  const zt::ModelConfig m = zt::model_config_from_hf(d + "/config.json");
+  ASSERT_EQ(m.type, zt::ModelConfig::Type::Llama);
+  EXPECT_EQ(m.llama.num_key_value_heads, 2);
+  EXPECT_EQ(m.llama.n_ctx, 16);
+  EXPECT_FLOAT_EQ(m.llama.init_std, 0.01f);
+  EXPECT_EQ(error_of([&] { zt::check_model_matches_hf(m, "m.json", d + "/config.json"); }), "");
+  zt::ModelConfig other = m;
+  other.llama.n_ctx = 8;  // the context does not shape the parameters
+  EXPECT_EQ(error_of([&] { zt::check_model_matches_hf(other, "m.json", d + "/config.json"); }), "");
+  other.llama.num_key_value_heads = 4;
+  EXPECT_NE(error_of([&] { zt::check_model_matches_hf(other, "m.json", d + "/config.json"); })
+                .find("has num_key_value_heads 2, --model m.json has num_key_value_heads 4"),
+            std::string::npos);
+  other = m;
+  other.llama.tie_word_embeddings = true;
+  EXPECT_NE(error_of([&] { zt::check_model_matches_hf(other, "m.json", d + "/config.json"); }).find("tie_word_embeddings"),
+            std::string::npos);
+  zt::ModelConfig gpt;
+  gpt.type = zt::ModelConfig::Type::GPT;
+  EXPECT_NE(error_of([&] { zt::check_model_matches_hf(gpt, "m.json", d + "/config.json"); })
+                .find("describes a llama model; --model m.json is a gpt model"),
+            std::string::npos);
+  write(d + "/config.json", R"({"model_type": "mistral", "vocab_size": 64})");
+  EXPECT_NE(error_of([&] { zt::model_config_from_hf(d + "/config.json"); }).find("expected \"gpt2\""), std::string::npos);
 }

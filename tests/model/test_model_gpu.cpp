@@ -7,6 +7,7 @@
 
 #include "zerotrain/core/device.h"
 #include "zerotrain/model/gpt.h"
+#include "zerotrain/model/llama.h"
 #include "zerotrain/model/local_state.h"
 #include "zerotrain/model/mlp.h"
 
@@ -71,6 +72,18 @@ void compare(Make make, const Batch& batch, int64_t micro_batch, DType dt, doubl
   }
 }
 
+Batch token_batch(int64_t V, int64_t B, int64_t T, uint32_t seed) {
+  std::mt19937 rng(seed);
+  Batch b;
+  b.B = B;
+  b.T = T;
+  for (int64_t i = 0; i < B * T; ++i) {
+    b.inputs.push_back(static_cast<int32_t>(rng() % V));
+    b.targets.push_back(static_cast<int32_t>(rng() % V));
+  }
+  return b;
+}
+
 TEST(ModelGpu, GptMatchesCpu) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device on this machine";
   GptConfig cfg;
@@ -80,18 +93,41 @@ TEST(ModelGpu, GptMatchesCpu) {
   cfg.n_head = 4;
   cfg.n_embd = 64;
   cfg.init_std = 0.1f;
-  std::mt19937 rng(1);
-  Batch b;
-  b.B = 4;
-  b.T = 48;
-  for (int i = 0; i < b.B * b.T; ++i) {
-    b.inputs.push_back(static_cast<int32_t>(rng() % cfg.vocab_size));
-    b.targets.push_back(static_cast<int32_t>(rng() % cfg.vocab_size));
-  }
+  const Batch b = token_batch(cfg.vocab_size, 4, 48, 1);
   auto make = [&](const ModelOptions& o) { return make_gpt(cfg, o); };
   compare(make, b, 4, DType::F32, 1e-4, 1e-3);
   compare(make, b, 4, DType::BF16, 2e-2, 1e-2);
   compare(make, b, 4, DType::F16, 1e-2, 1e-2);
+}
+
+// Llama with grouped-query attention, an untied head and a vocabulary the CUDA head pads (97 -> 128),
+// then tied with cpu_checkpointing under block recompute (bitwise the plain run on the GPU too).
+TEST(ModelGpu, LlamaMatchesCpu) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device on this machine";
+  LlamaConfig cfg;
+  cfg.vocab_size = 97;
+  cfg.hidden_size = 64;
+  cfg.intermediate_size = 172;
+  cfg.num_hidden_layers = 3;
+  cfg.num_attention_heads = 4;
+  cfg.num_key_value_heads = 2;
+  cfg.head_dim = 16;
+  cfg.max_position_embeddings = 64;
+  cfg.n_ctx = 64;
+  cfg.rms_norm_eps = 1e-5;
+  cfg.init_std = 0.1f;
+  const Batch b = token_batch(cfg.vocab_size, 4, 48, 3);
+  auto make = [&](const ModelOptions& o) { return make_llama(cfg, o); };
+  compare(make, b, 4, DType::F32, 1e-4, 1e-3);
+  compare(make, b, 4, DType::BF16, 2e-2, 1e-2);
+  cfg.tie_word_embeddings = true;
+  auto make_ckpt = [&](const ModelOptions& o) {
+    ModelOptions with = o;
+    with.recompute = Recompute::Block;
+    with.cpu_checkpointing = o.device->kind() == DeviceKind::CUDA;
+    return make_llama(cfg, with);
+  };
+  compare(make_ckpt, b, 4, DType::F32, 1e-4, 1e-3);
 }
 
 TEST(ModelGpu, MlpMatchesCpu) {

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "model_reference.h"
+#include "model_test_util.h"
 #include "zerotrain/core/check.h"
 #include "zerotrain/core/device.h"
 #include "zerotrain/model/gpt.h"
@@ -16,39 +17,6 @@
 
 namespace zt {
 namespace {
-
-struct Env {
-  std::unique_ptr<Device> dev = make_cpu_device();
-  std::unique_ptr<Stream> stream = dev->create_stream("compute");
-  ModelOptions opt(int64_t micro_batch, DType dt = DType::F32) const {
-    ModelOptions o;
-    o.compute_dtype = dt;
-    o.micro_batch = micro_batch;
-    o.device = dev.get();
-    o.stream = stream.get();
-    return o;
-  }
-};
-
-bool ends_with(const std::string& s, const std::string& suf) {
-  return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;
-}
-
-// Random parameters that exercise every term: weights N(0, 0.3), LayerNorm weights 1 + N(0, 0.2),
-// biases N(0, 0.1) (GPT-2's zero biases would hide bias bugs).
-std::vector<float> random_params(const Model& m, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::vector<float> flat;
-  for (const ParamSpec& p : m.params()) {
-    for (int64_t i = 0; i < p.numel; ++i) {
-      if (p.init == InitKind::Ones) flat.push_back(1.0f + 0.2f * nd(rng));
-      else if (p.init == InitKind::Zeros) flat.push_back(0.1f * nd(rng));
-      else flat.push_back(0.3f * nd(rng));
-    }
-  }
-  return flat;
-}
 
 struct GradReport {
   double max_abs_err = 0, grad_scale = 0;
@@ -285,47 +253,6 @@ TEST(GptModel, UnitsAndTiedWeight) {
   for (size_t i = 1; i < m->params().size(); ++i) EXPECT_GE(m->params()[i].unit, m->params()[i - 1].unit);
   EXPECT_EQ(m->num_params(), gpt_num_params(cfg));
   EXPECT_EQ(m->hidden_size(), cfg.n_embd);
-}
-
-// Stage-3 style: only the parameters (and gradients) of unit_params(u) are bound while unit u
-// runs; every other pointer is null. A unit that reads a parameter it does not list would hit
-// the "not bound" check. Result must equal the fully bound run.
-template <typename M>
-void check_unit_params_suffice(M& m, LocalModelState& st, const Batch& batch) {
-  st.zero_grads();
-  st.forward_backward(batch);
-  std::vector<float> full = st.grads();
-  auto unbind_all = [&] {
-    for (size_t i = 0; i < m.params().size(); ++i) {
-      m.bind_param(static_cast<int>(i), nullptr);
-      m.bind_grad(static_cast<int>(i), nullptr);
-    }
-  };
-  std::vector<std::string> order;
-  UnitHooks hooks;
-  hooks.before_forward = [&](int u) {
-    order.push_back("f" + std::to_string(u));
-    for (int i : m.unit_params(u)) m.bind_param(i, st.param_data(i));
-  };
-  hooks.after_forward = [&](int u) { unbind_all(); };
-  hooks.before_backward = [&](int u) {
-    order.push_back("b" + std::to_string(u));
-    for (int i : m.unit_params(u)) m.bind_param(i, st.param_data(i)), m.bind_grad(i, st.grad_data(i));
-  };
-  hooks.after_backward = [&](int u) { unbind_all(); };
-  st.zero_grads();
-  unbind_all();
-  m.set_batch(batch);
-  run_forward(m, hooks);
-  run_backward(m, 1.0f, hooks);
-  std::vector<float> per_unit = st.grads();
-  EXPECT_EQ(per_unit, full);
-  const int U = m.num_units();
-  ASSERT_EQ(order.size(), static_cast<size_t>(2 * U));
-  for (int u = 0; u < U; ++u) {
-    EXPECT_EQ(order[u], "f" + std::to_string(u));
-    EXPECT_EQ(order[U + u], "b" + std::to_string(U - 1 - u));
-  }
 }
 
 TEST(GptModel, UnitParamsSufficeForPerUnitBinding) {

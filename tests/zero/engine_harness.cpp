@@ -12,7 +12,10 @@
 #include <fstream>
 #include <functional>
 
+#include <nlohmann/json.hpp>
+
 #include "zerotrain/data/dataset.h"
+#include "zerotrain/model/model_config.h"
 #include "zerotrain/optim/lr_schedule.h"
 #include "zerotrain/zero/engine_testing.h"
 
@@ -74,6 +77,16 @@ std::string tiny_gpt_json(int vocab, int n_ctx, int layers, int heads, int embd)
   return buf;
 }
 
+std::string tiny_llama_json(bool tied, int layers) {
+  char buf[384];
+  std::snprintf(buf, sizeof(buf),
+                R"({"type":"llama","vocab_size":16,"hidden_size":16,"intermediate_size":24,"num_hidden_layers":%d,)"
+                R"("num_attention_heads":4,"num_key_value_heads":2,"max_position_embeddings":8,"rope_theta":100.0,)"
+                R"("tie_word_embeddings":%s,"init_std":0.1})",
+                layers, tied ? "true" : "false");
+  return buf;
+}
+
 std::string tiny_mlp_json() {
   return R"({"type":"mlp","dims":[6,12,10,3],"activation":"gelu","task":"regression","init_std":0.3})";
 }
@@ -131,14 +144,12 @@ RunResult run_engine(const RunSpec& spec, MPI_Comm mpi) {
     std::remove(path.c_str());
     const int world = comm->world_size(), gas = spec.opt.gradient_accumulation_steps;
     DatasetShape shape;
-    // From the parameters: GPT wte [vocab, C] and wpe [n_ctx, C]; MLP fc.i.weight [out, in] in layer order.
-    for (const ParamSpec& p : model->params()) {
-      if (p.name == "wte.weight") shape.vocab_size = p.shape[0];
-      if (p.name == "wpe.weight") shape.n_ctx = p.shape[0];
-      if (p.name.rfind("fc.", 0) == 0 && p.shape.size() == 2) {
-        if (shape.mlp_dims.empty()) shape.mlp_dims.push_back(p.shape[1]);
-        shape.mlp_dims.push_back(p.shape[0]);
-      }
+    const ModelConfig mcfg = parse_model_config(nlohmann::json::parse(spec.model_json), "<test model>");
+    if (mcfg.is_token_model()) {
+      shape.vocab_size = mcfg.vocab_size();
+      shape.n_ctx = mcfg.context_length();
+    } else {
+      shape.mlp_dims = mcfg.mlp.dims;
     }
     shape.global_batch = spec.micro_batch * gas * world;
     shape.seed = spec.seed;

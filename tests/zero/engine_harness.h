@@ -79,6 +79,8 @@ RunResult run_engine(const RunSpec& spec, MPI_Comm comm);
 // A tiny GPT / MLP model file (init_std 0.1 so every block matters to the loss).
 std::string tiny_gpt_json(int vocab = 16, int n_ctx = 8, int layers = 2, int heads = 2, int embd = 16);
 std::string tiny_mlp_json();
+// A tiny Llama (vocab 16, n_ctx 8, C 16, I 24, 4 query heads over 2 key/value heads, init_std 0.1).
+std::string tiny_llama_json(bool tied = false, int layers = 2);
 // One step of tiny_gpt_json with several buckets per unit at every stage; at stage 3 small
 // parameters persistent, the rest gathered per use with a prefetch window of one bucket and a
 // live cap.

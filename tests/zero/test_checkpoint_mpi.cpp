@@ -62,8 +62,8 @@ Outcome run(const EngineOptions& opt, int from, int to, const std::string& resum
     std::remove(path.c_str());
     const int world = comm->world_size(), gas = opt.gradient_accumulation_steps;
     DatasetShape shape;
-    shape.vocab_size = mcfg.gpt.vocab_size;
-    shape.n_ctx = mcfg.gpt.n_ctx;
+    shape.vocab_size = mcfg.vocab_size();
+    shape.n_ctx = mcfg.context_length();
     shape.global_batch = micro * gas * world;
     shape.seed = 7;
     auto data = make_dataset("markov:vocab=16,order=1,seed=5", shape);

@@ -88,6 +88,31 @@ TEST(Engine, EquivalenceOddParameterSizesAllStages) {
   }
 }
 
+// The Llama (grouped-query attention; untied and tied head) at every stage against one rank at
+// stage 0, and bitwise across stages at this world size and bucket size.
+TEST(Engine, EquivalenceLlamaAllStages) {
+  for (bool tied : {false, true}) {
+    RunSpec base;
+    base.model_json = tiny_llama_json(tied);
+    base.opt = adamw_options(0);
+    RunResult ref = reference(base);
+    std::vector<RunResult> runs;
+    for (int stage = 0; stage <= 3; ++stage) {
+      RunSpec s = base;
+      s.opt.stage = stage;
+      s.opt.overlap_comm = stage % 2 == 1;
+      s.opt.reduce_bucket_size = 700;
+      runs.push_back(run_engine(s, MPI_COMM_WORLD));
+      if (world_rank() != 0) continue;
+      const std::string what = std::string(tied ? "tied" : "untied") + " stage " + std::to_string(stage);
+      expect_params_close(runs.back(), ref, 1e-5, 1e-2, base.steps, what);
+      for (size_t k = 0; k < ref.steps.size(); ++k)
+        EXPECT_NEAR(runs.back().steps[k].loss, ref.steps[k].loss, 1e-5 * std::fabs(ref.steps[k].loss)) << what;
+      if (stage > 0) EXPECT_TRUE(bitwise_equal(runs.back(), runs.front())) << what << " differs bitwise from stage 0";
+    }
+  }
+}
+
 TEST(Engine, EquivalenceMlpStage3) {
   RunSpec base;
   base.model_json = tiny_mlp_json();

@@ -86,6 +86,52 @@ TEST(Recompute, BitwiseIdenticalAndActivationsDropToTheFormula) {
   }
 }
 
+// Activations of the Llama written out from its definition (llama.cpp header), not from
+// llama_buffer_plan: qw = H·hs, kw = Hkv·hs.
+int64_t llama_activation_formula(int64_t V, int64_t T, int64_t L, int64_t H, int64_t Hkv, int64_t C, int64_t I,
+                                 int64_t B, int64_t e, Recompute r) {
+  const int64_t N = B * T, hs = C / H, qw = H * hs, kw = Hkv * hs;
+  const int64_t stats = B * H * T * 2 * 4;
+  const int64_t kept_sel = (2 * C + qw + 2 * kw + C + 2 * I) * N * e + 2 * N * 4;  // ln1, ln2, q, k, v, mid, gate, up + rstd
+  const int64_t dropped_sel = stats + N * qw * e + N * I * e;                      // att, atty, act
+  const int64_t block = kept_sel + dropped_sel;
+  // loss, ones, tokens, targets, residual 0..L, rope table, lnf + rstd, logits, losses
+  const int64_t base = 4 + 4 * N + 8 * N + (L + 1) * N * C * e + T * hs * 4 + N * C * e + 4 * N + N * V * e + 4 * N;
+  switch (r) {
+    case Recompute::None: return base + L * block;
+    case Recompute::Block: return base + block;
+    case Recompute::Selective: return base + L * kept_sel + dropped_sel;
+  }
+  return -1;
+}
+
+TEST(Recompute, LlamaBitwiseIdenticalAndActivationsDropToTheFormula) {
+  for (int stage = 0; stage <= 3; ++stage) {
+    RunSpec base;
+    base.model_json = tiny_llama_json(true, 3);
+    base.opt = adamw_options(stage);
+    base.opt.reduce_bucket_size = 300;
+    base.steps = 2;
+    base.micro_batch = 2;
+    RunResult ref = run_engine(base, MPI_COMM_WORLD);
+    EXPECT_EQ(line_of(ref, MemCategory::Activations, true),
+              llama_activation_formula(16, 8, 3, 4, 2, 16, 24, 2, 4, Recompute::None));
+    for (Recompute rc : {Recompute::Block, Recompute::Selective}) {
+      RunSpec s = base;
+      s.recompute = rc;
+      RunResult r = run_engine(s, MPI_COMM_WORLD);
+      const std::string what = std::string("stage ") + std::to_string(stage) + " recompute " + recompute_name(rc);
+      const int64_t want = llama_activation_formula(16, 8, 3, 4, 2, 16, 24, 2, 4, rc);
+      EXPECT_EQ(line_of(r, MemCategory::Activations, true), want) << what;
+      EXPECT_EQ(predicted_of(r, MemCategory::Activations), want) << what;
+      if (world_rank() != 0) continue;
+      ASSERT_EQ(r.steps.size(), ref.steps.size());
+      for (size_t k = 0; k < ref.steps.size(); ++k) EXPECT_EQ(r.steps[k].loss, ref.steps[k].loss) << what;
+      EXPECT_TRUE(bitwise_equal(r, ref)) << what;
+    }
+  }
+}
+
 // The MPI communicator's chunk scratch as docs/design.md states it: none at one rank, else
 // max(2·(n−1)·256 KiB pipelined chunks, n·16 KiB small all-reduce contributions).
 int64_t mpi_scratch_formula(int n) {
@@ -115,7 +161,7 @@ MemoryPrediction offline(const RunSpec& s, int world, int rank) {
 TEST(Estimate, EqualsTheMeasuredReport) {
   struct M { const char* name; std::string json; };
   const M models[] = {{"gpt-tiny", tiny_gpt_json()}, {"gpt 4 layers", tiny_gpt_json(32, 16, 4, 4, 32)},
-                      {"mlp", tiny_mlp_json()}};
+                      {"mlp", tiny_mlp_json()}, {"llama", tiny_llama_json()}, {"llama tied 3 layers", tiny_llama_json(true, 3)}};
   for (const M& m : models)
     for (int stage = 0; stage <= 3; ++stage)
       for (int64_t bucket : {int64_t(500), int64_t(100000)})

@@ -3,8 +3,9 @@
 // The folder holds model.safetensors, or (when there is none) model.safetensors.index.json with
 // "weight_map": {tensor name: shard file name} and the shards it names (model-0000x-of-0000y.safetensors,
 // plain names inside the folder); config.json is optional. A GPT-2 config.json (what
-// `--save-weights DIR/` writes: vocab_size, n_positions, n_embd, n_layer, n_head) either checks the
-// --model file or, without --model, is the model. Every problem is an InputError naming the file.
+// `--save-weights DIR/` writes: vocab_size, n_positions, n_embd, n_layer, n_head) or a Llama one
+// (LlamaConfig's keys: a Llama model file as it is) either checks the --model file or, without
+// --model, is the model. Every problem is an InputError naming the file.
 #pragma once
 #include <map>
 #include <string>
@@ -32,9 +33,9 @@ HfWeightFiles hf_weight_files(const std::string& dir);
 std::string hf_config_path(const std::string& dir);
 
 // The GPT model a GPT-2 config.json describes (n_positions -> n_ctx, initializer_range ->
-// init_std); InputError naming the file and the key (not GPT-2, a missing or bad size, an
-// architecture zerotrain's GPT is not: activation_function other than gelu_new, n_inner other
-// than 4·n_embd, untied embeddings).
+// init_std), or the Llama model a "model_type": "llama" one is; InputError naming the file and
+// the key (neither, a missing or bad size, an architecture zerotrain's GPT is not:
+// activation_function other than gelu_new, n_inner other than 4·n_embd, untied embeddings).
 ModelConfig model_config_from_hf(const std::string& config_path);
 
 // InputError naming the field and both values when `model` (from `model_source`) is not the
