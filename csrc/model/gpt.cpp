@@ -172,6 +172,21 @@ class Gpt final : public ModelBase {
     else ZT_CHECK(false, "backward_unit: bad unit " + std::to_string(unit));
   }
 
+  // The head's GEMM again, from lnf (which backward only reads) and the bound wte, into a
+  // temporary: the logits buffer itself holds softmax − onehot after the forward.
+  std::vector<float> forward_logits() override {
+    ZT_CHECK(B_ > 0, "forward_logits before set_batch");
+    const int64_t C = cfg_.n_embd, V = cfg_.vocab_size, n = N();
+    DeviceBuffer out = alloc_act(n * V, MemCategory::Workspace);
+    ops::gemm(stream_, false, true, n, V, C, 1.0f, act(*lnf_, {n, C}), param(0), 0.0f, act(out, {n, V}));
+    std::vector<unsigned char> host(out.bytes());
+    dev_.memcpy_async(host.data(), out.data(), host.size(), CopyKind::DeviceToHost, stream_);
+    stream_.synchronize();
+    std::vector<float> logits(static_cast<size_t>(n * V));
+    convert(host.data(), dt_, logits.data(), DType::F32, logits.size());
+    return logits;
+  }
+
  private:
   // Allocates exactly gpt_buffer_plan's list (the memory prediction is its sum).
   void allocate() {
