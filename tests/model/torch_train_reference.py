@@ -10,7 +10,9 @@ k·B+B-1 of the token stream, sequence i at offset (i mod S)·T, S = (N−1)//T,
   p ← p − lr (m̂ / (sqrt(v̂) + eps) + wd · p)                                 (decoupled decay)
 Tolerance: per step |zt − ref| / |ref| <= 1e-5 for the loss, the pre-clip gradient norm and the clip
 coefficient (fp32 vs float64 over 20 steps; measured about 1e-7, and a reference with beta2 0.951
-instead of 0.95 already differs by 1e-4). ZeRO stages 0 (fp32 clip formula) and 2 (the folded zero_clip formula).
+instead of 0.95 already differs by 1e-4). Runs: ZeRO stage 0 (the fp32 clip formula), one micro-batch of B;
+stage 2 (the folded zero_clip formula) with gradient accumulation, B micro-batches of 1 (the step's loss
+and gradient are the means over its micro-batches: equal to the whole batch's, every sequence has T targets).
 Exit 77 (ctest: skipped, reason printed) only when torch is not importable.
 """
 import json
@@ -62,10 +64,10 @@ class TrainCase(unittest.TestCase):
     def path(self, name):
         return os.path.join(self.dir, name)
 
-    def zerotrain(self, model_cfg, params, tokens, stage):
+    def zerotrain(self, model_cfg, params, tokens, stage, micro):
         with open(self.path("model.json"), "w") as f:
             json.dump(model_cfg, f)
-        ds = {"train_batch_size": B, "train_micro_batch_size_per_gpu": B, "gradient_clipping": CLIP,
+        ds = {"train_batch_size": B, "train_micro_batch_size_per_gpu": micro, "gradient_clipping": CLIP,
               "zero_optimization": {"stage": stage},
               "optimizer": {"type": "AdamW", "params": {"lr": LR, "betas": list(BETAS), "eps": EPS,
                                                         "weight_decay": WD}}}
@@ -80,19 +82,19 @@ class TrainCase(unittest.TestCase):
         self.assertEqual([r["step"] for r in rows], list(range(1, STEPS + 1)))
         return rows
 
-    def compare(self, label, logits_fn, model_cfg, params, tokens, T, stages=(0, 2)):
+    def compare(self, label, logits_fn, model_cfg, params, tokens, T, runs=((0, B), (2, 1))):
         want = reference_run(logits_fn, params, tokens, T)
         clipped = sum(1 for _, _, c in want if c < 1.0)
         self.assertEqual(clipped, STEPS, f"{label}: clipping must bind on every step (norms {[w[1] for w in want]})")
         self.assertLess(want[-1][0], want[0][0] - 0.05, f"{label}: the reference must learn (losses {want})")
-        for stage in stages:
-            rows = self.zerotrain(model_cfg, params, tokens, stage)
+        for stage, micro in runs:
+            rows = self.zerotrain(model_cfg, params, tokens, stage, micro)
             worst = {"loss": 0.0, "grad_norm": 0.0, "clip_coef": 0.0}
             for r, (loss, norm, coef) in zip(rows, want):
                 self.assertFalse(r["skipped"], r)
                 for key, w in (("loss", loss), ("grad_norm", norm), ("clip_coef", coef)):
                     worst[key] = max(worst[key], abs(r[key] - w) / abs(w))
-            print(f"{label} stage {stage}: {STEPS} steps, loss {want[0][0]:.5f} -> {want[-1][0]:.5f} nats (ref), "
+            print(f"{label} stage {stage} micro-batch {micro}: {STEPS} steps, loss {want[0][0]:.5f} -> {want[-1][0]:.5f} nats (ref), "
                   f"zt {rows[-1]['loss']:.5f}; worst relative difference: "
                   + ", ".join(f"{k} {v:.2e}" for k, v in worst.items()))
             for k, v in worst.items():
