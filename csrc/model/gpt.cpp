@@ -109,7 +109,6 @@ class Gpt final : public TokenModel {
   std::vector<BufferSpec> buffer_plan() const override { return gpt_buffer_plan(cfg_, opt_); }
   double flops_per_sample() const override { return gpt_flops_per_sequence(cfg_, cfg_.n_ctx); }
 
-
  private:
   // Allocates exactly gpt_buffer_plan's list (the memory prediction is its sum).
   void allocate() {
