@@ -105,6 +105,21 @@ class HfInterop(unittest.TestCase):
         randomise(model, 1)
         self.round_trip("gpt2", model, 16, 67)
 
+    def llama(self, seed, **over):
+        kw = dict(vocab_size=67, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, max_position_embeddings=16, rms_norm_eps=1e-5, rope_theta=10000.0,
+                  tie_word_embeddings=False)
+        kw.update(over)
+        model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**kw)).eval()
+        randomise(model, seed)
+        return model
+
+    def test_llama_gqa_untied(self):
+        self.round_trip("llama gqa untied", self.llama(2), 16, 67)
+
+    def test_llama_tied_theta_500000(self):
+        self.round_trip("llama tied theta 500000", self.llama(3, tie_word_embeddings=True, rope_theta=500000.0), 16, 67)
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
