@@ -124,7 +124,7 @@ int run_sample(const SampleArgs& a) {
   const ModelConfig mc = parse_model_config_file(a.model);
   if (mc.type != ModelConfig::Type::GPT)
     throw InputError("sample: --model " + a.model + " is " + (mc.is_token_model() ? "a llama model" : "an MLP") +
-                     "; sampling (key/value-cache decoding) is implemented for GPT model files only");
+                     "; sampling needs a GPT model file (key/value-cache decoding is implemented for GPT only)");
   const std::unique_ptr<TextCodec> codec = make_text_codec(a.tokenizer);
   const std::vector<int32_t> prompt = encode_prompt(*codec, a.prompt, mc.gpt, "sample: --prompt");
   std::unique_ptr<Device> dev = sample_device(a.device);

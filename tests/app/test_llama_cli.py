@@ -75,7 +75,8 @@ class LlamaCli(TempDirCase):
         out = self.zerotrain(["sample", "--model", TINY, "--weights", self.path("none.safetensors"), "--prompt", "a",
                               "--tokens", "4"],
                              expect=2)
-        self.assertIn("is a llama model; sampling (key/value-cache decoding) is implemented for GPT model files only", out)
+        self.assertIn("is a llama model; sampling needs a GPT model file (key/value-cache decoding is implemented for GPT only)",
+                      out)
 
     def test_hugging_face_folder_round_trip_and_consolidate(self):
         trained = self.path("trained") + "/"

@@ -48,6 +48,19 @@ inline std::vector<float> random_params(const Model& m, uint32_t seed) {
   return flat;
 }
 
+// B sequences of T random tokens (inputs and targets uniform over [0, V)).
+inline Batch random_token_batch(int64_t V, int64_t B, int64_t T, uint32_t seed) {
+  std::mt19937 rng(seed);
+  Batch b;
+  b.B = B;
+  b.T = T;
+  for (int64_t i = 0; i < B * T; ++i) {
+    b.inputs.push_back(static_cast<int32_t>(rng() % V));
+    b.targets.push_back(static_cast<int32_t>(rng() % V));
+  }
+  return b;
+}
+
 // Stage-3 style: only the parameters (and gradients) of unit_params(u) are bound while unit u
 // runs; every other pointer is null. A unit that reads a parameter it does not list would hit
 // the "not bound" check. Result must equal the fully bound run.

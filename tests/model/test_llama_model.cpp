@@ -33,14 +33,7 @@ LlamaConfig tiny_llama(bool tied) {
 }
 
 Batch token_batch(int64_t V, int64_t B, int64_t T, uint32_t seed) {
-  std::mt19937 rng(seed);
-  Batch b;
-  b.B = B;
-  b.T = T;
-  for (int64_t i = 0; i < B * T; ++i) {
-    b.inputs.push_back(static_cast<int32_t>(rng() % V));
-    b.targets.push_back(static_cast<int32_t>(rng() % V));
-  }
+  Batch b = random_token_batch(V, B, T, seed);
   b.targets[3] = -1;  // ignored position
   return b;
 }

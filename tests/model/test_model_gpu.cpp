@@ -5,6 +5,7 @@
 #include <cmath>
 #include <random>
 
+#include "model_test_util.h"
 #include "zerotrain/core/device.h"
 #include "zerotrain/model/gpt.h"
 #include "zerotrain/model/llama.h"
@@ -72,18 +73,6 @@ void compare(Make make, const Batch& batch, int64_t micro_batch, DType dt, doubl
   }
 }
 
-Batch token_batch(int64_t V, int64_t B, int64_t T, uint32_t seed) {
-  std::mt19937 rng(seed);
-  Batch b;
-  b.B = B;
-  b.T = T;
-  for (int64_t i = 0; i < B * T; ++i) {
-    b.inputs.push_back(static_cast<int32_t>(rng() % V));
-    b.targets.push_back(static_cast<int32_t>(rng() % V));
-  }
-  return b;
-}
-
 TEST(ModelGpu, GptMatchesCpu) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device on this machine";
   GptConfig cfg;
@@ -93,7 +82,7 @@ TEST(ModelGpu, GptMatchesCpu) {
   cfg.n_head = 4;
   cfg.n_embd = 64;
   cfg.init_std = 0.1f;
-  const Batch b = token_batch(cfg.vocab_size, 4, 48, 1);
+  const Batch b = random_token_batch(cfg.vocab_size, 4, 48, 1);
   auto make = [&](const ModelOptions& o) { return make_gpt(cfg, o); };
   compare(make, b, 4, DType::F32, 1e-4, 1e-3);
   compare(make, b, 4, DType::BF16, 2e-2, 1e-2);
@@ -116,7 +105,7 @@ TEST(ModelGpu, LlamaMatchesCpu) {
   cfg.n_ctx = 64;
   cfg.rms_norm_eps = 1e-5;
   cfg.init_std = 0.1f;
-  const Batch b = token_batch(cfg.vocab_size, 4, 48, 3);
+  const Batch b = random_token_batch(cfg.vocab_size, 4, 48, 3);
   auto make = [&](const ModelOptions& o) { return make_llama(cfg, o); };
   compare(make, b, 4, DType::F32, 1e-4, 1e-3);
   compare(make, b, 4, DType::BF16, 2e-2, 1e-2);
