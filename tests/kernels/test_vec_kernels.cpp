@@ -16,6 +16,7 @@
 
 #include "../../csrc/kernels/cpu/cpu_vec_kernels.h"
 #include "kernel_test_util.h"
+#include "vec_test_util.h"
 #include "zerotrain/kernels/attention_tile.h"
 #include "zerotrain/kernels/cpu_ops.h"
 #include "zerotrain/kernels/math.h"
@@ -27,34 +28,10 @@ namespace {
 using cpu_ops::vec::Kernels;
 using cpu::Isa;
 
-// Every table this CPU can run, the scalar one first.
-std::vector<const Kernels*> tables() {
-  std::vector<const Kernels*> t{&cpu_ops::vec::kScalar};
-  if (cpu::isa_supported(Isa::Avx2)) t.push_back(&cpu_ops::vec::kAvx2);
-  if (cpu::isa_supported(Isa::Avx512)) t.push_back(&cpu_ops::vec::kAvx512);
-  return t;
-}
-
-// Bitwise equal, or both NaN.
-void expect_same(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
-  ASSERT_EQ(got.size(), want.size());
-  int bad = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const bool same = std::memcmp(&got[i], &want[i], 4) == 0 || (std::isnan(got[i]) && std::isnan(want[i]));
-    if (!same && ++bad <= 5) ADD_FAILURE() << what << "[" << i << "]: " << got[i] << " vs scalar " << want[i];
-  }
-  EXPECT_EQ(bad, 0) << what;
-}
+std::vector<const Kernels*> tables() { return vec_tables(); }
 
 // Sizes around the 16-lane block: empty, tails only, whole blocks, blocks + tails.
 const int64_t kSizes[] = {0, 1, 7, 15, 16, 17, 31, 32, 33, 100, 256, 1000, 4099};
-
-std::vector<float> random_floats(std::mt19937_64& rng, int64_t n, float lo, float hi) {
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = d(rng);
-  return v;
-}
 
 TEST(VecKernels, ExpNonposWithin4UlpOfExpAndUnderflowsToZero) {
   double worst = 0;
@@ -272,14 +249,6 @@ TEST(VecKernels, SoftmaxXentRowEveryPathBitwiseAndCloseToOldKernelAndDouble) {
   std::printf("softmax-xent vs old kernel: max |dloss| / (1 + |loss|) %.3g, max |d dlogit| / dloss %.3g\n",
               worst_loss, worst_grad);
 }
-
-// ZT_CPU_ISA as it was before the test, put back when the test ends.
-struct RestoreIsaEnv {
-  const char* before = std::getenv("ZT_CPU_ISA");
-  std::string saved = before ? before : "";
-  bool was_set = before != nullptr;
-  ~RestoreIsaEnv() { was_set ? setenv("ZT_CPU_ISA", saved.c_str(), 1) : unsetenv("ZT_CPU_ISA"); }
-};
 
 // The ops pick the path from ZT_CPU_ISA; all give the scalar path's bits (fp32 and bf16 logits,
 // an ignored position, a multi-threaded GELU when OMP_NUM_THREADS > 1, LayerNorm both ways).

@@ -7,7 +7,6 @@
 
 #include "cpu_kernels.h"
 #include "cpu_vec_kernels.h"
-#include "zerotrain/kernels/math_llama.h"
 
 namespace zt::cpu_ops {
 namespace {
@@ -162,23 +161,48 @@ void relu_backward(const TensorView& dinp, const TensorView& inp, const TensorVi
   });
 }
 
+// SwiGLU on the SIMD rows of cpu_vec_kernels.h (bitwise math::silu / silu_grad); 16-bit
+// chunks are widened into fp32 buffers and rounded back once, so every dtype runs the same math.
 void swiglu_forward(const TensorView& out, const TensorView& gate, const TensorView& up) {
-  const int64_t n = out.numel();
+  const vec::Kernels& k = vec::active();
+  if (out.dtype == DType::F32) {
+    float* o = static_cast<float*>(out.data);
+    const float* g = static_cast<const float*>(gate.data);
+    const float* u = static_cast<const float*>(up.data);
+    for_chunks(out.numel(), [&](int64_t b, int64_t e) { vec::swiglu_forward(k, o + b, g + b, u + b, e - b); });
+    return;
+  }
   dispatch_dtype(out.dtype, [&](auto tag) {
     using T = decltype(tag);
     T* o = static_cast<T*>(out.data);
     const T* g = static_cast<const T*>(gate.data);
     const T* u = static_cast<const T*>(up.data);
-#pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
-    for (int64_t i = 0; i < n; ++i) o[i] = from_f32<T>(math::silu(to_f32(g[i])) * to_f32(u[i]));
+    for_chunks(out.numel(), [&](int64_t b, int64_t e) {
+      float gb[kVecChunk] = {}, ub[kVecChunk] = {};  // zeroed: GCC cannot see widen_n fill them
+      widen_n(g + b, gb, e - b);
+      widen_n(u + b, ub, e - b);
+      vec::swiglu_forward(k, gb, gb, ub, e - b);
+      narrow_n(gb, o + b, e - b);
+    });
   });
 }
 
-// Element i reads gate[i], up[i], dout[i] before writing dgate[i], dup[i]: dgate may alias gate,
-// dup may alias up.
+// Element i's inputs are read before its outputs are written: dgate may alias gate, dup may
+// alias up (16-bit: whole chunks are widened before any output of the chunk is written).
 void swiglu_backward(const TensorView& dgate, const TensorView& dup, const TensorView& dout, const TensorView& gate,
                      const TensorView& up) {
-  const int64_t n = dgate.numel();
+  const vec::Kernels& k = vec::active();
+  if (dgate.dtype == DType::F32) {
+    float* dg = static_cast<float*>(dgate.data);
+    float* du = static_cast<float*>(dup.data);
+    const float* dy = static_cast<const float*>(dout.data);
+    const float* g = static_cast<const float*>(gate.data);
+    const float* u = static_cast<const float*>(up.data);
+    for_chunks(dgate.numel(), [&](int64_t b, int64_t e) {
+      vec::swiglu_backward(k, dg + b, du + b, dy + b, g + b, u + b, e - b);
+    });
+    return;
+  }
   dispatch_dtype(dgate.dtype, [&](auto tag) {
     using T = decltype(tag);
     T* dg = static_cast<T*>(dgate.data);
@@ -186,13 +210,15 @@ void swiglu_backward(const TensorView& dgate, const TensorView& dup, const Tenso
     const T* dy = static_cast<const T*>(dout.data);
     const T* g = static_cast<const T*>(gate.data);
     const T* u = static_cast<const T*>(up.data);
-#pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
-    for (int64_t i = 0; i < n; ++i) {
-      const float gi = to_f32(g[i]), ui = to_f32(u[i]), dyi = to_f32(dy[i]);
-      const float dgi = dyi * ui * math::silu_grad(gi), dui = dyi * math::silu(gi);
-      dg[i] = from_f32<T>(dgi);
-      du[i] = from_f32<T>(dui);
-    }
+    for_chunks(dgate.numel(), [&](int64_t b, int64_t e) {
+      float gb[kVecChunk] = {}, ub[kVecChunk] = {}, yb[kVecChunk] = {};
+      widen_n(g + b, gb, e - b);
+      widen_n(u + b, ub, e - b);
+      widen_n(dy + b, yb, e - b);
+      vec::swiglu_backward(k, gb, ub, yb, gb, ub, e - b);
+      narrow_n(gb, dg + b, e - b);
+      narrow_n(ub, du + b, e - b);
+    });
   });
 }
 

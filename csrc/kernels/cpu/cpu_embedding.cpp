@@ -40,6 +40,23 @@ void embedding_forward(const TensorView& out, const int32_t* tokens, const Tenso
   });
 }
 
+namespace {
+// dwpe[t] += Σ_b dout[b, t] in b order, positions in parallel.
+template <typename T>
+void add_position_grads(T* dpe, const T* dy, int64_t B, int64_t T_, int64_t C) {
+#pragma omp parallel for schedule(static) if (B * T_ * C > kParallelGrain)
+  for (int64_t t = 0; t < T_; ++t) {
+    std::vector<float> acc(static_cast<size_t>(C), 0.0f);
+    for (int64_t b = 0; b < B; ++b) {
+      const T* row = dy + (b * T_ + t) * C;
+      for (int64_t j = 0; j < C; ++j) acc[j] += to_f32(row[j]);
+    }
+    T* dst = dpe + t * C;
+    for (int64_t j = 0; j < C; ++j) dst[j] = from_f32<T>(to_f32(dst[j]) + acc[j]);
+  }
+}
+}  // namespace
+
 void embedding_backward(const TensorView& dwte, const TensorView& dwpe, const TensorView& dout,
                         const int32_t* tokens, int64_t B, int64_t T_, int64_t C) {
   const int64_t V = C > 0 ? dwte.numel() / C : 0;
@@ -75,17 +92,7 @@ void embedding_backward(const TensorView& dwte, const TensorView& dwpe, const Te
       T* dst = dte + static_cast<int64_t>(tokens[order[starts[g]]]) * C;
       for (int64_t j = 0; j < C; ++j) dst[j] = from_f32<T>(to_f32(dst[j]) + acc[j]);
     }
-    if (dpe == nullptr) return;  // dwpe absent
-#pragma omp parallel for schedule(static) if (N * C > kParallelGrain)
-    for (int64_t t = 0; t < T_; ++t) {
-      std::vector<float> acc(static_cast<size_t>(C), 0.0f);
-      for (int64_t b = 0; b < B; ++b) {
-        const T* row = dy + (b * T_ + t) * C;
-        for (int64_t j = 0; j < C; ++j) acc[j] += to_f32(row[j]);
-      }
-      T* dst = dpe + t * C;
-      for (int64_t j = 0; j < C; ++j) dst[j] = from_f32<T>(to_f32(dst[j]) + acc[j]);
-    }
+    if (dpe != nullptr) add_position_grads(dpe, dy, B, T_, C);  // dwpe absent: no position term
   });
 }
 

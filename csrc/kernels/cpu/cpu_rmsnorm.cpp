@@ -1,14 +1,14 @@
 // cpu_rmsnorm.cpp — RMSNorm forward/backward over the last dim on the CPU backend (Llama).
 // Every dtype runs the same fp32 arithmetic: 16-bit rows are widened into per-thread fp32
-// buffers, and the row sums (Σ x², Σ dnorm·x) are vec::sq_dev_sum / vec::dot (16 lane partial
-// sums in increasing column order, then a fixed tree: the bits depend neither on the ISA nor on
-// the thread count). dweight sums rows 0..N-1 in order per column, column blocks in parallel.
+// buffers, and the rows run on LayerNorm's SIMD rows (cpu_vec_kernels.h) with mean 0: row sums
+// (Σ x², Σ dnorm·n) are 16 lane partial sums in increasing column order, then a fixed tree, so
+// the bits depend neither on the ISA nor on the thread count. dweight sums rows 0..N-1 in order
+// per column, column blocks in parallel.
 #include <type_traits>
 #include <vector>
 
 #include "cpu_kernels.h"
 #include "cpu_vec_kernels.h"
-#include "zerotrain/kernels/math_llama.h"
 
 namespace zt::cpu_ops {
 namespace {
@@ -75,21 +75,25 @@ void rmsnorm_backward(const TensorView& dinp, const TensorView& dweight, const T
     const float* w = f32_row(static_cast<const T*>(weight.data), C, wbuf.data());
     const vec::Kernels& vk = vec::active();
 
-    // dinp: rows are independent. dn[j] = w[j] dy[j]; Σ dn·n = rs Σ dn·x.
+    // dinp: rows are independent. RMSNorm is LayerNorm's row math with mean 0 and no mean(dnorm)
+    // term: the LayerNorm SIMD rows with m = 0 and dmean = 0 compute exactly math::rmsnorm_dinp.
 #pragma omp parallel if (N * C > kParallelGrain)
     {
       std::vector<float> buf(static_cast<size_t>(3 * C));
-      float* dn = buf.data();
 #pragma omp for schedule(static)
       for (int64_t i = 0; i < N; ++i) {
-        const float* xr = f32_row(x + i * C, C, buf.data() + C);
-        const float* dyr = f32_row(dy + i * C, C, buf.data() + 2 * C);
-        for (int64_t j = 0; j < C; ++j) dn[j] = w[j] * dyr[j];
+        const float* xr = f32_row(x + i * C, C, buf.data());
+        const float* dyr = f32_row(dy + i * C, C, buf.data() + C);
         const float rs = rstd_p[i];
-        const float dn_n_mean = vec::dot(vk, dn, xr, C) * rs / static_cast<float>(C);
-        T* dxr = dx + i * C;
-        for (int64_t j = 0; j < C; ++j) {
-          dxr[j] = from_f32<T>(to_f32(dxr[j]) + math::rmsnorm_dinp(dn[j], xr[j] * rs, dn_n_mean, rs));
+        float dsum = 0.0f, dn_n_sum = 0.0f;  // Σ w dy (unused), Σ w dy · x rs
+        vec::layernorm_dsums(vk, xr, dyr, w, C, 0.0f, rs, &dsum, &dn_n_sum);
+        if constexpr (std::is_same_v<T, float>) {
+          vec::layernorm_dinp(vk, dx + i * C, xr, dyr, w, C, 0.0f, rs, 0.0f, dn_n_sum / static_cast<float>(C));
+        } else {
+          float* dxr = buf.data() + 2 * C;
+          widen_n(dx + i * C, dxr, C);
+          vec::layernorm_dinp(vk, dxr, xr, dyr, w, C, 0.0f, rs, 0.0f, dn_n_sum / static_cast<float>(C));
+          narrow_n(dxr, dx + i * C, C);
         }
       }
     }
@@ -100,12 +104,16 @@ void rmsnorm_backward(const TensorView& dinp, const TensorView& dweight, const T
     for (int64_t blk = 0; blk < blocks; ++blk) {
       const int64_t j0 = blk * kColumnBlock;
       const int64_t nj = j0 + kColumnBlock < C ? kColumnBlock : C - j0;
-      float acc[kColumnBlock] = {};
+      float acc[kColumnBlock] = {}, unused[kColumnBlock] = {};
       for (int64_t i = 0; i < N; ++i) {
         const T* xr = x + i * C + j0;
         const T* dyr = dy + i * C + j0;
         const float rs = rstd_p[i];
-        for (int64_t j = 0; j < nj; ++j) acc[j] += to_f32(xr[j]) * rs * to_f32(dyr[j]);
+        if constexpr (std::is_same_v<T, float>) {  // (x − 0) rs dy: the loop below, one SIMD call
+          vec::layernorm_cols(vk, acc, unused, xr, dyr, nj, 0.0f, rs);
+        } else {
+          for (int64_t j = 0; j < nj; ++j) acc[j] += to_f32(xr[j]) * rs * to_f32(dyr[j]);
+        }
       }
       for (int64_t j = 0; j < nj; ++j) dw[j0 + j] = from_f32<T>(to_f32(dw[j0 + j]) + acc[j]);
     }

@@ -5,6 +5,7 @@
 #include "cpu_vec_kernels.h"
 #include "zerotrain/core/cpu_isa.h"
 #include "zerotrain/kernels/math.h"
+#include "zerotrain/kernels/math_llama.h"
 
 namespace zt::cpu_ops::vec {
 static_assert(kExpMin == math::kExpNonposMin, "the SIMD exp underflows where math::exp_nonpos does");
@@ -82,6 +83,17 @@ void dot16_s(const float* a, const float* b, int64_t n, float* acc16) {
   for (int64_t i = 0; i < n; ++i) acc16[i % kBlock] += a[i] * b[i];
 }
 
+void swiglu_forward_s(float* o, const float* g, const float* u, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) o[i] = math::silu(g[i]) * u[i];
+}
+void swiglu_backward_s(float* dg, float* du, const float* dy, const float* g, const float* u, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float gi = g[i], ui = u[i], dyi = dy[i];
+    dg[i] = dyi * ui * math::silu_grad(gi);
+    du[i] = dyi * math::silu(gi);
+  }
+}
+
 int64_t whole_blocks(int64_t n) { return n - n % kBlock; }
 
 // The fixed tree over 16 partial sums: lane l += lane l + h for h = 8, 4, 2, 1.
@@ -96,7 +108,8 @@ float reduce16(float* acc) {
 
 const Kernels kScalar{"scalar",    gelu_forward_s, gelu_backward_s, row_max_s, row_exp_s, row_scale_s,
                       exp_scale_s, score_grad_s,   sum16_s,         sqdev16_s, ln_out_s,  ln_dsums_s,
-                      ln_dinp_s,   ln_cols_s,      gelu_backward_inplace_s, add_to_s, dot16_s};
+                      ln_dinp_s,   ln_cols_s,      gelu_backward_inplace_s, add_to_s, dot16_s,
+                      swiglu_forward_s, swiglu_backward_s};
 
 const Kernels& active() {
   switch (cpu::active_isa()) {
@@ -123,6 +136,19 @@ void gelu_backward_inplace(const Kernels& k, float* d, const float* x, int64_t n
   const int64_t nb = whole_blocks(n);
   k.gelu_backward_inplace(d, x, nb);
   gelu_backward_inplace_s(d + nb, x + nb, n - nb);
+}
+
+void swiglu_forward(const Kernels& k, float* o, const float* g, const float* u, int64_t n) {
+  const int64_t nb = whole_blocks(n);
+  k.swiglu_forward(o, g, u, nb);
+  swiglu_forward_s(o + nb, g + nb, u + nb, n - nb);
+}
+
+void swiglu_backward(const Kernels& k, float* dg, float* du, const float* dy, const float* g, const float* u,
+                     int64_t n) {
+  const int64_t nb = whole_blocks(n);
+  k.swiglu_backward(dg, du, dy, g, u, nb);
+  swiglu_backward_s(dg + nb, du + nb, dy + nb, g + nb, u + nb, n - nb);
 }
 
 float row_max(const Kernels& k, const float* x, int64_t n) {

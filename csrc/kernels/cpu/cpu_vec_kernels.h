@@ -64,6 +64,11 @@ struct Kernels {
   void (*add_to)(float* acc, const float* x, int64_t n);
   // acc16[j % 16] += a[j] * b[j] in increasing j (the attention backward's D = dout·out).
   void (*dot16)(const float* a, const float* b, int64_t n, float* acc16);
+  // SwiGLU (math_llama.h): o[i] = math::silu(g[i]) * u[i] (o may alias g or u).
+  void (*swiglu_forward)(float* o, const float* g, const float* u, int64_t n);
+  // dg[i] = dy[i] * u[i] * math::silu_grad(g[i]), du[i] = dy[i] * math::silu(g[i]); element i's
+  // inputs are read before its outputs are written (dg may alias g, du may alias u).
+  void (*swiglu_backward)(float* dg, float* du, const float* dy, const float* g, const float* u, int64_t n);
 };
 
 extern const Kernels kScalar;
@@ -108,6 +113,11 @@ void layernorm_dinp(const Kernels& k, float* dx, const float* x, const float* dy
                     float rs, float dmean, float dnmean);
 void layernorm_cols(const Kernels& k, float* acc_w, float* acc_b, const float* x, const float* dy, int64_t n, float m,
                     float rs);
+
+// SwiGLU over any n, bitwise equal across tables (see the table entries).
+void swiglu_forward(const Kernels& k, float* o, const float* g, const float* u, int64_t n);
+void swiglu_backward(const Kernels& k, float* dg, float* du, const float* dy, const float* g, const float* u,
+                     int64_t n);
 
 // d[j] = src[j] * a (src defaults to d itself), any n: one IEEE product per element, on row_scale.
 void scale_row(const Kernels& k, float* d, int64_t n, float a, const float* src = nullptr);

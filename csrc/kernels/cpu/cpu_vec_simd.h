@@ -271,11 +271,46 @@ void dot16_v(const float* a, const float* b, int64_t n, float* acc16) {
   for (int h = 0; h < H; ++h) V::store(acc16 + h * V::W, acc[h]);
 }
 
+// math::sigmoid(x): e = exp_nonpos(−|x|) with −|x| as min(x, 0 − x) (the same value; ±0 give
+// the same e = 1), inv = 1 / (1 + e), then x < 0 ? e inv : inv (a NaN x gives NaN either way).
+template <class V>
+ZT_VEC_INLINE typename V::F sigmoid_v(typename V::F x) {
+  using F = typename V::F;
+  const F zero = V::set1(0.0f), one = V::set1(1.0f);
+  const F e = exp_nonpos_v<V>(V::min(x, V::sub(zero, x)));
+  const F inv = V::div(one, V::add(one, e));
+  return V::sel_lt(x, zero, V::mul(e, inv), inv);
+}
+
+// o = (g σ(g)) u: math::silu(g) * u.
+template <class V>
+void swiglu_forward_v(float* o, const float* g, const float* u, int64_t n) {
+  for (int64_t i = 0; i < n; i += V::W) {
+    const typename V::F gv = V::load(g + i);
+    V::store(o + i, V::mul(V::mul(gv, sigmoid_v<V>(gv)), V::load(u + i)));
+  }
+}
+
+// dg = (dy u) (σ (1 + g (1 − σ))), du = dy (g σ): math::silu_grad / silu, left to right.
+template <class V>
+void swiglu_backward_v(float* dg, float* du, const float* dy, const float* g, const float* u, int64_t n) {
+  using F = typename V::F;
+  const F one = V::set1(1.0f);
+  for (int64_t i = 0; i < n; i += V::W) {
+    const F gv = V::load(g + i), uv = V::load(u + i), dyv = V::load(dy + i);
+    const F s = sigmoid_v<V>(gv);
+    const F sg = V::mul(s, V::add(one, V::mul(gv, V::sub(one, s))));
+    V::store(dg + i, V::mul(V::mul(dyv, uv), sg));
+    V::store(du + i, V::mul(dyv, V::mul(gv, s)));
+  }
+}
+
 template <class V>
 constexpr Kernels make_kernels(const char* name) {
   return Kernels{name,           gelu_forward_v<V>, gelu_backward_v<V>, row_max_v<V>, row_exp_v<V>, row_scale_v<V>,
                  exp_scale_v<V>, score_grad_v<V>,   sum16_v<V>,         sqdev16_v<V>, ln_out_v<V>, ln_dsums_v<V>,
-                 ln_dinp_v<V>,   ln_cols_v<V>,      gelu_backward_inplace_v<V>, add_to_v<V>, dot16_v<V>};
+                 ln_dinp_v<V>,   ln_cols_v<V>,      gelu_backward_inplace_v<V>, add_to_v<V>, dot16_v<V>,
+                 swiglu_forward_v<V>, swiglu_backward_v<V>};
 }
 
 }  // namespace

@@ -69,11 +69,6 @@ void relu_backward(Stream& s, const TensorView& dinp, const TensorView& inp, con
   backward<ReluBackOp>(s, dinp, inp, dout);
 }
 
-}  // namespace zt::cuda_ops
-
-namespace zt::cuda_ops {
-using namespace zt::cuda_detail;
-
 void swiglu_forward(Stream& s, const TensorView& out, const TensorView& gate, const TensorView& up) {
   ZT_DISPATCH_DTYPE(out.dtype, T,
                     launch_map<T, T, 2>(s, out.numel(), static_cast<T*>(out.data), static_cast<const T*>(gate.data),

@@ -45,9 +45,9 @@ __global__ void rmsnorm_dinp_kernel(T* dinp, const T* dout, const T* inp, const 
   const T* x = inp + row * C;
   const T* dy = dout + row * C;
   const float rs = rstd[row];
-  float dn_x = 0.0f;
-  for (int64_t j = lane; j < C; j += 32) dn_x += to_f32(weight[j]) * to_f32(dy[j]) * to_f32(x[j]);
-  const float dn_n_mean = warp_sum(dn_x) * rs / static_cast<float>(C);
+  float dn_n = 0.0f;  // Σ (w dout) (x rstd), as the CPU backend
+  for (int64_t j = lane; j < C; j += 32) dn_n += to_f32(weight[j]) * to_f32(dy[j]) * (to_f32(x[j]) * rs);
+  const float dn_n_mean = warp_sum(dn_n) / static_cast<float>(C);
   T* dx = dinp + row * C;
   for (int64_t j = lane; j < C; j += 32) {
     const float dnorm = to_f32(weight[j]) * to_f32(dy[j]);
