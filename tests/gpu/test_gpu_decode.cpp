@@ -1,5 +1,6 @@
-// CUDA vs CPU backend: the key/value cache ops (kv_cache_write, attention_decode) and the
-// KV-cached GPT decoder (model/gpt_decode.h) — the same greedy tokens, logits to round-off.
+// CUDA vs CPU backend: the key/value cache ops (kv_cache_write, attention_decode and their
+// grouped-query forms) and the KV-cached GPT decoder (model/gpt_decode.h) — the same greedy
+// tokens, logits to round-off.
 #include <random>
 
 #include "gpu_test_util.h"
@@ -46,6 +47,32 @@ TEST_P(GpuDecode, CacheWriteAndAttentionMatchTheCpu) {
     const std::vector<float> all = full.cpu_values();
     expect_close(out.cpu_values(), std::vector<float>(all.end() - c.C, all.end()), tol(dt), tol(dt),
                  "decode vs attention_forward" + sz);
+  }
+}
+
+// Grouped-query decoding: kv_cache_write_gqa's cache bitwise, attention_decode_gqa within
+// round-off of the CPU for H/Hkv = 1, 2, 4 (query head h reads cache head h / (H/Hkv)).
+TEST_P(GpuDecode, GqaCacheWriteAndAttentionMatchTheCpu) {
+  const DType dt = GetParam();
+  struct Case { int64_t T, H, Hkv, hs, Tmax; };
+  for (Case c : {Case{1, 2, 1, 8, 4}, Case{17, 4, 2, 16, 24}, Case{200, 8, 2, 64, 256}, Case{300, 4, 4, 32, 300}}) {
+    const int64_t Cq = c.H * c.hs, Ckv = c.Hkv * c.hs;
+    Dual q(*this, *gpu_, dt, {1, Cq}, uniform(Cq, -2.0f, 2.0f));
+    Dual k(*this, *gpu_, dt, {c.T, Ckv}, uniform(c.T * Ckv, -2.0f, 2.0f));
+    Dual v(*this, *gpu_, dt, {c.T, Ckv}, uniform(c.T * Ckv));
+    Dual kc(*this, *gpu_, dt, {c.Hkv, c.Tmax, c.hs}, uniform(c.Hkv * c.Tmax * c.hs));  // garbage beyond T
+    Dual vc(*this, *gpu_, dt, {c.Hkv, c.Tmax, c.hs}, uniform(c.Hkv * c.Tmax * c.hs));
+    ops::kv_cache_write_gqa(cs(), kc.cpu(), vc.cpu(), k.cpu(), v.cpu(), c.T, c.Hkv, c.hs, 0);
+    ops::kv_cache_write_gqa(gs(), kc.gpu(), vc.gpu(), k.gpu(), v.gpu(), c.T, c.Hkv, c.hs, 0);
+    Dual out(*this, *gpu_, dt, {1, Cq}, {});
+    ops::attention_decode_gqa(cs(), out.cpu(), q.cpu(), kc.cpu(), vc.cpu(), c.H, c.Hkv, c.hs, c.T - 1);
+    ops::attention_decode_gqa(gs(), out.gpu(), q.gpu(), kc.gpu(), vc.gpu(), c.H, c.Hkv, c.hs, c.T - 1);
+    sync();
+    const std::string sz = " T=" + std::to_string(c.T) + " H=" + std::to_string(c.H) + " Hkv=" +
+                           std::to_string(c.Hkv) + tag(dt);
+    EXPECT_EQ(kc.gpu_raw(), kc.cpu_raw()) << "k cache" << sz;
+    EXPECT_EQ(vc.gpu_raw(), vc.cpu_raw()) << "v cache" << sz;
+    expect_close(out.gpu_values(), out.cpu_values(), tol(dt), tol(dt), "attention_decode_gqa" + sz);
   }
 }
 

@@ -188,6 +188,21 @@ ZT_OP(attention_decode,
       (const TensorView& out, const TensorView& qkv, const TensorView& k_cache, const TensorView& v_cache, int64_t C,
        int64_t H, int64_t pos),
       (out, qkv, k_cache, v_cache, C, H, pos))
+// Grouped-query decoding (Llama): k_cache and v_cache are [Hkv, Tmax, hs], k's dtype.
+// kv_cache_write_gqa stores k and v [N, Hkv·hs] (head g: channels g·hs) as cache rows
+// pos..pos+N-1 of every key/value head (pos + N <= Tmax).
+ZT_OP(kv_cache_write_gqa,
+      (const TensorView& k_cache, const TensorView& v_cache, const TensorView& k, const TensorView& v, int64_t N,
+       int64_t Hkv, int64_t hs, int64_t pos),
+      (k_cache, v_cache, k, v, N, Hkv, hs, pos))
+// Causal attention of one query q[1, H·hs] at position pos over cache rows 0..pos of key/value
+// head h / (H/Hkv) for query head h (H a multiple of Hkv): out[1, H·hs] (overwrites), fp32 inside.
+// Row pos of attention_gqa_forward over the same sequence, up to rounding; with Hkv == H it is
+// attention_decode on the same q and caches, bitwise.
+ZT_OP(attention_decode_gqa,
+      (const TensorView& out, const TensorView& q, const TensorView& k_cache, const TensorView& v_cache, int64_t H,
+       int64_t Hkv, int64_t hs, int64_t pos),
+      (out, q, k_cache, v_cache, H, Hkv, hs, pos))
 
 // Token + position embedding: out[B,T,C] = wte[tokens[b,t]] + wpe[t] (overwrites), or, with wpe
 // absent (TensorView{}: Llama, whose positions are rotary), out = wte[tokens[b,t]].
