@@ -8,8 +8,8 @@
 // the same GPT (same shapes, fp32, same B and T, AdamW, same thread count) in PyTorch and
 // prints the same columns. See docs/benchmarks.md.
 //
-// Thread count: --threads sets OpenBLAS's pool and the OpenMP team of the compute stream's
-// worker thread (the thread every CPU kernel runs on). Tokens are uniform random in [0, V).
+// Thread count: --threads sets the OpenMP team of the compute stream's worker thread (the
+// thread every CPU kernel runs on; GEMMs are split over the team, OpenBLAS is single-threaded). Tokens are uniform random in [0, V).
 #include <cblas.h>
 #include <omp.h>
 #include <sys/stat.h>
@@ -104,7 +104,6 @@ double process_cpu_ms() {
 int run(const Args& a) {
   std::unique_ptr<Device> dev = make_cpu_device();
   auto stream = dev->create_stream("compute");
-  openblas_set_num_threads(a.threads);
   // OpenMP's thread count is a per-thread setting: set it on the worker that runs the kernels.
   stream->enqueue_host([n = a.threads] { omp_set_num_threads(n); });
   int omp_threads = 0;
@@ -189,8 +188,9 @@ int run(const Args& a) {
               (long long)a.gpt.vocab_size, (long long)T, (long long)a.gpt.n_layer, (long long)a.gpt.n_head,
               (long long)a.gpt.n_embd, (long long)n, (long long)B, (long long)(B * T));
   const char* core = openblas_get_corename();
-  std::printf("  threads: OpenMP %d (compute stream), OpenBLAS %d (core %s); warm-up %d, timed %d steps\n",
-              omp_threads, a.threads, core, a.warmup, a.steps);
+  std::printf("  threads: OpenMP %d (compute stream; GEMMs split over them, OpenBLAS core %s single-threaded); "
+              "warm-up %d, timed %d steps\n",
+              omp_threads, core, a.warmup, a.steps);
   if (std::string(core) == "Prescott" && __builtin_cpu_supports("avx2"))
     std::printf("  WARNING: OpenBLAS runs its SSE3 (Prescott) kernels on an AVX2 CPU; set OPENBLAS_CORETYPE=Haswell\n"
                 "           or SkylakeX (docs/benchmarks.md, \"OpenBLAS core type\")\n");

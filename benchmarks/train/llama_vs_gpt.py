@@ -9,7 +9,7 @@ closest GPT-2 shape with as many parameters). Every round runs both back to back
 drift spreads over both; a run's time is the median of step_ms (--metrics) after the first --skip
 steps. Prints per round and the medians: step ms, tokens/s, and Llama / GPT tokens/s.
 
-usage: llama_vs_gpt.py [--bin build/zerotrain] [--rounds 3] [--steps 8] [--skip 3] [--batch 4] [--ranks 1]
+usage: llama_vs_gpt.py [--bin build/zerotrain] [--rounds 5] [--steps 16] [--skip 4] [--batch 4] [--ranks 1]
 """
 import argparse
 import json
@@ -49,9 +49,9 @@ def run(args, d, name, model):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bin", default="build/zerotrain")
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--steps", type=int, default=8)
-    ap.add_argument("--skip", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=16)
+    ap.add_argument("--skip", type=int, default=4)
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--ranks", type=int, default=1)
     args = ap.parse_args()

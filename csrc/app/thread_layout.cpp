@@ -66,11 +66,11 @@ ThreadLayout apply_thread_layout(int local_ranks, bool cpu_device) {
   const int online = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
   ThreadLayout t = plan_thread_layout(affinity_cpu_count(), online, local_ranks, std::getenv("OMP_NUM_THREADS"),
                                       std::getenv("OPENBLAS_NUM_THREADS"));
-  if (!t.from_env) {
-    omp_set_num_threads(t.threads);             // this thread
-    set_cpu_stream_omp_threads(t.threads);      // every stream worker started from now on
-    openblas_set_num_threads(t.threads);        // OpenBLAS's own pool (process-wide)
-  }
+  // One pool: the OpenMP threads run the kernels and split each GEMM; OpenBLAS itself runs
+  // single-threaded in its caller (cpu_gemm.cpp), whatever OPENBLAS_NUM_THREADS says.
+  omp_set_num_threads(t.threads);         // this thread
+  set_cpu_stream_omp_threads(t.threads);  // every stream worker started from now on
+  openblas_set_num_threads(1);
   const char* core = openblas_get_corename();
   t.blas_core = core ? core : "unknown";
   if (cpu_device) t.cpu_kernels = cpu_kernel_paths();
@@ -79,7 +79,7 @@ ThreadLayout apply_thread_layout(int local_ranks, bool cpu_device) {
 
 std::string describe(const ThreadLayout& t) {
   std::string s = std::to_string(t.threads) + (t.threads == 1 ? " thread" : " threads") +
-                  " per rank (OpenMP + OpenBLAS; ";
+                  " per rank (one OpenMP pool, GEMMs included; ";
   if (t.from_env) s += "from OMP_NUM_THREADS / OPENBLAS_NUM_THREADS";
   else
     s += std::to_string(t.affinity_cpus) + " of " + std::to_string(t.online_cpus) + " CPUs in the affinity mask, " +

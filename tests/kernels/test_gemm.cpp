@@ -81,6 +81,37 @@ TEST_P(GemmTest, RepeatedRunsAreBitwiseEqual) {
   EXPECT_EQ(C1.raw(), C2.raw());
 }
 
+// A GEMM op splits its output over the stream's OpenMP threads (the slices as large as the model's
+// projections): every thread count gives the same bits, for every transpose combination, with
+// the split along C's rows (M >= N) and along its columns.
+TEST_P(GemmTest, ResultDoesNotDependOnThreads) {
+  const DType dt = GetParam();
+  struct Shape { int64_t M, N, K; };
+  for (Shape sh : {Shape{1024, 96, 288}, Shape{96, 768, 1024}, Shape{517, 301, 263}}) {
+    for (int ta = 0; ta < 2; ++ta) {
+      for (int tb = 0; tb < 2; ++tb) {
+        const int64_t M = sh.M, N = sh.N, K = sh.K;
+        HostTensor A = random_tensor(rng_, dt, {ta ? K : M, ta ? M : K});
+        HostTensor Bm = random_tensor(rng_, dt, {tb ? N : K, tb ? K : N});
+        const HostTensor C0 = random_tensor(rng_, dt, {M, N});
+        std::vector<HostTensor> out;
+        for (int threads : {1, 2, 3}) {
+          set_stream_omp_threads(s(), threads);
+          out.push_back(C0);
+          ops::gemm(s(), ta, tb, M, N, K, 0.5f, A.view(), Bm.view(), 1.0f, out.back().view());
+          sync();
+        }
+        set_stream_omp_threads(s(), 1);
+        const std::string what = std::string("gemm ") + dtype_name(dt) + " M" + std::to_string(M) + " N" +
+                                 std::to_string(N) + " K" + std::to_string(K) + " ta" + std::to_string(ta) + " tb" +
+                                 std::to_string(tb);
+        EXPECT_EQ(out[0].raw(), out[1].raw()) << what << ": 2 threads";
+        EXPECT_EQ(out[0].raw(), out[2].raw()) << what << ": 3 threads";
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllDtypes, GemmTest, ::testing::ValuesIn(kAllDtypes),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 

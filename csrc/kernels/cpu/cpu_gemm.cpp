@@ -1,10 +1,15 @@
 // cpu_gemm.cpp — GEMM on the CPU backend: OpenBLAS sgemm, row-major, packed (gemm) or with
 // explicit row strides (gemm_ld, the padded LM head), and the raw strided sgemm_rm.
+// One thread pool: OpenBLAS runs single-threaded in its caller, and a GEMM op splits its output
+// into slices over the calling thread's OpenMP threads (split_gemm). OpenBLAS's own pthreads pool
+// next to the OpenMP pool the other kernels use would put two spinning pools on the same cores,
+// each waiting out the other's spin between consecutive ops.
 // fp32 runs sgemm in place. bf16 runs the native GEMM (cpu_gemm_bf16.cpp) where
 // cpu::active_bf16_gemm() says Native; otherwise bf16/fp16 operands are widened to fp32 scratch
 // (exact; AVX-512 passes for bf16 where available) and multiplied by sgemm. Both accumulate in fp32 and round back once (RNE) — the same
 // contract as cuBLAS with bf16/fp16 inputs and CUBLAS_COMPUTE_32F.
 #include <cblas.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <climits>
@@ -75,6 +80,39 @@ bool blas_beta0_overwrites() {
 // used columns, row stride ld (the columns between cols and ld are never rounded back).
 int64_t span(int64_t rows, int64_t cols, int64_t ld) { return rows == 0 ? 0 : (rows - 1) * ld + cols; }
 
+// The smallest slice split_gemm hands one thread, in multiply-adds: far above the sizes where
+// OpenBLAS takes its small-matrix and direct kernels, so a slice runs the same blocked kernel as
+// the whole GEMM would, and a split never changes a bit of C (GemmTest.ResultDoesNotDependOnThreads).
+constexpr double kMinSliceMacs = 1 << 22;
+constexpr int64_t kSliceAlign = 16;  // slice widths: whole SIMD micro-tiles of the sgemm kernel
+
+// C[M,N] = alpha op(A) op(B) + beta C split over the OpenMP threads: C's rows when M >= N, else its
+// columns, one contiguous slice per thread. Every element of C is still one BLAS dot product over
+// the whole K, in the kernel's order; only which thread computes it changes.
+void split_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+                const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  const bool rows = M >= N;
+  const int64_t extent = rows ? M : N;
+  const double macs = static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
+  const int64_t by_size = static_cast<int64_t>(macs / kMinSliceMacs);
+  const int64_t slices = std::min<int64_t>({omp_in_parallel() ? 1 : omp_get_max_threads(), by_size,
+                                            extent / kSliceAlign});
+  if (slices <= 1) {
+    sgemm_rm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
+  const int64_t step = (extent / kSliceAlign + slices - 1) / slices * kSliceAlign;
+#pragma omp parallel for schedule(static, 1) num_threads(static_cast<int>(slices))
+  for (int64_t s = 0; s < slices; ++s) {
+    const int64_t lo = s * step, n = (s + 1 == slices ? extent : std::min(extent, lo + step)) - lo;
+    if (n <= 0) continue;  // the last slice takes the rows (columns) past the last whole step
+    if (rows)  // rows lo.. of C and of op(A): A stored [K,M] when transposed
+      sgemm_rm(ta, tb, n, N, K, alpha, ta ? A + lo : A + lo * lda, lda, B, ldb, beta, C + lo * ldc, ldc);
+    else  // columns lo.. of C and of op(B): B stored [N,K] when transposed
+      sgemm_rm(ta, tb, M, n, K, alpha, A, lda, tb ? B + lo * ldb : B + lo, ldb, beta, C + lo, ldc);
+  }
+}
+
 // C[M,N] (row stride ldc) = alpha op(A) op(B) + beta C, all fp32, row-major, operands with row
 // strides lda, ldb. beta == 0 never reads C. Only the M×N block of C is written.
 void sgemm_strided(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
@@ -90,7 +128,7 @@ void sgemm_strided(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alph
     // This BLAS treats beta == 0 as "scale by zero", which keeps NaN/inf; the contract is overwrite.
     for (int64_t i = 0; i < M; ++i) std::fill(C + i * ldc, C + i * ldc + N, 0.0f);
   }
-  sgemm_rm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  split_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 template <typename T>
@@ -138,6 +176,8 @@ void gemm_any(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, co
 
 void sgemm_rm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
               const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  static const bool single_threaded_blas = (openblas_set_num_threads(1), true);  // before the first BLAS call
+  (void)single_threaded_blas;
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(M),
               static_cast<int>(N), static_cast<int>(K), alpha, A, static_cast<int>(lda), B, static_cast<int>(ldb),
               beta, C, static_cast<int>(ldc));
