@@ -1,5 +1,5 @@
-// cmd_sample.cpp — `zerotrain sample`: text from a trained GPT, one forward per new token over a
-// key/value cache (model/gpt_decode.h), greedy or seeded temperature / top-k / top-p sampling
+// cmd_sample.cpp — `zerotrain sample`: text from a trained GPT or Llama, one forward per new token
+// over a key/value cache (model/decoder.h), greedy or seeded temperature / top-k / top-p sampling
 // (model/sampler.h). One process, no MPI.
 #include <cerrno>
 #include <chrono>
@@ -14,7 +14,7 @@
 #include "sample_setup.h"
 #include "zerotrain/core/check.h"
 #include "zerotrain/core/device.h"
-#include "zerotrain/model/gpt_decode.h"
+#include "zerotrain/model/decoder.h"
 
 namespace zt {
 namespace {
@@ -24,9 +24,9 @@ const char* usage() {
          "                        --prompt TEXT --tokens N [--temperature t] [--top-k k] [--top-p p] [--seed s]\n"
          "                        [--tokenizer T.json] [--device auto|cpu|cuda]\n"
          "  --weights F|DIR   a weights file (fp32, bf16 or fp16; train --save-weights, consolidate, Hugging Face\n"
-         "                    GPT-2) or a folder holding model.safetensors\n"
+         "                    GPT-2 or Llama) or a folder holding model.safetensors\n"
          "  --resume CKPT     a checkpoint directory (its 'latest', or --tag T): its fp32 master weights\n"
-         "  --model MODEL.json  the GPT the weights belong to (names and shapes must match)\n"
+         "  --model MODEL.json  the GPT or Llama the weights belong to (names and shapes must match)\n"
          "  --prompt TEXT     encoded by --tokenizer; without one byte-level: each byte of TEXT is one id (0..255)\n"
          "  --tokenizer T.json  a byte-level BPE tokenizer.json (zerotrain tokenize train, or Hugging Face's):\n"
          "                    encodes the prompt and decodes the sample\n"
@@ -122,21 +122,21 @@ std::unique_ptr<Device> sample_device(const std::string& want) {
 
 int run_sample(const SampleArgs& a) {
   const ModelConfig mc = parse_model_config_file(a.model);
-  if (mc.type != ModelConfig::Type::GPT)
-    throw InputError("sample: --model " + a.model + " is " + (mc.is_token_model() ? "a llama model" : "an MLP") +
-                     "; sampling needs a GPT model file (key/value-cache decoding is implemented for GPT only)");
+  if (!mc.is_token_model())
+    throw InputError("sample: --model " + a.model + " is an MLP; sampling needs a token model file (gpt or llama)");
   const std::unique_ptr<TextCodec> codec = make_text_codec(a.tokenizer);
-  const std::vector<int32_t> prompt = encode_prompt(*codec, a.prompt, mc.gpt, "sample: --prompt");
+  const std::vector<int32_t> prompt = encode_prompt(*codec, a.prompt, mc, "sample: --prompt");
   std::unique_ptr<Device> dev = sample_device(a.device);
   std::unique_ptr<Stream> stream = dev->create_stream("sample");
-  const std::vector<ParamSpec> specs = gpt_param_specs(mc.gpt, *dev, *stream);
+  const std::vector<ParamSpec> specs = decoder_param_specs(mc, *dev, *stream);
   const auto t0 = std::chrono::steady_clock::now();
-  GptDecoder decoder(mc.gpt,
-                     a.resume.empty() ? read_weights_for_sampling(a.weights, specs)
-                                      : read_checkpoint_for_sampling(a.resume, a.tag, specs),
-                     *dev, *stream);
+  const std::unique_ptr<Decoder> decoder =
+      make_decoder(mc,
+                   a.resume.empty() ? read_weights_for_sampling(a.weights, specs)
+                                    : read_checkpoint_for_sampling(a.resume, a.tag, specs),
+                   *dev, *stream);
   const auto t1 = std::chrono::steady_clock::now();
-  const Generation g = generate(decoder, prompt, a.tokens, a.sampling);
+  const Generation g = generate(*decoder, prompt, a.tokens, a.sampling);
   const double gen_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
   const std::string text = a.prompt + decode_tokens(*codec, g.tokens);
   std::fwrite(text.data(), 1, text.size(), stdout);
@@ -149,7 +149,7 @@ int run_sample(const SampleArgs& a) {
   if (g.context_full)
     std::fprintf(stderr, "sample: stopped after %zu of %lld token(s): the sequence filled the model's context "
                  "(n_ctx=%lld positions)\n", g.tokens.size(), static_cast<long long>(a.tokens),
-                 static_cast<long long>(mc.gpt.n_ctx));
+                 static_cast<long long>(mc.context_length()));
   return 0;
 }
 

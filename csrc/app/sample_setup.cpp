@@ -51,18 +51,19 @@ std::vector<std::vector<float>> read_checkpoint_for_sampling(const std::string& 
   return out;
 }
 
-std::vector<int32_t> encode_prompt(const TextCodec& codec, const std::string& text, const GptConfig& cfg,
+std::vector<int32_t> encode_prompt(const TextCodec& codec, const std::string& text, const ModelConfig& cfg,
                                    const std::string& flag) {
+  const int64_t n_ctx = cfg.context_length(), vocab = cfg.vocab_size();
   const std::vector<uint32_t> ids = codec.encode(text);
   if (ids.empty()) throw InputError(flag + " '': empty prompt; expected at least one token of text");
-  if (static_cast<int64_t>(ids.size()) > cfg.n_ctx)
+  if (static_cast<int64_t>(ids.size()) > n_ctx)
     throw InputError(flag + ": the prompt is " + std::to_string(ids.size()) + " tokens, more than the model's n_ctx=" +
-                     std::to_string(cfg.n_ctx));
+                     std::to_string(n_ctx));
   std::vector<int32_t> out;
   for (size_t i = 0; i < ids.size(); ++i) {
-    if (ids[i] >= static_cast<uint64_t>(cfg.vocab_size))
+    if (ids[i] >= static_cast<uint64_t>(vocab))
       throw InputError(flag + ": token " + std::to_string(ids[i]) + " at position " + std::to_string(i) + " (" +
-                       codec.describe() + ") is outside the model's vocabulary [0, " + std::to_string(cfg.vocab_size) + ")");
+                       codec.describe() + ") is outside the model's vocabulary [0, " + std::to_string(vocab) + ")");
     out.push_back(static_cast<int32_t>(ids[i]));
   }
   return out;

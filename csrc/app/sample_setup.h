@@ -23,7 +23,7 @@ std::vector<std::vector<float>> read_checkpoint_for_sampling(const std::string& 
 
 // The prompt's ids under `codec`: InputError naming `flag` when it is empty, longer than n_ctx
 // tokens, or holds an id outside the model's vocabulary.
-std::vector<int32_t> encode_prompt(const TextCodec& codec, const std::string& text, const GptConfig& cfg,
+std::vector<int32_t> encode_prompt(const TextCodec& codec, const std::string& text, const ModelConfig& cfg,
                                    const std::string& flag);
 std::string decode_tokens(const TextCodec& codec, const std::vector<int32_t>& ids);
 

@@ -7,24 +7,24 @@
 #include "sample_setup.h"
 #include "zerotrain/core/check.h"
 #include "zerotrain/core/device.h"
-#include "zerotrain/model/gpt_decode.h"
+#include "zerotrain/model/decoder.h"
 
 namespace zt {
 
 void check_sample_flags(const TrainArgs& args, const ModelConfig& model) {
   if (args.sample_every == 0) return;
-  if (model.type != ModelConfig::Type::GPT)
-    throw InputError("train: --sample-every needs a GPT model (key/value-cache decoding is implemented for GPT only); "
-                     "--model " + model.source + " is " + (model.is_token_model() ? "a llama model" : "an MLP"));
-  encode_prompt(*make_text_codec(args.sample_tokenizer), args.sample_prompt, model.gpt, "train: --sample-prompt");
+  if (!model.is_token_model())
+    throw InputError("train: --sample-every needs a token model (gpt or llama); --model " + model.source +
+                     " is an MLP");
+  encode_prompt(*make_text_codec(args.sample_tokenizer), args.sample_prompt, model, "train: --sample-prompt");
 }
 
 TrainSampler::TrainSampler(const TrainArgs& args, const ModelConfig& model)
     : every_(args.sample_every), tokens_(args.sample_tokens), prompt_text_(args.sample_prompt),
       codec_(make_text_codec(args.sample_tokenizer)) {
   if (!enabled()) return;
-  gpt_ = model.gpt;
-  prompt_ = encode_prompt(*codec_, prompt_text_, gpt_, "train: --sample-prompt");
+  model_ = model;
+  prompt_ = encode_prompt(*codec_, prompt_text_, model_, "train: --sample-prompt");
   options_.temperature = args.sample_temperature;
   options_.seed = args.seed;
 }
@@ -42,14 +42,14 @@ void TrainSampler::sample(ZeroEngine& engine, Communicator& comm, const std::vec
   if (!root) return;
   std::unique_ptr<Device> host = make_cpu_device();  // its own tracker: training's stays as it is
   std::unique_ptr<Stream> stream = host->create_stream("sample");
-  GptDecoder decoder(gpt_, weights, *host, *stream);
-  const Generation g = generate(decoder, prompt_, tokens_, options_);
+  const std::unique_ptr<Decoder> decoder = make_decoder(model_, weights, *host, *stream);
+  const Generation g = generate(*decoder, prompt_, tokens_, options_);
   std::istringstream lines(prompt_text_ + decode_tokens(*codec_, g.tokens));
   for (std::string line; std::getline(lines, line);)
     std::printf("sample @ step %lld: %s\n", static_cast<long long>(step), line.c_str());
   if (g.context_full)
     std::printf("sample @ step %lld: (stopped after %zu token(s): the sequence filled n_ctx=%lld positions)\n",
-                static_cast<long long>(step), g.tokens.size(), static_cast<long long>(gpt_.n_ctx));
+                static_cast<long long>(step), g.tokens.size(), static_cast<long long>(model_.context_length()));
   std::fflush(stdout);
 }
 

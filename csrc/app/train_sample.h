@@ -4,7 +4,7 @@
 // Every rank takes part in one collective per sample: the fp32 master weights are all-gathered
 // bucket by bucket to rank 0 (ZeroEngine::stream_parameters, what --save-weights runs; at stage 3
 // the only way to see whole parameters). Rank 0 then generates on a private host CPU device
-// (model/gpt_decode.h: a key/value cache, one forward per token) and prints each line of the
+// (model/decoder.h: a key/value cache, one forward per token) and prints each line of the
 // prompt + sample as "sample @ step S: ...". Nothing the training reads is touched — the
 // parameters, gradients, optimizer states, data cursor — so the losses are bitwise those of a run
 // without samples; the training device holds only the gather's one bucket at a time.
@@ -23,7 +23,7 @@
 namespace zt {
 
 // Phase A (no collective): InputError when the flags ask for samples of a model that is not a
-// GPT, or a prompt the model cannot take (empty, longer than n_ctx, a byte outside the vocabulary).
+// token model (an MLP), or a prompt the model cannot take (empty, longer than n_ctx, a byte outside the vocabulary).
 void check_sample_flags(const TrainArgs& args, const ModelConfig& model);
 
 class TrainSampler {
@@ -38,7 +38,7 @@ class TrainSampler {
 
  private:
   int64_t every_ = 0, tokens_ = 0;
-  GptConfig gpt_;
+  ModelConfig model_;
   std::string prompt_text_;
   std::vector<int32_t> prompt_;
   SamplingOptions options_;

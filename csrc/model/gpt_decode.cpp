@@ -31,22 +31,8 @@ std::vector<ParamSpec> gpt_param_specs(const GptConfig& cfg, Device& dev, Stream
 
 GptDecoder::GptDecoder(const GptConfig& cfg, const std::vector<std::vector<float>>& weights, Device& dev,
                        Stream& stream)
-    : cfg_(cfg), dev_(dev), stream_(stream), specs_(gpt_param_specs(cfg, dev, stream)) {
-  ZT_CHECK(weights.size() == specs_.size(), "GptDecoder: " + std::to_string(weights.size()) + " weight tensors for " +
-                                                std::to_string(specs_.size()) + " parameters");
-  int64_t total = 0;
-  for (size_t i = 0; i < specs_.size(); ++i) {
-    ZT_CHECK(static_cast<int64_t>(weights[i].size()) == specs_[i].numel,
-             "GptDecoder: " + specs_[i].name + " has " + std::to_string(weights[i].size()) + " values, expected " +
-                 std::to_string(specs_[i].numel));
-    offset_.push_back(total);
-    total += specs_[i].numel;
-  }
-  weights_ = dev.alloc(static_cast<size_t>(total) * sizeof(float), MemCategory::Params);
-  for (size_t i = 0; i < specs_.size(); ++i)
-    dev.memcpy_async(weights_.as<float>() + offset_[i], weights[i].data(), weights[i].size() * sizeof(float),
-                     CopyKind::HostToDevice, stream);
-  stream.synchronize();  // the host vectors may go away
+    : Decoder("GptDecoder", cfg.n_ctx, cfg.n_layer), cfg_(cfg), dev_(dev), stream_(stream), weights_(gpt_param_specs(cfg, dev, stream), weights, dev, stream,
+                                                      "GptDecoder") {
   const int64_t T = cfg.n_ctx, C = cfg.n_embd, H = cfg.n_head;
   auto f32 = [&](int64_t n, MemCategory c = MemCategory::Activations) {
     return dev.alloc(static_cast<size_t>(n) * sizeof(float), c);
@@ -69,17 +55,9 @@ GptDecoder::GptDecoder(const GptConfig& cfg, const std::vector<std::vector<float
   // The prefill's attention statistics (tiled) or probabilities (materialised), as the model keeps.
   att_ = f32(cfg.attention == AttentionKind::Tiled ? H * T * 2 : H * T * T, MemCategory::Workspace);
   logits_ = f32(cfg.vocab_size);
-  host_logits_.resize(static_cast<size_t>(cfg.vocab_size));
 }
 
 GptDecoder::~GptDecoder() { stream_.synchronize(); }
-
-TensorView GptDecoder::param(int index) const {
-  const ParamSpec& s = specs_[static_cast<size_t>(index)];
-  TensorView v(weights_.as<float>() + offset_[static_cast<size_t>(index)], DType::F32, {}, dev_.kind());
-  for (int64_t d : s.shape) v.shape[v.ndim++] = d;
-  return v;
-}
 
 TensorView GptDecoder::act(const DeviceBuffer& b, std::initializer_list<int64_t> dims) const {
   return b.view(DType::F32, dims);
@@ -125,51 +103,12 @@ void GptDecoder::block(int64_t l, int64_t n) {
 // ln_f and the tied head over row n-1 only; the logits to the host.
 std::vector<float> GptDecoder::head(int64_t n) {
   const int64_t C = cfg_.n_embd, V = cfg_.vocab_size;
-  const int last = static_cast<int>(specs_.size()) - 2;  // ln_f.weight, then ln_f.bias
+  const int last = weights_.count() - 2;  // ln_f.weight, then ln_f.bias
   const TensorView row(x_.as<float>() + (n - 1) * C, DType::F32, {1, C}, dev_.kind());
   const TensorView lnf = act(ln_, {1, C}), logits = act(logits_, {1, V});
   ops::layernorm_forward(stream_, lnf, act(mean_, {1}), act(rstd_, {1}), row, param(last), param(last + 1), kLnEps);
   ops::gemm(stream_, false, true, 1, V, C, 1.0f, lnf, param(0), 0.0f, logits);
-  dev_.memcpy_async(host_logits_.data(), logits_.data(), host_logits_.size() * sizeof(float), CopyKind::DeviceToHost,
-                    stream_);
-  stream_.synchronize();
-  return host_logits_;
-}
-
-std::vector<float> GptDecoder::prefill(const std::vector<int32_t>& tokens) {
-  const int64_t n = static_cast<int64_t>(tokens.size());
-  ZT_CHECK(pos_ == 0, "GptDecoder::prefill: the cache holds " + std::to_string(pos_) + " tokens; reset() first");
-  ZT_CHECK(n >= 1 && n <= cfg_.n_ctx, "GptDecoder::prefill: " + std::to_string(n) + " tokens, expected 1.." +
-                                          std::to_string(cfg_.n_ctx));
-  embed(tokens);
-  for (int64_t l = 0; l < cfg_.n_layer; ++l) block(l, n);
-  pos_ = n;
-  return head(n);
-}
-
-std::vector<float> GptDecoder::step(int32_t token) {
-  ZT_CHECK(pos_ > 0, "GptDecoder::step: empty cache; prefill() the prompt first");
-  ZT_CHECK(pos_ < cfg_.n_ctx, "GptDecoder::step: the cache is full (n_ctx=" + std::to_string(cfg_.n_ctx) + ")");
-  embed({token});
-  for (int64_t l = 0; l < cfg_.n_layer; ++l) block(l, 1);
-  ++pos_;
-  return head(1);
-}
-
-Generation generate(GptDecoder& decoder, const std::vector<int32_t>& prompt, int64_t count, const SamplingOptions& o) {
-  Generation g;
-  decoder.reset();
-  std::vector<float> logits = decoder.prefill(prompt);
-  for (int64_t i = 0; i < count; ++i) {
-    g.tokens.push_back(sample_token(logits, o, static_cast<uint64_t>(i)));
-    if (i + 1 == count) break;
-    if (decoder.position() >= decoder.capacity()) {
-      g.context_full = true;
-      break;
-    }
-    logits = decoder.step(g.tokens.back());
-  }
-  return g;
+  return logits_to_host(dev_, stream_, logits_, V);
 }
 
 }  // namespace zt

@@ -1,7 +1,7 @@
 """The Llama model through the command line (CPU backend).
 
 * Bad Llama model files (an unknown key, rotary scaling, heads that do not group) exit 2 from
-  train and estimate, naming the file and the key; `sample` refuses a Llama model with exit 2.
+  train and estimate, naming the file and the key.
 * estimate of the real shapes (configs/models/llama-2-7b.json) counts Llama 2 7B's parameters;
   explain of llama-tiny lists its Hugging Face parameters in the bucket plan.
 * train of configs/models/llama-tiny.json at 2 ranks, ZeRO stage 3: --save-weights DIR/ writes a
@@ -9,6 +9,9 @@
   --model and from config.json alone, and from a sharded copy, gives the same bytes back; the
   checkpoint consolidates to the same model.safetensors, and a run resumed from it at another world
   size (1 rank) ends with the weights of the uninterrupted run.
+* train --sample-every prints samples of the Llama being trained; `zerotrain sample` from its
+  exported folder, greedy, reproduces the last one (key/value-cache decoding of Llama), and the
+  same flags give the same text twice.
 """
 import json
 import os
@@ -64,7 +67,7 @@ class LlamaCli(TempDirCase):
                     self.assertIn("model file " + path, out)
                     self.assertIn(message, out)
 
-    def test_estimate_real_shapes_and_sample_refused(self):
+    def test_estimate_real_shapes(self):
         out = self.zerotrain(["estimate", "--config", self.cfg, "--world-size", "2", "--model",
                               os.path.join(REPO, "configs", "models", "llama-2-7b.json")])
         self.assertIn("stage 0 %d B" % (16 * 6738415616), out)  # the ZeRO paper's 16 B per parameter, Llama 2 7B
@@ -72,11 +75,24 @@ class LlamaCli(TempDirCase):
         self.assertIn("num_key_value_heads=2", out)
         self.assertIn("param 1 model.layers.0.input_layernorm.weight", out)
         self.assertIn("lm_head.weight", out)
-        out = self.zerotrain(["sample", "--model", TINY, "--weights", self.path("none.safetensors"), "--prompt", "a",
-                              "--tokens", "4"],
-                             expect=2)
-        self.assertIn("is a llama model; sampling needs a GPT model file (key/value-cache decoding is implemented for GPT only)",
-                      out)
+
+    def test_sample_during_training_and_from_the_exported_folder(self):
+        trained = self.path("trained") + "/"
+        out = self.train(["--steps", "3", "--save-weights", trained, "--sample-every", "3", "--sample-prompt", "ab",
+                          "--sample-tokens", "6", "--sample-temperature", "0"])
+        during = [line for line in out.splitlines() if line.startswith("sample @ step 3: ")]
+        self.assertTrue(during, out)
+        args = [BIN, "sample", "--model", TINY, "--weights", trained, "--prompt", "ab", "--tokens", "6",
+                "--temperature", "0"]
+        runs = [subprocess.run(args, capture_output=True, text=True, timeout=120) for _ in range(2)]
+        for p in runs:
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertIn("6 token(s) after a 2-token prompt", p.stderr)
+        self.assertEqual(runs[0].stdout, runs[1].stdout)
+        first = runs[0].stdout
+        # The same weights give the same greedy text, during training and from the exported folder
+        # (the output's lines, as train prefixes them).
+        self.assertEqual(during[0], "sample @ step 3: " + first.splitlines()[0])
 
     def test_hugging_face_folder_round_trip_and_consolidate(self):
         trained = self.path("trained") + "/"

@@ -142,7 +142,7 @@ class SampleCli(unittest.TestCase):
             (["--weights", self.hf, "--model", other, "--prompt", "abc", "--tokens", "5"], "shape"),
             (["--resume", self.ckpt, "--model", other, "--prompt", "abc", "--tokens", "5"], "another model"),
             (["--resume", self.ckpt, "--tag", "global_step7"] + ok, "global_step7"),
-            (["--weights", self.hf, "--model", mlp, "--prompt", "abc", "--tokens", "5"], "needs a GPT"),
+            (["--weights", self.hf, "--model", mlp, "--prompt", "abc", "--tokens", "5"], "is an MLP; sampling needs a token model file (gpt or llama)"),
             (["--weights", self.hf, "--model", small, "--prompt", "abc", "--tokens", "5"], "outside the model's vocabulary"),
             (["--weights", self.hf] + ok[:-1] + ["0"], "--tokens '0'"),
             (["--weights", self.hf] + ok + ["--top-p", "1.5"], "--top-p"),
@@ -201,7 +201,7 @@ class SampleCli(unittest.TestCase):
              "--sample-temperature"),
             (["--model", self.model, "--sample-every", "5", "--sample-prompt", "x" * 40], "n_ctx=32"),
             (["--model", mlp, "--data", "teacher:noise=0.1,seed=1", "--sample-every", "5", "--sample-prompt", "ab"],
-             "needs a GPT"),
+             "needs a token model (gpt or llama)"),
         ]
         for args, needle in cases:
             p = subprocess.run(base + args, capture_output=True, text=True, timeout=120, env=ENV)
