@@ -60,20 +60,29 @@ double tidy(float v) {
 json model_config_json(const ModelConfig& m) {
   if (m.type == ModelConfig::Type::Llama) {
     const LlamaConfig& c = m.llama;
-    return {{"type", "llama"},
-            {"vocab_size", c.vocab_size},
-            {"hidden_size", c.hidden_size},
-            {"intermediate_size", c.intermediate_size},
-            {"num_hidden_layers", c.num_hidden_layers},
-            {"num_attention_heads", c.num_attention_heads},
-            {"num_key_value_heads", c.num_key_value_heads},
-            {"head_dim", c.head_dim},
-            {"max_position_embeddings", c.max_position_embeddings},
-            {"n_ctx", c.n_ctx},
-            {"rms_norm_eps", c.rms_norm_eps},
-            {"rope_theta", c.rope_theta},
-            {"tie_word_embeddings", c.tie_word_embeddings},
-            {"init_std", tidy(c.init_std)}};
+    json j = {{"type", "llama"},
+              {"vocab_size", c.vocab_size},
+              {"hidden_size", c.hidden_size},
+              {"intermediate_size", c.intermediate_size},
+              {"num_hidden_layers", c.num_hidden_layers},
+              {"num_attention_heads", c.num_attention_heads},
+              {"num_key_value_heads", c.num_key_value_heads},
+              {"head_dim", c.head_dim},
+              {"max_position_embeddings", c.max_position_embeddings},
+              {"n_ctx", c.n_ctx},
+              {"rms_norm_eps", c.rms_norm_eps},
+              {"rope_theta", c.rope_theta},
+              {"tie_word_embeddings", c.tie_word_embeddings},
+              {"init_std", tidy(c.init_std)}};
+    if (c.rope_scaling.enabled())
+      j["rope_scaling"] = {{"rope_type", "llama3"},
+                           {"factor", c.rope_scaling.factor},
+                           {"low_freq_factor", c.rope_scaling.low_freq_factor},
+                           {"high_freq_factor", c.rope_scaling.high_freq_factor},
+                           // an integer, as Hugging Face writes it
+                           {"original_max_position_embeddings",
+                            static_cast<int64_t>(c.rope_scaling.original_max_position_embeddings)}};
+    return j;
   }
   if (m.type == ModelConfig::Type::GPT) {
     const GptConfig& g = m.gpt;
@@ -121,7 +130,8 @@ json hf_gpt2_config(const json& c, DType dtype) {
 }
 
 json hf_llama_config(const json& c, DType dtype) {
-  // zerotrain's Llama: RMSNorm, SwiGLU (SiLU), plain rotary positions, no biases, no dropout.
+  // zerotrain's Llama: RMSNorm, SwiGLU (SiLU), rotary positions (plain or Llama 3's scaling), no
+  // biases, no dropout.
   // n_ctx is zerotrain's (the context a model built from this file is sized for); transformers
   // keeps it as an extra attribute.
   json out = {{"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"}};
@@ -129,7 +139,7 @@ json hf_llama_config(const json& c, DType dtype) {
                         "num_key_value_heads", "head_dim", "max_position_embeddings", "rms_norm_eps", "rope_theta",
                         "tie_word_embeddings", "n_ctx"})
     out[k] = c.at(k);
-  out["rope_scaling"] = nullptr;
+  out["rope_scaling"] = c.value("rope_scaling", json());
   out["hidden_act"] = "silu";
   out["attention_bias"] = false;
   out["mlp_bias"] = false;

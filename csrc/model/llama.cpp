@@ -124,7 +124,7 @@ class Llama final : public TokenModel {
     dk_ = &buf("ws.dk");
     dv_ = &buf("ws.dv");
     dI_ = &buf("ws.dI");
-    const std::vector<float> table = rope_table(cfg_.rope_theta, cfg_.head_dim, cfg_.n_ctx);
+    const std::vector<float> table = rope_table(cfg_.rope_theta, cfg_.head_dim, cfg_.n_ctx, cfg_.rope_scaling);
     dev_.memcpy_async(rope_->data(), table.data(), table.size() * sizeof(float), CopyKind::HostToDevice, stream_);
     stream_.synchronize();  // start-up only: table goes out of scope
   }

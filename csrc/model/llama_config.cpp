@@ -39,25 +39,72 @@ double get_positive_number(const json& doc, const std::string& source, const cha
   return it->get<double>();
 }
 
-// rope_scaling must be absent or null (plain rotary positions); transformers 5 writes
-// rope_parameters {"rope_type": "default", "rope_theta": θ} instead of rope_theta.
-double parse_rope_theta(const json& doc, const std::string& source) {
-  if (auto s = doc.find("rope_scaling"); s != doc.end() && !s->is_null())
-    fail(source, "rope_scaling", "rotary scaling is not supported (zerotrain's Llama uses plain rotary positions); "
-                                 "expected null, got " + s->dump());
-  double theta = get_positive_number(doc, source, "rope_theta", 10000.0);
-  if (auto p = doc.find("rope_parameters"); p != doc.end() && !p->is_null()) {
-    if (!p->is_object()) fail(source, "rope_parameters", "expected an object, got " + p->dump());
-    for (auto it = p->begin(); it != p->end(); ++it) {
-      if (it.key() == "rope_type" && *it != "default")
-        fail(source, "rope_parameters", "rope_type " + it->dump() +
-                                            " is not supported (zerotrain's Llama uses plain rotary positions: \"default\")");
-      if (it.key() != "rope_type" && it.key() != "rope_theta")
-        fail(source, "rope_parameters", "key \"" + it.key() + "\" is not supported (expected rope_type, rope_theta)");
-    }
-    theta = get_positive_number(*p, source, "rope_theta", theta);
+// Llama 3's scaling keys of a rope_scaling / rope_parameters object `o` (named `key` in
+// messages), besides rope_type (and, in rope_parameters, rope_theta).
+RopeScaling parse_llama3_scaling(const json& o, const std::string& source, const char* key) {
+  static const std::set<std::string> kKeys = {"factor", "low_freq_factor", "high_freq_factor",
+                                              "original_max_position_embeddings"};
+  for (auto it = o.begin(); it != o.end(); ++it) {
+    if (it.key() == "rope_type" || it.key() == "type" || (it.key() == "rope_theta" && std::string(key) == "rope_parameters"))
+      continue;
+    if (!kKeys.count(it.key()))
+      fail(source, key, "key \"" + it.key() + "\" is not a llama3 rotary-scaling key (expected factor, "
+                        "low_freq_factor, high_freq_factor, original_max_position_embeddings)");
   }
-  return theta;
+  RopeScaling r;
+  for (const char* k : {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}) {
+    auto it = o.find(k);
+    if (it == o.end()) fail(source, key, std::string("llama3 rotary scaling needs \"") + k + "\"");
+    if (!it->is_number() || !(it->get<double>() > 0.0) || !std::isfinite(it->get<double>()))
+      fail(source, key, std::string("\"") + k + "\": expected a positive finite number, got " + it->dump());
+  }
+  r.factor = o["factor"].get<double>();
+  r.low_freq_factor = o["low_freq_factor"].get<double>();
+  r.high_freq_factor = o["high_freq_factor"].get<double>();
+  r.original_max_position_embeddings = o["original_max_position_embeddings"].get<double>();
+  if (r.factor < 1.0) fail(source, key, "\"factor\": expected >= 1, got " + o["factor"].dump());
+  if (std::floor(r.original_max_position_embeddings) != r.original_max_position_embeddings)
+    fail(source, key, "\"original_max_position_embeddings\": expected a whole number of positions, got " +
+                      o["original_max_position_embeddings"].dump());
+  if (!(r.high_freq_factor > r.low_freq_factor))
+    fail(source, key, "\"high_freq_factor\" (" + o["high_freq_factor"].dump() + ") must be greater than "
+                      "\"low_freq_factor\" (" + o["low_freq_factor"].dump() + ")");
+  return r;
+}
+
+// The rope type an object names: "rope_type", or the legacy "type"; "default" when absent.
+std::string rope_type(const json& o, const std::string& source, const char* key) {
+  auto it = o.find("rope_type");
+  if (it == o.end()) it = o.find("type");
+  if (it == o.end()) return "default";
+  if (!it->is_string()) fail(source, key, "rope_type: expected a string, got " + it->dump());
+  return it->get<std::string>();
+}
+
+// rope_theta and the rotary scaling: rope_scaling absent, null or {"rope_type": "llama3", ...}
+// (Llama 3.1/3.2); transformers 5 writes both into rope_parameters {"rope_type": "default" |
+// "llama3", "rope_theta": θ, ...} instead.
+void parse_rope(const json& doc, const std::string& source, LlamaConfig& c) {
+  c.rope_theta = get_positive_number(doc, source, "rope_theta", 10000.0);
+  for (const char* key : {"rope_scaling", "rope_parameters"}) {
+    auto o = doc.find(key);
+    if (o == doc.end() || o->is_null()) continue;
+    if (!o->is_object()) fail(source, key, "expected an object or null, got " + o->dump());
+    const std::string type = rope_type(*o, source, key);
+    const bool params = std::string(key) == "rope_parameters";
+    if (type == "llama3") {
+      c.rope_scaling = parse_llama3_scaling(*o, source, key);
+    } else if (!(params && type == "default")) {
+      fail(source, key, "rope_type \"" + type + "\" is not supported (zerotrain's Llama implements plain rotary "
+                        "positions and Llama 3's \"llama3\" scaling)");
+    } else {
+      for (auto it = o->begin(); it != o->end(); ++it)
+        if (it.key() != "rope_type" && it.key() != "rope_theta")
+          fail(source, key, "key \"" + it.key() + "\" is not supported with rope_type \"default\" (expected "
+                            "rope_type, rope_theta)");
+    }
+    if (params) c.rope_theta = get_positive_number(*o, source, "rope_theta", c.rope_theta);
+  }
 }
 
 bool get_bool(const json& doc, const std::string& source, const char* key, bool dflt) {
@@ -123,7 +170,7 @@ LlamaConfig parse_llama_config(const json& doc, const std::string& source) {
     fail(source, "n_ctx", "must be <= max_position_embeddings (" + std::to_string(c.max_position_embeddings) + "), got " +
                               std::to_string(c.n_ctx));
   c.rms_norm_eps = get_positive_number(doc, source, "rms_norm_eps", 1e-6);
-  c.rope_theta = parse_rope_theta(doc, source);
+  parse_rope(doc, source, c);
   c.tie_word_embeddings = get_bool(doc, source, "tie_word_embeddings", false);
   c.init_std = get_init_std(doc, source, get_init_std(doc, source, 0.02f, "initializer_range"));
   if (auto a = doc.find("attention"); a != doc.end() && *a != "tiled")

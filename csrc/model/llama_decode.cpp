@@ -51,7 +51,7 @@ LlamaDecoder::LlamaDecoder(const LlamaConfig& cfg, const std::vector<std::vector
   act_ = f32(T * I);
   att_ = f32(H * T * 2, MemCategory::Workspace);
   logits_ = f32(cfg.vocab_size);
-  const std::vector<float> table = rope_table(cfg.rope_theta, cfg.head_dim, T);
+  const std::vector<float> table = rope_table(cfg.rope_theta, cfg.head_dim, T, cfg.rope_scaling);
   rope_ = f32(T * cfg.head_dim);
   dev.memcpy_async(rope_.data(), table.data(), table.size() * sizeof(float), CopyKind::HostToDevice, stream);
   stream.synchronize();  // `table` goes out of scope

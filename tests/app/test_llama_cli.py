@@ -1,14 +1,15 @@
 """The Llama model through the command line (CPU backend).
 
-* Bad Llama model files (an unknown key, rotary scaling, heads that do not group) exit 2 from
-  train and estimate, naming the file and the key.
+* Bad Llama model files (an unknown key, a rotary scaling other than Llama 3's, heads that do not
+  group) exit 2 from train and estimate, naming the file and the key.
 * estimate of the real shapes (configs/models/llama-2-7b.json) counts Llama 2 7B's parameters;
   explain of llama-tiny lists its Hugging Face parameters in the bucket plan.
 * train of configs/models/llama-tiny.json at 2 ranks, ZeRO stage 3: --save-weights DIR/ writes a
   Hugging Face folder (LlamaForCausalLM config.json, HF tensor names); --init-from it, with
   --model and from config.json alone, and from a sharded copy, gives the same bytes back; the
   checkpoint consolidates to the same model.safetensors, and a run resumed from it at another world
-  size (1 rank) ends with the weights of the uninterrupted run.
+  size (1 rank) ends with the weights of the uninterrupted run. Llama 3's rope_scaling reaches the
+  exported config.json as it was given.
 * train --sample-every prints samples of the Llama being trained; `zerotrain sample` from its
   exported folder, greedy, reproduces the last one (key/value-cache decoding of Llama), and the
   same flags give the same text twice.
@@ -54,7 +55,7 @@ class LlamaCli(TempDirCase):
         with open(TINY) as f:
             good = json.load(f)
         cases = [("num_hiden_layers", 2, 'key "num_hiden_layers": unknown key'),
-                 ("rope_scaling", {"rope_type": "llama3", "factor": 32.0}, 'key "rope_scaling": rotary scaling is not supported'),
+                 ("rope_scaling", {"rope_type": "linear", "factor": 2.0}, 'key "rope_scaling": rope_type "linear" is not supported'),
                  ("num_key_value_heads", 3, 'key "num_key_value_heads"'),
                  ("hidden_act", "gelu", 'key "hidden_act": expected "silu"')]
         for key, value, message in cases:
@@ -93,6 +94,18 @@ class LlamaCli(TempDirCase):
         # The same weights give the same greedy text, during training and from the exported folder
         # (the output's lines, as train prefixes them).
         self.assertEqual(during[0], "sample @ step 3: " + first.splitlines()[0])
+
+    def test_llama3_rope_scaling_reaches_the_exported_config(self):
+        with open(TINY) as f:
+            model = json.load(f)
+        model["rope_scaling"] = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                 "high_freq_factor": 4.0, "original_max_position_embeddings": 32}
+        path = self.write("scaled.json", model)
+        out = self.path("scaled") + "/"
+        self.zerotrain(["train", "--config", self.cfg, "--model", path, "--data", DATA, "--device", "cpu",
+                        "--steps", "0", "--save-weights", out])
+        with open(out + "config.json") as f:
+            self.assertEqual(json.load(f)["rope_scaling"], model["rope_scaling"])
 
     def test_hugging_face_folder_round_trip_and_consolidate(self):
         trained = self.path("trained") + "/"

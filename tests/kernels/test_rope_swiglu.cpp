@@ -32,6 +32,43 @@ TEST(RopeTable, RowsAreCosAndSinOfPositionTimesInverseFrequency) {
   EXPECT_TRUE(rope_table(theta, 2, 0).empty());
 }
 
+// Llama 3.2 1B's scaling (head_dim 64, theta 500000, factor 32, low 1, high 4, 8192 positions):
+// wavelengths 2π·500000^(i/32) below 8192/4 (i <= 14) keep their frequency, above 8192/1
+// (i >= 18) run 32 times slower — row p of the scaled table is row p/32 of the plain one, bitwise
+// (dividing by 32 is exact) — and i = 15..17 lie strictly between the two.
+TEST(RopeTable, Llama3ScalingKeepsHighDividesLowAndBlendsBetween) {
+  const double theta = 500000.0;
+  const int64_t hs = 64, half = hs / 2, P = 97;
+  RopeScaling r;
+  r.factor = 32.0;
+  r.low_freq_factor = 1.0;
+  r.high_freq_factor = 4.0;
+  r.original_max_position_embeddings = 8192.0;
+  const std::vector<float> plain = rope_table(theta, hs, P), scaled = rope_table(theta, hs, P, r);
+  const double kPi = 3.141592653589793;
+  for (int64_t p = 1; p < P; ++p) {
+    for (int64_t i = 0; i < half; ++i) {
+      const float got = scaled[p * hs + half + i];  // sin(p·f_i'), odd in the angle: tells the angle apart
+      if (i <= 14) {
+        EXPECT_EQ(got, plain[p * hs + half + i]) << "p=" << p << " i=" << i;
+      } else if (i >= 18) {
+        if (p % 32 == 0) {
+          EXPECT_EQ(got, plain[(p / 32) * hs + half + i]) << "p=" << p << " i=" << i;
+        }
+      } else {
+        const double f = std::pow(theta, -2.0 * static_cast<double>(i) / hs);
+        const double a = std::asin(static_cast<double>(got)) / static_cast<double>(p);  // p·f < π/2 here
+        ASSERT_LT(p * f, kPi / 2) << "p=" << p << " i=" << i;
+        EXPECT_GT(a, f / 32 * (1 + 1e-6)) << "p=" << p << " i=" << i;
+        EXPECT_LT(a, f * (1 - 1e-6)) << "p=" << p << " i=" << i;
+      }
+    }
+  }
+  RopeScaling bad = r;
+  bad.high_freq_factor = 0.5;
+  EXPECT_THROW(rope_table(theta, hs, P, bad), InputError);
+}
+
 TEST(RopeTable, RejectsBadArgumentsWithInputError) {
   auto message = [](auto fn) {
     try {

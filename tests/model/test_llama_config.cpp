@@ -123,8 +123,23 @@ TEST(LlamaConfig, BadValuesNameTheKey) {
   expect_error(kTiny, "mlp_bias", true, "no biases");
   expect_error(kTiny, "attention_dropout", 0.1, "dropout");
   expect_error(kTiny, "pretraining_tp", 2, "tensor-parallel");
-  expect_error(kTiny, "rope_scaling", json{{"rope_type", "llama3"}, {"factor", 32.0}}, "not supported");
+  const json llama3 = {{"rope_type", "llama3"}, {"factor", 32.0}, {"low_freq_factor", 1.0},
+                       {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192}};
+  auto with = [&](const char* key, const json& value) {
+    json j = llama3;
+    j[key] = value;
+    return j;
+  };
+  expect_error(kTiny, "rope_scaling", json{{"rope_type", "llama3"}, {"factor", 32.0}}, "needs \"low_freq_factor\"");
+  expect_error(kTiny, "rope_scaling", json{{"rope_type", "linear"}, {"factor", 2.0}}, "\"linear\" is not supported");
+  expect_error(kTiny, "rope_scaling", with("factor", 0.5), "expected >= 1");
+  expect_error(kTiny, "rope_scaling", with("high_freq_factor", 1.0), "must be greater than");
+  expect_error(kTiny, "rope_scaling", with("original_max_position_embeddings", 8192.5),
+               "whole number");
+  expect_error(kTiny, "rope_scaling", with("beta_fast", 32), "not a llama3 rotary-scaling key");
+  expect_error(kTiny, "rope_scaling", "llama3", "expected an object");
   expect_error(kTiny, "rope_parameters", json{{"rope_type", "yarn"}}, "not supported");
+  expect_error(kTiny, "rope_parameters", json{{"rope_type", "default"}, {"factor", 2.0}}, "not supported");
   expect_error(kTiny, "num_hiden_layers", 2, "unknown key");
   expect_error(kTiny, "model_type", "mistral", "llama");
 }
@@ -136,8 +151,30 @@ TEST(LlamaConfig, HuggingFaceConfigOfAnotherArchitecture) {
   EXPECT_NE(msg.find("\"model_type\""), std::string::npos) << msg;
   EXPECT_NE(msg.find("llama"), std::string::npos) << msg;
   doc["model_type"] = "llama";
-  doc["rope_scaling"] = {{"factor", 32.0}, {"rope_type", "llama3"}};  // Llama 3.1 / 3.2's long-context scaling
-  EXPECT_NE(error_of(doc).find("\"rope_scaling\": rotary scaling is not supported"), std::string::npos) << error_of(doc);
+}
+
+// Llama 3.1 / 3.2's long-context scaling, as their config.json writes it, and transformers 5's
+// rope_parameters holding the same.
+TEST(LlamaConfig, Llama3RotaryScaling) {
+  json doc = json::parse(kTinyLlamaHf);
+  EXPECT_FALSE(parse_model_config(doc, "x").llama.rope_scaling.enabled());
+  doc["rope_scaling"] = {{"factor", 32.0}, {"high_freq_factor", 4.0}, {"low_freq_factor", 1.0},
+                         {"original_max_position_embeddings", 8192}, {"rope_type", "llama3"}};
+  const RopeScaling r = parse_model_config(doc, "x").llama.rope_scaling;
+  EXPECT_TRUE(r.enabled());
+  EXPECT_EQ(r.factor, 32.0);
+  EXPECT_EQ(r.low_freq_factor, 1.0);
+  EXPECT_EQ(r.high_freq_factor, 4.0);
+  EXPECT_EQ(r.original_max_position_embeddings, 8192.0);
+  json v5 = doc;
+  v5.erase("rope_scaling");
+  v5.erase("rope_theta");
+  v5["rope_parameters"] = {{"rope_type", "llama3"}, {"rope_theta", 500000.0}, {"factor", 8.0},
+                           {"high_freq_factor", 4.0}, {"low_freq_factor", 1.0},
+                           {"original_max_position_embeddings", 8192}};
+  const LlamaConfig c = parse_model_config(v5, "x").llama;
+  EXPECT_EQ(c.rope_theta, 500000.0);
+  EXPECT_EQ(c.rope_scaling.factor, 8.0);
 }
 
 TEST(LlamaConfig, BundledFilesParse) {

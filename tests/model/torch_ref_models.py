@@ -204,10 +204,25 @@ def llama_param_shapes(cfg):
     return shapes
 
 
-def rotary(x, theta):
-    """x [B,nh,T,hs] at positions 0..T-1, rotate-half convention."""
+def llama3_frequencies(f, s):
+    """Llama 3's rescaled inverse frequencies (transformers' rope_type "llama3"), written from its
+    definition: by wavelength, high frequencies kept, low ones divided by the factor, a blend between."""
+    factor, low, high = s["factor"], s["low_freq_factor"], s["high_freq_factor"]
+    old = s["original_max_position_embeddings"]
+    wavelength = 2 * math.pi / f
+    slow = torch.where(wavelength > old / low, f / factor, f)
+    smooth = (old / wavelength - low) / (high - low)
+    blended = (1 - smooth) * slow / factor + smooth * slow
+    medium = (wavelength >= old / high) & (wavelength <= old / low)
+    return torch.where(medium, blended, slow)
+
+
+def rotary(x, theta, scaling=None):
+    """x [B,nh,T,hs] at positions 0..T-1, rotate-half convention; scaling: a rope_scaling dict."""
     T, hs = x.shape[2], x.shape[3]
     f = theta ** (-torch.arange(0, hs // 2, dtype=DT) * 2.0 / hs)
+    if scaling:
+        f = llama3_frequencies(f, scaling)
     ang = torch.arange(T, dtype=DT)[:, None] * f[None, :]
     cos, sin = torch.cat([ang.cos(), ang.cos()], -1), torch.cat([ang.sin(), ang.sin()], -1)
     x1, x2 = x[..., :hs // 2], x[..., hs // 2:]
@@ -225,7 +240,7 @@ def llama_logits(p, cfg, idx):
         q = (a @ p[h + "self_attn.q_proj.weight"].t()).reshape(B, T, H, hs).transpose(1, 2)
         k = (a @ p[h + "self_attn.k_proj.weight"].t()).reshape(B, T, Hkv, hs).transpose(1, 2)
         v = (a @ p[h + "self_attn.v_proj.weight"].t()).reshape(B, T, Hkv, hs).transpose(1, 2)
-        q, k = rotary(q, theta), rotary(k, theta)
+        q, k = rotary(q, theta, cfg.get("rope_scaling")), rotary(k, theta, cfg.get("rope_scaling"))
         k, v = k.repeat_interleave(H // Hkv, dim=1), v.repeat_interleave(H // Hkv, dim=1)
         y = causal_attention(q, k, v).transpose(1, 2).reshape(B, T, H * hs)
         x = x + y @ p[h + "self_attn.o_proj.weight"].t()

@@ -154,7 +154,7 @@ class LlamaReference(DumpCase):
         g = torch.Generator().manual_seed(seed + 100)
         tokens = torch.randint(0, cfg["vocab_size"], (B * T + 1 + 37,), generator=g).tolist()
         label = (f"llama H={cfg['num_attention_heads']} Hkv={cfg['num_key_value_heads']} theta={cfg['rope_theta']:g}"
-                 f"{' tied' if cfg['tie_word_embeddings'] else ''}")
+                 f"{' tied' if cfg['tie_word_embeddings'] else ''}{' llama3 scaling' if 'rope_scaling' in cfg else ''}")
         self.compare(label, lambda p, i: ref.llama_logits(p, cfg, i), cfg, params, tokens, B, T)
 
     def test_t1(self):
@@ -172,6 +172,13 @@ class LlamaReference(DumpCase):
     def test_theta_500000(self):
         self.case(64, rope_theta=500000.0, seed=2)
         self.case(200, B=1, rope_theta=500000.0, seed=3)
+
+    def test_llama3_rope_scaling(self):
+        # head size 8: wavelengths 2π, 20π, 200π, 2000π against 64/4 and 64/1 positions: one
+        # frequency kept, one blended, two divided by the factor
+        scaling = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                   "original_max_position_embeddings": 64}
+        self.case(200, B=1, rope_scaling=scaling, seed=7)
 
     def test_tied_head_multi_head(self):
         self.case(7, tie_word_embeddings=True, num_key_value_heads=4, seed=4)

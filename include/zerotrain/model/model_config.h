@@ -10,7 +10,9 @@
 //         "llama" stands for "type": "llama"): vocab_size, hidden_size, intermediate_size,
 //         num_hidden_layers, num_attention_heads, num_key_value_heads (default num_attention_heads),
 //         max_position_embeddings, rms_norm_eps (default 1e-6), rope_theta (default 10000),
-//         tie_word_embeddings (default false), head_dim (default hidden_size / num_attention_heads),
+//         rope_scaling (null, or Llama 3's {"rope_type": "llama3", "factor", "low_freq_factor",
+//         "high_freq_factor", "original_max_position_embeddings"}; transformers 5's rope_parameters
+//         holding the same), tie_word_embeddings (default false), head_dim (default hidden_size / num_attention_heads),
 //         initializer_range (default 0.02); zerotrain's own optional keys: "n_ctx" (the context the
 //         activations are sized for, <= max_position_embeddings, default max_position_embeddings),
 //         "init_std" (overrides initializer_range), "attention": "tiled". HF's informational keys
@@ -24,6 +26,8 @@
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
+
+#include "zerotrain/model/rope.h"
 
 namespace zt {
 
@@ -53,6 +57,7 @@ struct LlamaConfig {
   int64_t max_position_embeddings = 0;  // the rotary table's length
   int64_t n_ctx = 0;                    // activations' context, <= max_position_embeddings
   double rms_norm_eps = 1e-6, rope_theta = 10000.0;
+  RopeScaling rope_scaling;             // Llama 3's (rope_scaling "llama3"); disabled by default
   bool tie_word_embeddings = false;
   float init_std = 0.02f;               // every projection and the embedding; norms start at 1
 };
