@@ -1,7 +1,8 @@
 // Llama decoding with the key/value cache (model/llama_decode.h) against recomputing the whole
 // prefix for every token: the decoder's own prefill over the prefix (the training attention
 // kernel) and the training model's forward_logits over the same sequence; grouped-query attention
-// (2 query heads per key/value head), tied and untied heads, rope_theta 10000 and 500000.
+// (2 query heads per key/value head), tied and untied heads, rope_theta 10000 and 500000, Llama 3's
+// rotary scaling.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,6 +20,7 @@ namespace {
 struct Case {
   bool tied;
   double theta;
+  bool llama3 = false;  // Llama 3's rotary scaling, its bands inside the 48 positions
 };
 
 ModelConfig decode_llama(const Case& c) {
@@ -37,6 +39,10 @@ ModelConfig decode_llama(const Case& c) {
   l.rms_norm_eps = 1e-5;
   l.rope_theta = c.theta;
   l.tie_word_embeddings = c.tied;
+  if (c.llama3) {
+    l.rope_scaling.factor = 8.0;
+    l.rope_scaling.original_max_position_embeddings = 16.0;
+  }
   return m;
 }
 
@@ -134,10 +140,12 @@ TEST_P(LlamaDecode, LogitsMatchTheTrainingForward) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Heads, LlamaDecode,
-                         ::testing::Values(Case{false, 10000.0}, Case{true, 10000.0}, Case{false, 500000.0}),
+                         ::testing::Values(Case{false, 10000.0}, Case{true, 10000.0}, Case{false, 500000.0},
+                                           Case{false, 10000.0, true}),
                          [](const auto& info) {
                            return std::string(info.param.tied ? "tied" : "untied") + "_theta" +
-                                  std::to_string(static_cast<int>(info.param.theta));
+                                  std::to_string(static_cast<int>(info.param.theta)) +
+                                  (info.param.llama3 ? "_llama3" : "");
                          });
 
 TEST(LlamaDecodeContext, StopsWhenTheContextIsFull) {
