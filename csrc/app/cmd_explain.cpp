@@ -10,6 +10,7 @@
 #include <string>
 
 #include "commands.h"
+#include "zerotrain/comm/communicator.h"
 #include "zerotrain/app/train_setup.h"
 #include "zerotrain/core/check.h"
 #include "zerotrain/zero/memory_predict.h"
@@ -19,7 +20,7 @@ namespace zt {
 namespace {
 
 const char* kUsage =
-    "usage: zerotrain explain --config DS.json --model MODEL.json --world-size N [--strict]\n"
+    "usage: zerotrain explain --config DS.json --model MODEL.json --world-size N [--nodes K] [--strict]\n"
     "  Prints, without running, the ZeRO plan the engine would execute for this config, model and\n"
     "  world size: the bucket plan, which rank owns which slice of which parameter, the schedule\n"
     "  position by position, the step program (every op the engine runs, in order), and the ordered\n"
@@ -28,13 +29,23 @@ const char* kUsage =
     "  --config DS.json   DeepSpeed config (as for train)\n"
     "  --model M.json     model file (configs/models/*.json)\n"
     "  --world-size N     data-parallel ranks (>= 1)\n"
+    "  --nodes K          the nodes the N ranks run on, N/K each, ranks numbered node by node (default 1):\n"
+    "                     adds the bytes each node sends to the others per step, per comm backend\n"
     "  --strict           unknown top-level config keys are errors\n";
 
 struct ExplainArgs {
   std::string config, model;
-  int world = 0;
+  int world = 0, nodes = 1;
   bool strict = false;
 };
+
+int parse_int(const std::string& flag, const std::string& v) {
+  char* end = nullptr;
+  const long n = std::strtol(v.c_str(), &end, 10);
+  if (v.empty() || *end || n < 1 || n > 65536)
+    throw InputError("explain: " + flag + " '" + v + "': expected an integer between 1 and 65536");
+  return static_cast<int>(n);
+}
 
 ExplainArgs parse(int argc, char** argv) {
   ExplainArgs a;
@@ -47,18 +58,16 @@ ExplainArgs parse(int argc, char** argv) {
     };
     if (f == "--config") a.config = value();
     else if (f == "--model") a.model = value();
-    else if (f == "--world-size") {
-      const std::string v = value();
-      char* end = nullptr;
-      const long n = std::strtol(v.c_str(), &end, 10);
-      if (v.empty() || *end || n < 1 || n > 65536)
-        throw InputError("explain: --world-size '" + v + "': expected an integer between 1 and 65536");
-      a.world = static_cast<int>(n);
-    } else if (f == "--strict") a.strict = true;
+    else if (f == "--world-size") a.world = parse_int(f, value());
+    else if (f == "--nodes") a.nodes = parse_int(f, value());
+    else if (f == "--strict") a.strict = true;
     else throw InputError("explain: unknown flag '" + f + "'\n" + kUsage);
   }
   if (a.config.empty() || a.model.empty() || a.world == 0)
     throw InputError(std::string("explain: --config, --model and --world-size are required\n") + kUsage);
+  if (a.world % a.nodes != 0)
+    throw InputError("explain: --world-size " + std::to_string(a.world) + " is not a multiple of --nodes " +
+                     std::to_string(a.nodes) + " (every node runs the same number of ranks)");
   return a;
 }
 
@@ -76,7 +85,7 @@ struct Traffic {
   double total() const { return grads + params + stats; }
 };
 
-void print_collectives(const std::vector<PlannedCollective>& cs, int world) {
+void print_collectives(const std::vector<PlannedCollective>& cs, int world, int nodes) {
   std::printf("collectives of one optimizer step, in issue order (bytes = the full buffer, as nccl-tests):\n");
   double total = 0;
   Traffic t;
@@ -97,6 +106,19 @@ void print_collectives(const std::vector<PlannedCollective>& cs, int world) {
               human_bytes(t.total()).c_str(), human_bytes(t.total()).c_str(), world);
   std::printf("    gradient reductions %s, parameter gathers %s, step statistics and norms %s, each way\n",
               human_bytes(t.grads).c_str(), human_bytes(t.params).c_str(), human_bytes(t.stats).c_str());
+  if (nodes == 1) return;
+  // Every collective spans all ranks, so each crosses the nodes.
+  const int local = world / nodes;
+  double mpi = 0, nccl = 0;
+  for (const PlannedCollective& c : cs) {
+    const double b = static_cast<double>(c.bytes);
+    mpi += node_send_bytes(CommBackend::MPI, CommOptions{}, c.op, b, world, local);
+    nccl += node_send_bytes(CommBackend::NCCL, CommOptions{}, c.op, b, world, local);
+  }
+  std::printf("  across %d nodes of %d ranks, all %zu collectives cross nodes; each node sends the others per step\n"
+              "    %s (%.0f B) with the MPI backend (direct exchange: %d*(N-%d)/N*B per reduce-scatter or all-gather)\n"
+              "    %s (%.0f B) with NCCL (rings in rank order: (N-1)/N*B per reduce-scatter or all-gather)\n",
+              nodes, local, cs.size(), human_bytes(mpi).c_str(), mpi, local, local, human_bytes(nccl).c_str(), nccl);
 }
 
 // offload_optimizer: what crosses the host link per step and rank — each offload op's reduced
@@ -146,7 +168,7 @@ int run(const ExplainArgs& a) {
   std::printf("%s\n%s\n%s\n", plan.describe().c_str(), plan.describe_ownership(names).c_str(),
               plan.describe_timeline().c_str());
   std::printf("%s\n", describe_program(step_program(plan, gas)).c_str());
-  print_collectives(plan.step_collectives(gas), a.world);
+  print_collectives(plan.step_collectives(gas), a.world, a.nodes);
   if (plan.host_grads) print_host_copies(plan, step_program(plan, gas), eopt.offload.params);
   return 0;
 }

@@ -80,11 +80,13 @@ std::unique_ptr<Device> pick_device(const std::string& want) {
   return make_cuda_device(select_local_cuda_device(MPI_COMM_WORLD));  // collective: distinct GPUs per node
 }
 
-// Every rank's line "rank R host H local L device D", printed by rank 0 in rank order.
+// Every rank's line "rank R host H node N/K local_rank L/S device D", printed by rank 0 in rank
+// order.
 void print_rank_map(Communicator& comm, const NodeLocal& local, const Device& dev) {
   char line[256];
-  std::snprintf(line, sizeof(line), "  rank %d  host %s  local_rank %d/%d  device %s", comm.rank(),
-                process_info().host.c_str(), local.local_rank, local.local_size, dev.description().c_str());
+  std::snprintf(line, sizeof(line), "  rank %d  host %s  node %d/%d  local_rank %d/%d  device %s", comm.rank(),
+                process_info().host.c_str(), local.node, local.nodes, local.local_rank, local.local_size,
+                dev.description().c_str());
   std::vector<std::string> all = comm.gather_strings(line, 0, "rank map");
   if (comm.rank() != 0) return;
   std::printf("rank map:\n");
@@ -286,7 +288,7 @@ struct Observers {
   // agrees on the verdict, so one rank's bad path ends every rank with exit 2.
   void open_outputs(TrainRun& run, const TrainArgs& args) {
     if (tracing) check_trace_outputs(args.trace_dir, run.comm->rank());
-    if (!args.comm_log.empty()) comm_log.emplace(args.comm_log, run.comm->rank(), run.comm->world_size());
+    if (!args.comm_log.empty()) comm_log.emplace(args.comm_log, *run.comm);
   }
   TimingLevel level(int64_t step) const {  // step: 1-based
     if (tracing && trace_steps.contains(step)) return TimingLevel::Trace;
@@ -294,7 +296,7 @@ struct Observers {
   }
   void after_step(TrainRun& run, const StepStats& st) {
     if (breakdown && st.breakdown) steps.push_back(*st.breakdown);
-    if (comm_log) comm_log->write_completed(run.comm->log());
+    if (comm_log) comm_log->write_completed();
   }
   // Collective: every rank calls it once, after the last step.
   void finish(TrainRun& run, const TrainArgs& args, Rank0Log& log) {
@@ -308,13 +310,13 @@ struct Observers {
     comm.synchronize();
     if (comm_log)
       run_agreed(comm_max(comm), comm.rank(), comm.world_size(), "zerotrain train", [&] {
-        comm_log->write_completed(comm.log());
+        comm_log->write_completed();
         comm_log->close();
       });
     const CommsLoggerConfig& cl = run.cfg.comms_logger;
     if (!cl.enabled) return;
     const std::vector<std::string> all =
-        comm.gather_strings(comm_summary(comm.log(), comm.world_size(), cl.prof_all, cl.prof_ops), 0, "comms_logger");
+        comm.gather_strings(comm_summary(comm, cl.prof_all, cl.prof_ops), 0, "comms_logger");
     for (size_t r = 0; r < all.size(); ++r) log("rank %zu %s", r, all[r].c_str());
   }
 };

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 
@@ -195,51 +196,65 @@ void write_traces(const std::string& dir, Communicator& comm, const std::vector<
   });
 }
 
-CommLogWriter::CommLogWriter(const std::string& path, int rank, int world)
-    : out_(per_rank_output(path, rank), "train: --comm-log", true), rank_(rank) {
-  (void)world;
-}
+CommLogWriter::CommLogWriter(const std::string& path, const Communicator& comm)
+    : out_(per_rank_output(path, comm.rank()), "train: --comm-log", true), comm_(comm) {}
 
-void CommLogWriter::write_completed(const CommLog& log) {
+namespace {
+// Whether node_send_bytes applies: several nodes, ranks placed blocked.
+bool across_nodes(const Communicator& comm) { return comm.node().nodes > 1 && comm.node().blocked; }
+}  // namespace
+
+void CommLogWriter::write_completed() {
+  const CommLog& log = comm_.log();
   const uint64_t done = log.last_completed();
+  const int rank = comm_.rank();
   std::string lines;
   for (; written_ < done; ++written_) {
     const uint64_t seq = written_ + 1;
     const std::optional<CommRecord> r = log.find(seq);
     if (!r) {
-      lines += nlohmann::json({{"rank", rank_}, {"seq", seq}, {"dropped", true}}).dump() + "\n";
+      lines += nlohmann::json({{"rank", rank}, {"seq", seq}, {"dropped", true}}).dump() + "\n";
       continue;
     }
-    lines += nlohmann::json({{"rank", rank_}, {"seq", seq}, {"op", comm_op_name(r->op)}, {"label", r->label},
-                            {"count", r->count}, {"bytes", r->bytes}, {"dtype", dtype_name(r->dtype)},
-                            {"issued_s", r->issued_s}, {"started_s", r->started_s}, {"completed_s", r->completed_s},
-                            {"busy_ms", (r->completed_s - r->started_s) * 1e3}})
-                 .dump() +
-             "\n";
+    nlohmann::json j = {{"rank", rank},          {"seq", seq},
+                        {"op", comm_op_name(r->op)}, {"label", r->label},
+                        {"count", r->count},     {"bytes", r->bytes},
+                        {"dtype", dtype_name(r->dtype)}, {"issued_s", r->issued_s},
+                        {"started_s", r->started_s}, {"completed_s", r->completed_s},
+                        {"busy_ms", (r->completed_s - r->started_s) * 1e3}};
+    if (across_nodes(comm_)) j["node_send_bytes"] = r->node_send_bytes;
+    lines += j.dump() + "\n";
   }
   out_.write(lines);
 }
 
-std::string comm_summary(const CommLog& log, int world, bool all_ops, const std::vector<std::string>& ops) {
-  std::string out = "comms_logger (this rank; algbw = bytes / busy time, busbw as nccl-tests):\n";
+std::string comm_summary(const Communicator& comm, bool all_ops, const std::vector<std::string>& ops) {
+  const CommLog& log = comm.log();
+  const bool nodes = across_nodes(comm);
+  std::string out = "comms_logger (this rank; algbw = bytes / busy time, busbw as nccl-tests";
+  out += nodes ? "; to other nodes = bytes each node sends to the others, " + std::to_string(comm.node().nodes) +
+                     " nodes of " + std::to_string(comm.local_size()) + " ranks):\n"
+               : "):\n";
   char line[256];
-  std::snprintf(line, sizeof(line), "  %-15s %8s %14s %12s %12s %12s\n", "op", "count", "bytes", "busy ms", "algbw GB/s",
-                "busbw GB/s");
+  std::snprintf(line, sizeof(line), "  %-15s %8s %14s %12s %12s %12s%s\n", "op", "count", "bytes", "busy ms", "algbw GB/s",
+                "busbw GB/s", nodes ? "  to other nodes" : "");
   out += line;
   for (int i = 0; i < kNumCommOps; ++i) {
     const CommOp op = static_cast<CommOp>(i);
     const CommOpStats s = log.stats(op);
     if (s.calls == 0) continue;
     if (!all_ops && std::find(ops.begin(), ops.end(), comm_op_name(op)) == ops.end()) continue;
-    const double n = world;
+    const double n = comm.world_size();
     const double factor = op == CommOp::AllReduce ? 2 * (n - 1) / n
                           : (op == CommOp::ReduceScatter || op == CommOp::AllGather) ? (n - 1) / n
                           : op == CommOp::Broadcast ? 1.0 : 0.0;
     const double alg = s.busy_s > 0 ? static_cast<double>(s.bytes) / s.busy_s / 1e9 : 0;
-    std::snprintf(line, sizeof(line), "  %-15s %8llu %14llu %12.2f %12.3f %12.3f\n", comm_op_name(op),
+    std::snprintf(line, sizeof(line), "  %-15s %8llu %14llu %12.2f %12.3f %12.3f", comm_op_name(op),
                   static_cast<unsigned long long>(s.calls), static_cast<unsigned long long>(s.bytes), s.busy_s * 1e3,
                   alg, alg * factor);
     out += line;
+    if (nodes) out += "  " + std::to_string(std::llround(s.node_send_bytes)) + " B";
+    out += "\n";
   }
   if (!all_ops && ops.empty()) out += "  (no op selected: prof_all is false and prof_ops is empty)\n";
   return out;

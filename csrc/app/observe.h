@@ -49,21 +49,24 @@ void write_trace_file(const std::string& path, const nlohmann::json& events, con
 double align_clocks(Communicator& comm);
 
 // --comm-log FILE: one JSON object per completed collective, appended as the run goes (rank r
-// writes FILE on rank 0 and FILE.rank<r> elsewhere).
+// writes FILE on rank 0 and FILE.rank<r> elsewhere). On several nodes placed blocked, each
+// record also says how many bytes each node sends to the others for it ("node_send_bytes",
+// Communicator::node_send_bytes).
 class CommLogWriter {
  public:
-  CommLogWriter(const std::string& path, int rank, int world);
-  void write_completed(const CommLog& log);  // every collective completed since the last call
-  void close() { out_.close(); }             // fsync + close, checked (InputError)
+  CommLogWriter(const std::string& path, const Communicator& comm);  // comm outlives the writer
+  void write_completed();         // every collective of comm's log completed since the last call
+  void close() { out_.close(); }  // fsync + close, checked (InputError)
  private:
-  StreamFile out_;                           // a regular file or a device (core/file_io.h)
-  int rank_ = 0;
+  StreamFile out_;                // a regular file or a device (core/file_io.h)
+  const Communicator& comm_;
   uint64_t written_ = 0;
 };
 
 // comms_logger: per op (every op when all_ops, DeepSpeed's prof_all; else only those in ops,
 // its prof_ops) count, bytes, busy time and achieved algorithm / bus bandwidth (nccl-tests'
-// definitions), for this rank.
-std::string comm_summary(const CommLog& log, int world, bool all_ops, const std::vector<std::string>& ops);
+// definitions), for this rank; on several nodes placed blocked, also the bytes each node sends
+// to the others (Communicator::node_send_bytes).
+std::string comm_summary(const Communicator& comm, bool all_ops, const std::vector<std::string>& ops);
 
 }  // namespace zt

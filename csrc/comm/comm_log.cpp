@@ -39,7 +39,8 @@ const CommRecord* CommLog::slot(uint64_t seq) const {
   return r.seq == seq ? &r : nullptr;
 }
 
-uint64_t CommLog::issue(CommOp op, const std::string& label, size_t count, size_t bytes, DType dt) {
+uint64_t CommLog::issue(CommOp op, const std::string& label, size_t count, size_t bytes, DType dt,
+                       double node_send_bytes) {
   double t = now_s();
   std::lock_guard<std::mutex> lock(mu_);
   uint64_t seq = ++last_issued_;
@@ -51,11 +52,13 @@ uint64_t CommLog::issue(CommOp op, const std::string& label, size_t count, size_
   r.count = count;
   r.bytes = bytes;
   r.dtype = dt;
+  r.node_send_bytes = node_send_bytes;
   r.issued_s = t;
   inflight_ops_.push_back(op);
   CommOpStats& s = stats_[static_cast<int>(op)];
   s.calls += 1;
   s.bytes += bytes;
+  s.node_send_bytes += node_send_bytes;
   return seq;
 }
 

@@ -36,9 +36,23 @@ double CommOptions::default_timeout_s() {
   return t;
 }
 
-Communicator::Communicator(const CommOptions& opts, int rank, int world_size, int local_rank, int local_size)
-    : opts_(opts), log_(opts.log_capacity), rank_(rank), world_size_(world_size), local_rank_(local_rank),
-      local_size_(local_size) {}
+double node_send_bytes(CommBackend b, const CommOptions& o, CommOp op, double bytes, int world, int local_size) {
+  if (local_size >= world || local_size < 1) return 0.0;
+  const double n = world, L = local_size;
+  switch (op) {
+    case CommOp::ReduceScatter:
+    case CommOp::AllGather:
+      return b == CommBackend::NCCL ? (n - 1) / n * bytes : L * (n - L) / n * bytes;
+    case CommOp::AllReduce:
+      if (b == CommBackend::NCCL) return 2 * (n - 1) / n * bytes;
+      return bytes <= static_cast<double>(o.small_all_reduce_bytes) ? L * (n - L) * bytes : 2 * L * (n - L) / n * bytes;
+    case CommOp::Broadcast: return bytes;
+    default: return 0.0;
+  }
+}
+
+Communicator::Communicator(const CommOptions& opts, int rank, int world_size, const NodeLocal& node)
+    : opts_(opts), log_(opts.log_capacity), rank_(rank), world_size_(world_size), node_(node) {}
 
 namespace {
 // [a, a+na) and [b, b+nb) share a byte.
@@ -53,7 +67,8 @@ std::string where(CommOp op, const std::string& label) {
 }  // namespace
 
 uint64_t Communicator::issue(Call c, const std::string& label, size_t bytes, Event* done) {
-  c.seq = log_.issue(c.op, label, c.count, bytes, c.dtype);
+  const bool across = node_.nodes > 1 && node_.blocked;
+  c.seq = log_.issue(c.op, label, c.count, bytes, c.dtype, across ? node_send_bytes(c.op, bytes) : 0.0);
   launch(c);
   if (done) record_done(*done);
   return c.seq;

@@ -89,7 +89,7 @@ int as_int(size_t v, const char* what) {
 class MpiCommunicator final : public Communicator {
  public:
   MpiCommunicator(Device& dev, MPI_Comm comm, int rank, int n, NodeLocal nl, const CommOptions& opts)
-      : Communicator(opts, rank, n, nl.local_rank, nl.local_size), comm_(comm) {
+      : Communicator(opts, rank, n, nl), comm_(comm) {
     ZT_CHECK(opts_.chunk_bytes <= (size_t(1) << 30), "CommOptions::chunk_bytes must be at most 1 GiB");
     buffers_ = comm_buffer_plan(CommBackend::MPI, n, opts_);  // the memory prediction lists the same
     const int64_t bytes = mpi_scratch_bytes(n, opts_);

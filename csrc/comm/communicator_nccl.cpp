@@ -40,7 +40,7 @@ ncclRedOp_t nccl_op(ReduceOp op) {
 class NcclCommunicator final : public Communicator {
  public:
   NcclCommunicator(Device& dev, MPI_Comm comm, int rank, int n, NodeLocal nl, const CommOptions& opts)
-      : Communicator(opts, rank, n, nl.local_rank, nl.local_size), dev_(dev), ordinal_(dev.ordinal()), comm_(comm) {
+      : Communicator(opts, rank, n, nl), dev_(dev), ordinal_(dev.ordinal()), comm_(comm) {
     buffers_ = comm_buffer_plan(CommBackend::NCCL, n, opts_);  // InputError on a bad NCCL_* size, before NCCL starts
     ZT_CUDA_CHECK(cudaSetDevice(ordinal_));
     ncclUniqueId id{};

@@ -93,6 +93,22 @@ NodeLocal node_local(MPI_Comm comm) {
   NodeLocal out;
   out.local_rank = local.rank();
   out.local_size = local.size();
+  int rank = 0;
+  ZT_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  // Each node's local rank 0 is its lowest rank (split_type keys by rank), so numbering the
+  // leaders in rank order numbers the nodes; each leader then tells its node.
+  const int leads = out.local_rank == 0 ? 1 : 0;
+  int leaders_below = 0;
+  ZT_MPI_CHECK(MPI_Exscan(&leads, &leaders_below, 1, MPI_INT, MPI_SUM, comm));
+  out.node = rank == 0 ? 0 : leaders_below;  // MPI_Exscan leaves rank 0's result undefined
+  ZT_MPI_CHECK(MPI_Bcast(&out.node, 1, MPI_INT, 0, local.get()));
+  ZT_MPI_CHECK(MPI_Allreduce(&leads, &out.nodes, 1, MPI_INT, MPI_SUM, comm));
+  // Blocked: every rank sits at node·local_size + local_rank and every node has the same size.
+  int ok[3] = {rank == out.node * out.local_size + out.local_rank ? 1 : 0, out.local_size, -out.local_size};
+  int all[3] = {0, 0, 0};
+  ok[0] = -ok[0];  // max of −ok = −(min of ok)
+  ZT_MPI_CHECK(MPI_Allreduce(ok, all, 3, MPI_INT, MPI_MAX, comm));
+  out.blocked = all[0] == -1 && all[1] == -all[2];
   return out;
 }
 

@@ -146,6 +146,26 @@ class Observe(ObserveCase):
             got = [(e["op"], e["label"], e["count"], e["bytes"], e["dtype"]) for e in entries][-len(planned):]
             self.assertEqual(got, planned, "stage %d" % stage)
 
+    def test_explain_nodes_counts_the_bytes_each_node_sends(self):
+        # 4 ranks on 2 nodes: the MPI backend's direct exchange sends 2*(4-2)/4 = all of each
+        # reduce-scatter's and all-gather's bytes off the node; NCCL's rings (4-1)/4 of them.
+        for stage in (2, 3):
+            c = self.write("nodes%d.json" % stage, ds(stage, train_batch_size=16))
+            out = self.run_cmd([BIN, "explain", "--config", c, "--model", self.model, "--world-size", "4",
+                                "--nodes", "2"]).stdout
+            planned = explain_collectives(out)
+            self.assertTrue(planned and all(op in ("reduce_scatter", "all_gather") for op, *_ in planned), out)
+            total = sum(b for _, _, _, b, _ in planned)
+            mpi = int(re.search(r"\((\d+) B\) with the MPI backend", out).group(1))
+            nccl = int(re.search(r"\((\d+) B\) with NCCL", out).group(1))
+            self.assertEqual(mpi, total, out)
+            self.assertEqual(nccl, round(0.75 * total), out)
+            self.assertIn("across 2 nodes of 2 ranks, all %d collectives cross nodes" % len(planned), out)
+        p = self.run_cmd([BIN, "explain", "--config", c, "--model", self.model, "--world-size", "4", "--nodes", "3"],
+                         check=False)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--world-size 4 is not a multiple of --nodes 3", p.stderr)
+
     def test_bad_input_exits_2(self):
         p = self.train(ds(1), 1, "--trace", self.d, "--trace-steps", "5:2", check=False)
         self.assertEqual(p.returncode, 2)

@@ -191,7 +191,30 @@ TEST_P(Collectives, NodeLocalRanks) {
   // mpirun on one machine: every rank is local.
   EXPECT_EQ(comm_->local_size(), comm_->world_size());
   EXPECT_EQ(comm_->local_rank(), comm_->rank());
+  EXPECT_EQ(comm_->node().node, 0);
+  EXPECT_EQ(comm_->node().nodes, 1);
+  EXPECT_TRUE(comm_->node().blocked);
   EXPECT_EQ(comm_->backend(), CommBackend::MPI);
+  // One node: nothing leaves it, and the log records 0 for every collective.
+  float x = 1.0f;
+  comm_->all_reduce(&x, &x, 1, DType::F32, ReduceOp::Sum, "node");
+  comm_->synchronize();
+  EXPECT_EQ(comm_->log().stats(CommOp::AllReduce).node_send_bytes, 0.0);
+}
+
+// The bytes each node sends to the others (communicator.h): 8 ranks on 2 nodes of 4, 1 MiB buffers.
+TEST(NodeSendBytes, DirectExchangeAndRings) {
+  const CommOptions o;
+  const double B = 1 << 20;
+  EXPECT_EQ(node_send_bytes(CommBackend::MPI, o, CommOp::ReduceScatter, B, 8, 4), 4.0 * 4 / 8 * B);
+  EXPECT_EQ(node_send_bytes(CommBackend::MPI, o, CommOp::AllGather, B, 8, 4), 2.0 * B);
+  EXPECT_EQ(node_send_bytes(CommBackend::MPI, o, CommOp::AllReduce, B, 8, 4), 4.0 * B);
+  EXPECT_EQ(node_send_bytes(CommBackend::MPI, o, CommOp::AllReduce, 1024, 8, 4), 4.0 * 4 * 1024);  // small: whole buffers
+  EXPECT_EQ(node_send_bytes(CommBackend::NCCL, o, CommOp::ReduceScatter, B, 8, 4), 7.0 / 8 * B);
+  EXPECT_EQ(node_send_bytes(CommBackend::NCCL, o, CommOp::AllReduce, B, 8, 4), 2 * 7.0 / 8 * B);
+  EXPECT_EQ(node_send_bytes(CommBackend::NCCL, o, CommOp::Broadcast, B, 8, 4), B);
+  EXPECT_EQ(node_send_bytes(CommBackend::MPI, o, CommOp::GatherStrings, B, 8, 4), 0.0);
+  EXPECT_EQ(node_send_bytes(CommBackend::MPI, o, CommOp::AllGather, B, 8, 8), 0.0);  // one node
 }
 
 INSTANTIATE_TEST_SUITE_P(Comm, Collectives, ::testing::Range(0, 2),

@@ -62,8 +62,8 @@ class EqualityTests(TempDirTest):
             self.assertIn("ZeRO stage %d, world 4" % stage, out)
             self.assertIn("fp32 compute", out)
             for rank in range(4):  # really separate nodes: host names and local ranks from MPI
-                self.assertRegex(out, r"rank %d\s+host node%d\s+local_rank %d/%d"
-                                 % (rank, rank // slots, rank % slots, slots))
+                self.assertRegex(out, r"rank %d\s+host node%d\s+node %d/%d\s+local_rank %d/%d"
+                                 % (rank, rank // slots, rank // slots, nodes, rank % slots, slots))
             self.assertEqual(losses(os.path.join(self.dir, name + ".jsonl")), one_losses, name)
             with open(os.path.join(self.dir, name + ".safetensors"), "rb") as f:
                 self.assertTrue(f.read() == one_bytes, "stage %d: the weights saved by %d nodes x %d ranks "

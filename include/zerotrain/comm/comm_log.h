@@ -35,6 +35,7 @@ struct CommRecord {
   size_t count = 0;    // the count argument as passed (per-rank count for reduce_scatter/all_gather)
   size_t bytes = 0;    // full buffer size S, as nccl-tests defines it (n·count·elt for RS/AG)
   DType dtype = DType::F32;
+  double node_send_bytes = 0;  // bytes each node sends to the others for it (0 on one node)
   // Seconds since the log was created; < 0 while the event has not happened.
   double issued_s = -1, started_s = -1, completed_s = -1;
   bool started() const { return started_s >= 0; }
@@ -46,6 +47,7 @@ struct CommOpStats {
   uint64_t calls = 0;        // issued
   uint64_t completed = 0;
   uint64_t bytes = 0;        // sum of CommRecord::bytes over issued calls
+  double node_send_bytes = 0;  // sum of CommRecord::node_send_bytes over issued calls
   double busy_s = 0;         // sum of (completed - started) over completed calls
 };
 
@@ -54,7 +56,9 @@ class CommLog {
   explicit CommLog(size_t capacity = 1024);
 
   // Assigns the next sequence number and records the issue time.
-  uint64_t issue(CommOp op, const std::string& label, size_t count, size_t bytes, DType dt);
+  // node_send_bytes: what each node sends to the others for it (Communicator::node_send_bytes).
+  uint64_t issue(CommOp op, const std::string& label, size_t count, size_t bytes, DType dt,
+                 double node_send_bytes = 0);
   void mark_started(uint64_t seq);
   void mark_completed(uint64_t seq);  // seq must be last_completed() + 1 (in-order completion)
 

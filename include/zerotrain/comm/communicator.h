@@ -37,6 +37,7 @@
 
 #include "zerotrain/comm/comm_log.h"
 #include "zerotrain/comm/host_reduce.h"
+#include "zerotrain/comm/mpi_env.h"
 #include "zerotrain/core/device.h"
 
 namespace zt {
@@ -104,6 +105,19 @@ int64_t mpi_scratch_bytes(int world, const CommOptions& o);
 // NcclBufferSizes::from_env(), so InputError on a bad NCCL_* size).
 std::vector<CommBufferSpec> comm_buffer_plan(CommBackend b, int world, const CommOptions& o);
 
+// Bytes each node sends to the other nodes for one collective whose full buffer is `bytes` (S,
+// as the log records it), over `world` ranks placed blocked (NodeLocal::blocked) on nodes of
+// `local_size` ranks each (n = world, L = local_size; 0 on one node):
+//  * MPI backend, direct exchange (every rank's blocks to every peer; communicator_mpi.cpp):
+//    reduce_scatter and all_gather L·(n−L)/n·S; all_reduce twice that (its reduce-scatter and
+//    all-gather phases), or L·(n−L)·S at most small_all_reduce_bytes (every rank's whole buffer
+//    to every peer);
+//  * NCCL, rings in rank order: each node's one outgoing ring link carries (n−1)/n·S for
+//    reduce_scatter and all_gather, 2(n−1)/n·S for all_reduce;
+//  * broadcast: at most S (the buffer crosses each node boundary once); the control exchanges
+//    (barrier, verify_same, gather_strings, max_over_ranks): 0 — a few bytes each.
+double node_send_bytes(CommBackend b, const CommOptions& o, CommOp op, double bytes, int world, int local_size);
+
 // Thrown by verify_same_across_ranks on every rank when the ranks disagree.
 class CommMismatchError : public std::runtime_error {
  public:
@@ -118,8 +132,13 @@ class Communicator {
 
   int rank() const { return rank_; }
   int world_size() const { return world_size_; }
-  int local_rank() const { return local_rank_; }   // rank among the processes of this node
-  int local_size() const { return local_size_; }
+  int local_rank() const { return node_.local_rank; }  // rank among the processes of this node
+  int local_size() const { return node_.local_size; }
+  const NodeLocal& node() const { return node_; }       // this rank's node and the node count
+  // node_send_bytes of one of this communicator's collectives (bytes = its CommRecord::bytes).
+  double node_send_bytes(CommOp op, size_t bytes) const {
+    return zt::node_send_bytes(backend(), opts_, op, static_cast<double>(bytes), world_size_, node_.local_size);
+  }
   virtual CommBackend backend() const = 0;
   virtual Stream& stream() = 0;                    // the comm stream
   virtual std::unique_ptr<Event> create_event() = 0;  // an event of the comm stream's kind
@@ -182,7 +201,7 @@ class Communicator {
     int root = 0;
     bool in_place = false;
   };
-  Communicator(const CommOptions& opts, int rank, int world_size, int local_rank, int local_size);
+  Communicator(const CommOptions& opts, int rank, int world_size, const NodeLocal& node);
   // Enqueue the collective on the comm stream; it marks the log started/completed.
   virtual void launch(const Call& c) = 0;
   // verify_same_across_ranks: gather one uint64 per rank into `all` (world_size entries).
@@ -200,7 +219,8 @@ class Communicator {
   CommOptions opts_;
   std::vector<CommBufferSpec> buffers_;  // set by the backend's constructor, before it allocates
   CommLog log_;
-  int rank_ = 0, world_size_ = 1, local_rank_ = 0, local_size_ = 1;
+  int rank_ = 0, world_size_ = 1;
+  NodeLocal node_;
 
  private:
   uint64_t issue(Call c, const std::string& label, size_t bytes, Event* done);

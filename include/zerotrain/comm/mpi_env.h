@@ -34,11 +34,19 @@ class MpiEnvironment {
   int rank_ = 0, world_size_ = 1;
 };
 
+// Where a rank runs: its node (the processes sharing memory with it) and its place there.
 struct NodeLocal {
   int local_rank = 0;
   int local_size = 1;
+  int node = 0;          // nodes numbered by their lowest rank: node 0 holds rank 0
+  int nodes = 1;
+  // Every node holds local_size ranks, numbered node·local_size + local_rank (what mpirun's
+  // default --map-by slot and zt-launch --hostfile give): a ring in rank order then crosses each
+  // node boundary once. False for round-robin or uneven placements.
+  bool blocked = true;
 };
-// Node-local rank and size by MPI_Comm_split_type(MPI_COMM_TYPE_SHARED). Collective over comm.
+// Node-local rank and size by MPI_Comm_split_type(MPI_COMM_TYPE_SHARED), the node's index and
+// count, and whether the placement is blocked. Collective over comm.
 NodeLocal node_local(MPI_Comm comm);
 
 // A private duplicate of `parent` (errors returned, not fatal) with this process's place in it.

@@ -1,0 +1,88 @@
+"""The bytes that leave each node, predicted, logged and measured across emulated nodes.
+
+ctest: multinode_node_bytes. 2 nodes x 2 ranks train fp32 ZeRO-2 and ZeRO-3 (gpt-tiny, the MPI
+backend) with --comm-log and --tx-report (each node's eth0 tx_bytes per step). Checks:
+* the run knows its nodes: the rank map says "node N/2" for each rank;
+* every record of the comm log carries node_send_bytes, and for a reduce-scatter or all-gather it
+  is L·(N−L)/N of the record's bytes (the MPI backend's direct exchange; L = 2, N = 4: the bytes);
+* `explain --nodes 2` predicts the bytes each node sends per step, and every node's measured mean
+  over steps 2.. is within 25% of it (the wire also carries TCP/IP and MPI headers and ACKs, so
+  the measurement sits above the payload, by up to about a fifth on these small messages).
+Exits 77 (skipped) when this machine cannot create namespaces.
+"""
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import tempfile
+import unittest
+
+from mn_common import CLUSTER, REPO, exit_if_no_cluster, leftovers, run, zerotrain_env
+from test_train import fp32_config, train_args
+
+STEPS = 6
+MODEL = os.path.join(REPO, "configs", "models", "gpt-tiny.json")
+
+
+class NodeBytes(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="zt-mn-test.")
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def predicted(self, cfg):
+        env = zerotrain_env()
+        p = subprocess.run([env["ZT_BIN"], "explain", "--config", cfg, "--model", MODEL, "--world-size", "4",
+                            "--nodes", "2"], capture_output=True, text=True, env=env, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        m = re.search(r"\((\d+) B\) with the MPI backend", p.stdout)
+        self.assertIsNotNone(m, p.stdout)
+        return int(m.group(1))
+
+    def check_stage(self, stage):
+        name = "s%d" % stage
+        cfg = os.path.join(self.dir, name + ".json")
+        with open(cfg, "w") as f:
+            json.dump(fp32_config(stage, small_buckets=False), f)
+        report, log = os.path.join(self.dir, name + ".tx.jsonl"), os.path.join(self.dir, name + ".comm.jsonl")
+        rc, out = run(["bash", CLUSTER, "--tx-report", report, "--", "-q"]
+                      + train_args(cfg, os.path.join(self.dir, name), steps=STEPS) + ["--comm-log", log],
+                      self.dir, timeout=120)
+        self.assertEqual(rc, 0, out)
+        self.assertEqual(leftovers(), [])
+        for rank in range(4):
+            self.assertRegex(out, r"rank %d\s+host node%d\s+node %d/2\s+local_rank %d/2" % (rank, rank // 2, rank // 2,
+                                                                                          rank % 2))
+        with open(log) as f:
+            records = [json.loads(line) for line in f]
+        self.assertTrue(records)
+        for r in records:
+            self.assertIn("node_send_bytes", r, r)
+            if r["op"] in ("reduce_scatter", "all_gather"):
+                self.assertEqual(r["node_send_bytes"], 2 * (4 - 2) / 4 * r["bytes"], r)
+        with open(report) as f:
+            rows = [json.loads(line) for line in f]
+        self.assertEqual([r["step"] for r in rows], list(range(1, STEPS + 1)), out)
+        predicted = self.predicted(cfg)
+        for node in rows[0]["tx_bytes"]:
+            measured = statistics.mean(r["tx_bytes"][node] for r in rows[1:])
+            print("stage %d %s: %.0f B per step measured, %d B predicted (ratio %.3f)"
+                  % (stage, node, measured, predicted, measured / predicted), flush=True)
+            self.assertGreaterEqual(measured, 0.95 * predicted, node)
+            self.assertLessEqual(measured, 1.25 * predicted, node)
+
+    def test_stage2(self):
+        self.check_stage(2)
+
+    def test_stage3(self):
+        self.check_stage(3)
+
+
+if __name__ == "__main__":
+    exit_if_no_cluster()
+    unittest.main(verbosity=2)
