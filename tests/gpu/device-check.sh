@@ -27,7 +27,7 @@
 #               SwiGLU, embedding without positions), then CUDA kernels vs the CPU reference (grouped-query
 #               attention, the Lion / Adagrad / LAMB / quantisation engine ops: test_gpu_optim), zeroed-alloc ordering,
 #               memory pool, NCCL np1, --cuda-graph eager vs replay, cpu_checkpointing vs recompute
-#               alone (bitwise), the key/value cache ops and the KV-cached GPT decoder
+#               alone (bitwise), the key/value cache ops and the KV-cached GPT and Llama decoders
 #               (test_gpu_decode), and any other gpu-labelled test
 #   memcheck    compute-sanitizer --tool memcheck on a short kernel subset
 #   racecheck   compute-sanitizer --tool racecheck on the same subset

@@ -1,10 +1,10 @@
 // CUDA vs CPU backend: the key/value cache ops (kv_cache_write, attention_decode and their
-// grouped-query forms) and the KV-cached GPT decoder (model/gpt_decode.h) — the same greedy
-// tokens, logits to round-off.
+// grouped-query forms) and the KV-cached GPT and Llama decoders (model/decoder.h) — the same
+// greedy tokens, logits to round-off.
 #include <random>
 
 #include "gpu_test_util.h"
-#include "zerotrain/model/gpt_decode.h"
+#include "zerotrain/model/decoder.h"
 
 namespace zt::gputest {
 namespace {
@@ -79,41 +79,69 @@ TEST_P(GpuDecode, GqaCacheWriteAndAttentionMatchTheCpu) {
 INSTANTIATE_TEST_SUITE_P(Dtypes, GpuDecode, ::testing::Values(DType::F32, DType::BF16, DType::F16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
-class GpuDecoder : public GpuTest {};
+class GpuDecoder : public GpuTest {
+ protected:
+  // make_decoder(mc) on both backends from the same random weights: the same greedy tokens,
+  // logits to round-off, and the same seeded samples.
+  void check_decoders(const ModelConfig& mc) {
+    const std::vector<ParamSpec> specs = decoder_param_specs(mc, *cpu_, cs());
+    std::mt19937 rng(5);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<std::vector<float>> w;
+    for (const ParamSpec& p : specs) {
+      std::vector<float> v(static_cast<size_t>(p.numel));
+      for (float& x : v) x = p.init == InitKind::Ones ? 1.0f + 0.2f * nd(rng) : 0.3f * nd(rng);
+      w.push_back(std::move(v));
+    }
+    const std::unique_ptr<Decoder> on_cpu = make_decoder(mc, w, *cpu_, cs()), on_gpu = make_decoder(mc, w, *gpu_, gs());
+    const std::vector<int32_t> prompt = {1, 2, 3, 50, 99, 7};
+    std::vector<float> lc = on_cpu->prefill(prompt), lg = on_gpu->prefill(prompt);
+    for (int i = 0; i < 48; ++i) {
+      expect_close(lg, lc, 1e-4, 1e-4, std::string(mc.type_name()) + " logits at step " + std::to_string(i));
+      const int32_t t = argmax_token(lc);
+      ASSERT_EQ(argmax_token(lg), t) << mc.type_name() << " step " << i;
+      lc = on_cpu->step(t);
+      lg = on_gpu->step(t);
+    }
+    SamplingOptions o;
+    o.temperature = 0.8;
+    o.top_k = 40;
+    o.top_p = 0.9;
+    o.seed = 3;
+    EXPECT_EQ(generate(*on_gpu, prompt, 40, o).tokens, generate(*on_cpu, prompt, 40, o).tokens) << mc.type_name();
+  }
+};
 
-TEST_F(GpuDecoder, GreedyTokensAndLogitsMatchTheCpu) {
-  GptConfig cfg;
-  cfg.vocab_size = 128;
-  cfg.n_ctx = 96;
-  cfg.n_layer = 2;
-  cfg.n_head = 4;
-  cfg.n_embd = 64;
-  const std::vector<ParamSpec> specs = gpt_param_specs(cfg, *cpu_, cs());
-  std::mt19937 rng(5);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::vector<std::vector<float>> w;
-  for (const ParamSpec& p : specs) {
-    std::vector<float> v(static_cast<size_t>(p.numel));
-    for (float& x : v) x = p.init == InitKind::Ones ? 1.0f + 0.2f * nd(rng) : 0.3f * nd(rng);
-    w.push_back(std::move(v));
-  }
-  GptDecoder on_cpu(cfg, w, *cpu_, cs()), on_gpu(cfg, w, *gpu_, gs());
-  const std::vector<int32_t> prompt = {1, 2, 3, 50, 99, 7};
-  std::vector<float> lc = on_cpu.prefill(prompt), lg = on_gpu.prefill(prompt);
-  for (int i = 0; i < 48; ++i) {
-    expect_close(lg, lc, 1e-4, 1e-4, "logits at step " + std::to_string(i));
-    const int32_t t = argmax_token(lc);
-    ASSERT_EQ(argmax_token(lg), t) << "step " << i;
-    lc = on_cpu.step(t);
-    lg = on_gpu.step(t);
-  }
-  // Seeded sampling: the same tokens from both backends.
-  SamplingOptions o;
-  o.temperature = 0.8;
-  o.top_k = 40;
-  o.top_p = 0.9;
-  o.seed = 3;
-  EXPECT_EQ(generate(on_gpu, prompt, 40, o).tokens, generate(on_cpu, prompt, 40, o).tokens);
+TEST_F(GpuDecoder, GptGreedyTokensAndLogitsMatchTheCpu) {
+  ModelConfig mc;
+  mc.type = ModelConfig::Type::GPT;
+  mc.gpt.vocab_size = 128;
+  mc.gpt.n_ctx = 96;
+  mc.gpt.n_layer = 2;
+  mc.gpt.n_head = 4;
+  mc.gpt.n_embd = 64;
+  check_decoders(mc);
+}
+
+// Grouped-query attention (2 query heads per key/value head), untied head, Llama 3's scaling.
+TEST_F(GpuDecoder, LlamaGreedyTokensAndLogitsMatchTheCpu) {
+  ModelConfig mc;
+  mc.type = ModelConfig::Type::Llama;
+  LlamaConfig& l = mc.llama;
+  l.vocab_size = 128;
+  l.hidden_size = 64;
+  l.intermediate_size = 96;
+  l.num_hidden_layers = 2;
+  l.num_attention_heads = 4;
+  l.num_key_value_heads = 2;
+  l.head_dim = 16;
+  l.max_position_embeddings = 96;
+  l.n_ctx = 96;
+  l.rms_norm_eps = 1e-5;
+  l.rope_theta = 10000.0;
+  l.rope_scaling.factor = 4.0;
+  l.rope_scaling.original_max_position_embeddings = 32.0;
+  check_decoders(mc);
 }
 
 }  // namespace
