@@ -76,10 +76,26 @@ std::vector<float> Decoder::step(int32_t token) {
   return forward({token});
 }
 
-std::vector<float> Decoder::logits_to_host(Device& dev, Stream& stream, const DeviceBuffer& logits, int64_t vocab) {
+Decoder::Decoder(const char* name, int64_t n_ctx, int64_t n_layers, int64_t kv_width, Device& dev, Stream& stream)
+    : dev_(dev), stream_(stream), name_(name), n_ctx_(n_ctx), n_layers_(n_layers) {
+  for (int64_t l = 0; l < n_layers; ++l) {
+    k_cache_.push_back(alloc_f32(n_ctx * kv_width));
+    v_cache_.push_back(alloc_f32(n_ctx * kv_width));
+  }
+  tokens_ = dev.alloc(static_cast<size_t>(n_ctx) * sizeof(int32_t), MemCategory::Activations);
+}
+
+DeviceBuffer Decoder::alloc_f32(int64_t n, MemCategory c) { return dev_.alloc(static_cast<size_t>(n) * sizeof(float), c); }
+
+void Decoder::upload_tokens(const std::vector<int32_t>& tokens) {
+  dev_.memcpy_async(tokens_.data(), tokens.data(), tokens.size() * sizeof(int32_t), CopyKind::HostToDevice, stream_);
+  stream_.synchronize();
+}
+
+std::vector<float> Decoder::logits_to_host(const DeviceBuffer& logits, int64_t vocab) {
   std::vector<float> out(static_cast<size_t>(vocab));
-  dev.memcpy_async(out.data(), logits.data(), out.size() * sizeof(float), CopyKind::DeviceToHost, stream);
-  stream.synchronize();
+  dev_.memcpy_async(out.data(), logits.data(), out.size() * sizeof(float), CopyKind::DeviceToHost, stream_);
+  stream_.synchronize();
   return out;
 }
 

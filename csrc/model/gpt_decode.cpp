@@ -31,30 +31,22 @@ std::vector<ParamSpec> gpt_param_specs(const GptConfig& cfg, Device& dev, Stream
 
 GptDecoder::GptDecoder(const GptConfig& cfg, const std::vector<std::vector<float>>& weights, Device& dev,
                        Stream& stream)
-    : Decoder("GptDecoder", cfg.n_ctx, cfg.n_layer), cfg_(cfg), dev_(dev), stream_(stream), weights_(gpt_param_specs(cfg, dev, stream), weights, dev, stream,
-                                                      "GptDecoder") {
+    : Decoder("GptDecoder", cfg.n_ctx, cfg.n_layer, cfg.n_embd, dev, stream), cfg_(cfg),
+      weights_(gpt_param_specs(cfg, dev, stream), weights, dev, stream, "GptDecoder") {
   const int64_t T = cfg.n_ctx, C = cfg.n_embd, H = cfg.n_head;
-  auto f32 = [&](int64_t n, MemCategory c = MemCategory::Activations) {
-    return dev.alloc(static_cast<size_t>(n) * sizeof(float), c);
-  };
-  for (int64_t l = 0; l < cfg.n_layer; ++l) {
-    k_cache_.push_back(f32(T * C));
-    v_cache_.push_back(f32(T * C));
-  }
-  tokens_ = dev.alloc(static_cast<size_t>(T) * sizeof(int32_t), MemCategory::Activations);
-  x_ = f32(T * C);
-  mid_ = f32(T * C);
-  ln_ = f32(T * C);
-  mean_ = f32(T);
-  rstd_ = f32(T);
-  qkv_ = f32(3 * T * C);
-  atty_ = f32(T * C);
-  proj_ = f32(T * C);
-  fc_ = f32(4 * T * C);
-  fc_gelu_ = f32(4 * T * C);
+  x_ = alloc_f32(T * C);
+  mid_ = alloc_f32(T * C);
+  ln_ = alloc_f32(T * C);
+  mean_ = alloc_f32(T);
+  rstd_ = alloc_f32(T);
+  qkv_ = alloc_f32(3 * T * C);
+  atty_ = alloc_f32(T * C);
+  proj_ = alloc_f32(T * C);
+  fc_ = alloc_f32(4 * T * C);
+  fc_gelu_ = alloc_f32(4 * T * C);
   // The prefill's attention statistics (tiled) or probabilities (materialised), as the model keeps.
-  att_ = f32(cfg.attention == AttentionKind::Tiled ? H * T * 2 : H * T * T, MemCategory::Workspace);
-  logits_ = f32(cfg.vocab_size);
+  att_ = alloc_f32(cfg.attention == AttentionKind::Tiled ? H * T * 2 : H * T * T, MemCategory::Workspace);
+  logits_ = alloc_f32(cfg.vocab_size);
 }
 
 GptDecoder::~GptDecoder() { stream_.synchronize(); }
@@ -66,11 +58,10 @@ TensorView GptDecoder::act(const DeviceBuffer& b, std::initializer_list<int64_t>
 // x[0..n) = wte[tokens] + wpe[pos_ .. pos_+n).
 void GptDecoder::embed(const std::vector<int32_t>& tokens) {
   const int64_t n = static_cast<int64_t>(tokens.size()), C = cfg_.n_embd;
-  dev_.memcpy_async(tokens_.data(), tokens.data(), tokens.size() * sizeof(int32_t), CopyKind::HostToDevice, stream_);
+  upload_tokens(tokens);
   const TensorView wpe = param(1);
   const TensorView wpe_from(static_cast<float*>(wpe.data) + pos_ * C, DType::F32, {cfg_.n_ctx - pos_, C}, dev_.kind());
   ops::embedding_forward(stream_, act(x_, {n, C}), tokens_.as<int32_t>(), param(0), wpe_from, 1, n, C);
-  stream_.synchronize();  // `tokens` is the caller's; the copy must not outlive it
 }
 
 // Block l over rows 0..n of x at positions pos_..pos_+n (gpt.cpp's block_forward, with the cache).
@@ -108,7 +99,7 @@ std::vector<float> GptDecoder::head(int64_t n) {
   const TensorView lnf = act(ln_, {1, C}), logits = act(logits_, {1, V});
   ops::layernorm_forward(stream_, lnf, act(mean_, {1}), act(rstd_, {1}), row, param(last), param(last + 1), kLnEps);
   ops::gemm(stream_, false, true, 1, V, C, 1.0f, lnf, param(0), 0.0f, logits);
-  return logits_to_host(dev_, stream_, logits_, V);
+  return logits_to_host(logits_, V);
 }
 
 }  // namespace zt

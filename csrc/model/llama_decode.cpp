@@ -25,34 +25,26 @@ std::vector<ParamSpec> llama_param_specs(const LlamaConfig& cfg, Device& dev, St
 
 LlamaDecoder::LlamaDecoder(const LlamaConfig& cfg, const std::vector<std::vector<float>>& weights, Device& dev,
                            Stream& stream)
-    : Decoder("LlamaDecoder", cfg.n_ctx, cfg.num_hidden_layers), cfg_(cfg), qw_(cfg.num_attention_heads * cfg.head_dim), kw_(cfg.num_key_value_heads * cfg.head_dim),
-      dev_(dev), stream_(stream),
+    : Decoder("LlamaDecoder", cfg.n_ctx, cfg.num_hidden_layers, cfg.num_key_value_heads * cfg.head_dim, dev, stream),
+      cfg_(cfg), qw_(cfg.num_attention_heads * cfg.head_dim), kw_(cfg.num_key_value_heads * cfg.head_dim),
       weights_(llama_param_specs(cfg, dev, stream), weights, dev, stream, "LlamaDecoder") {
   const int64_t T = cfg.n_ctx, C = cfg.hidden_size, I = cfg.intermediate_size, H = cfg.num_attention_heads;
-  auto f32 = [&](int64_t n, MemCategory c = MemCategory::Activations) {
-    return dev.alloc(static_cast<size_t>(n) * sizeof(float), c);
-  };
-  for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
-    k_cache_.push_back(f32(T * kw_));
-    v_cache_.push_back(f32(T * kw_));
-  }
-  tokens_ = dev.alloc(static_cast<size_t>(T) * sizeof(int32_t), MemCategory::Activations);
-  x_ = f32(T * C);
-  mid_ = f32(T * C);
-  ln_ = f32(T * C);
-  proj_ = f32(T * C);
-  rstd_ = f32(T);
-  q_ = f32(T * qw_);
-  atty_ = f32(T * qw_);
-  k_ = f32(T * kw_);
-  v_ = f32(T * kw_);
-  gate_ = f32(T * I);
-  up_ = f32(T * I);
-  act_ = f32(T * I);
-  att_ = f32(H * T * 2, MemCategory::Workspace);
-  logits_ = f32(cfg.vocab_size);
+  x_ = alloc_f32(T * C);
+  mid_ = alloc_f32(T * C);
+  ln_ = alloc_f32(T * C);
+  proj_ = alloc_f32(T * C);
+  rstd_ = alloc_f32(T);
+  q_ = alloc_f32(T * qw_);
+  atty_ = alloc_f32(T * qw_);
+  k_ = alloc_f32(T * kw_);
+  v_ = alloc_f32(T * kw_);
+  gate_ = alloc_f32(T * I);
+  up_ = alloc_f32(T * I);
+  act_ = alloc_f32(T * I);
+  att_ = alloc_f32(H * T * 2, MemCategory::Workspace);
+  logits_ = alloc_f32(cfg.vocab_size);
   const std::vector<float> table = rope_table(cfg.rope_theta, cfg.head_dim, T, cfg.rope_scaling);
-  rope_ = f32(T * cfg.head_dim);
+  rope_ = alloc_f32(T * cfg.head_dim);
   dev.memcpy_async(rope_.data(), table.data(), table.size() * sizeof(float), CopyKind::HostToDevice, stream);
   stream.synchronize();  // `table` goes out of scope
 }
@@ -66,9 +58,8 @@ TensorView LlamaDecoder::act(const DeviceBuffer& b, std::initializer_list<int64_
 // x[0..n) = embed_tokens[tokens] (no position table: positions enter through the rotation).
 void LlamaDecoder::embed(const std::vector<int32_t>& tokens) {
   const int64_t n = static_cast<int64_t>(tokens.size()), C = cfg_.hidden_size;
-  dev_.memcpy_async(tokens_.data(), tokens.data(), tokens.size() * sizeof(int32_t), CopyKind::HostToDevice, stream_);
+  upload_tokens(tokens);
   ops::embedding_forward(stream_, act(x_, {n, C}), tokens_.as<int32_t>(), weights_.param(0), TensorView{}, 1, n, C);
-  stream_.synchronize();  // `tokens` is the caller's; the copy must not outlive it
 }
 
 // Block l over rows 0..n of x at positions pos_..pos_+n.
@@ -117,7 +108,7 @@ std::vector<float> LlamaDecoder::head(int64_t n) {
   ops::rmsnorm_forward(stream_, normed, act(rstd_, {1}), row, weights_.param(norm),
                        static_cast<float>(cfg_.rms_norm_eps));
   ops::gemm(stream_, false, true, 1, V, C, 1.0f, normed, weights_.param(head_w), 0.0f, logits);
-  return logits_to_host(dev_, stream_, logits_, V);
+  return logits_to_host(logits_, V);
 }
 
 }  // namespace zt

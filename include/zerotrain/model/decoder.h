@@ -39,18 +39,27 @@ class Decoder {
   std::vector<float> step(int32_t token);
 
  protected:
-  // name: the class, for ZT_CHECK messages; n_ctx and n_layers: the model's.
-  Decoder(const char* name, int64_t n_ctx, int64_t n_layers) : name_(name), n_ctx_(n_ctx), n_layers_(n_layers) {}
+  // name: the class, for ZT_CHECK messages; n_ctx and n_layers: the model's; kv_width: the
+  // channels one position keeps per layer in each of the key and the value cache.
+  Decoder(const char* name, int64_t n_ctx, int64_t n_layers, int64_t kv_width, Device& dev, Stream& stream);
   // The model's forward over n = tokens.size() new rows at positions pos_..pos_+n-1: embed them
   // into the residual stream, run block l over them (and the cache rows 0..pos_+n-1), and return
   // the logits of row n-1, [vocab_size] fp32 on the host (logits_to_host).
   virtual void embed(const std::vector<int32_t>& tokens) = 0;
   virtual void block(int64_t l, int64_t n) = 0;
   virtual std::vector<float> head(int64_t n) = 0;
-  // Waits for `stream` and returns the device buffer `logits` ([vocab_size] fp32) as a host vector.
-  static std::vector<float> logits_to_host(Device& dev, Stream& stream, const DeviceBuffer& logits, int64_t vocab);
+  // Waits for the stream and returns the device buffer `logits` ([vocab] fp32) as a host vector.
+  std::vector<float> logits_to_host(const DeviceBuffer& logits, int64_t vocab);
+  // An fp32 device buffer of n elements.
+  DeviceBuffer alloc_f32(int64_t n, MemCategory c = MemCategory::Activations);
+  // Uploads the ids to tokens_ and waits (the vector is the caller's).
+  void upload_tokens(const std::vector<int32_t>& tokens);
 
+  Device& dev_;
+  Stream& stream_;  // every op of the decoder runs on it
   int64_t pos_ = 0;  // tokens in the cache
+  std::vector<DeviceBuffer> k_cache_, v_cache_;  // per layer, n_ctx · kv_width fp32 each
+  DeviceBuffer tokens_;                          // int32 [n_ctx], the ids of the rows being run
 
  private:
   std::vector<float> forward(const std::vector<int32_t>& tokens);

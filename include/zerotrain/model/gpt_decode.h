@@ -45,11 +45,8 @@ class GptDecoder final : public Decoder {
   std::vector<float> head(int64_t n) override;
 
   GptConfig cfg_;
-  Device& dev_;
-  Stream& stream_;
   DecoderWeights weights_;
-  std::vector<DeviceBuffer> k_cache_, v_cache_;  // per layer [H, n_ctx, hs] fp32
-  DeviceBuffer tokens_, x_, mid_, ln_, mean_, rstd_, qkv_, atty_, proj_, fc_, fc_gelu_, att_, logits_;
+  DeviceBuffer x_, mid_, ln_, mean_, rstd_, qkv_, atty_, proj_, fc_, fc_gelu_, att_, logits_;
 };
 
 }  // namespace zt

@@ -38,15 +38,12 @@ class LlamaDecoder final : public Decoder {
 
   LlamaConfig cfg_;
   int64_t qw_, kw_;  // H·hs, Hkv·hs
-  Device& dev_;
-  Stream& stream_;
   DecoderWeights weights_;
-  std::vector<DeviceBuffer> k_cache_, v_cache_;  // per layer [Hkv, n_ctx, hs] fp32
   // Activations, fp32, n_ctx rows (a forward over n rows uses the first n): x [T,C] (the residual
   // stream, updated in place), mid, ln, proj [T,C], rstd [T], q and atty [T,qw], k and v [T,kw],
   // gate, up, act [T,I], att (the prefill's attention statistics [H,T,2]), rope [n_ctx,hs] (the
   // table, uploaded once), logits [V].
-  DeviceBuffer tokens_, x_, mid_, ln_, rstd_, q_, k_, v_, atty_, proj_, gate_, up_, act_, att_, rope_, logits_;
+  DeviceBuffer x_, mid_, ln_, rstd_, q_, k_, v_, atty_, proj_, gate_, up_, act_, att_, rope_, logits_;
 };
 
 }  // namespace zt
