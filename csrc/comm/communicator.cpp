@@ -46,7 +46,9 @@ double node_send_bytes(CommBackend b, const CommOptions& o, CommOp op, double by
     case CommOp::AllReduce:
       if (b == CommBackend::NCCL) return 2 * (n - 1) / n * bytes;
       return bytes <= static_cast<double>(o.small_all_reduce_bytes) ? L * (n - L) * bytes : 2 * L * (n - L) / n * bytes;
-    case CommOp::Broadcast: return bytes;
+    case CommOp::Broadcast:
+      if (b == CommBackend::NCCL || bytes <= static_cast<double>(o.small_broadcast_bytes) || world == 2) return bytes;
+      return L * (n - L) / n * bytes;
     default: return 0.0;
   }
 }

@@ -213,6 +213,8 @@ TEST(NodeSendBytes, DirectExchangeAndRings) {
   EXPECT_EQ(node_send_bytes(CommBackend::NCCL, o, CommOp::ReduceScatter, B, 8, 4), 7.0 / 8 * B);
   EXPECT_EQ(node_send_bytes(CommBackend::NCCL, o, CommOp::AllReduce, B, 8, 4), 2 * 7.0 / 8 * B);
   EXPECT_EQ(node_send_bytes(CommBackend::NCCL, o, CommOp::Broadcast, B, 8, 4), B);
+  EXPECT_EQ(node_send_bytes(CommBackend::MPI, o, CommOp::Broadcast, 1024, 8, 4), 1024.0);  // one MPI_Bcast
+  EXPECT_EQ(node_send_bytes(CommBackend::MPI, o, CommOp::Broadcast, B, 8, 4), 2.0 * B);   // scatter + all-gather
   EXPECT_EQ(node_send_bytes(CommBackend::MPI, o, CommOp::GatherStrings, B, 8, 4), 0.0);
   EXPECT_EQ(node_send_bytes(CommBackend::MPI, o, CommOp::AllGather, B, 8, 8), 0.0);  // one node
 }

@@ -114,8 +114,12 @@ std::vector<CommBufferSpec> comm_buffer_plan(CommBackend b, int world, const Com
 //    to every peer);
 //  * NCCL, rings in rank order: each node's one outgoing ring link carries (n−1)/n·S for
 //    reduce_scatter and all_gather, 2(n−1)/n·S for all_reduce;
-//  * broadcast: at most S (the buffer crosses each node boundary once); the control exchanges
-//    (barrier, verify_same, gather_strings, max_over_ranks): 0 — a few bytes each.
+//  * broadcast: S with NCCL (the ring forwards the buffer across each node boundary once) and for
+//    the MPI backend's one MPI_Bcast (up to small_broadcast_bytes, or at 2 ranks: Open MPI's tree
+//    takes the buffer off a node about once); above that the MPI backend's scatter + all-gather
+//    sends L·(n−L)/n·S from the root's node, the busiest (the others send L·(n−L−1)/n·S);
+//  * the control exchanges (barrier, verify_same, gather_strings, max_over_ranks): 0 — a few
+//    bytes each.
 double node_send_bytes(CommBackend b, const CommOptions& o, CommOp op, double bytes, int world, int local_size);
 
 // Thrown by verify_same_across_ranks on every rank when the ranks disagree.
