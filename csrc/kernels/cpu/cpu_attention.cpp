@@ -9,8 +9,8 @@
 // head ([T,hs] rows): S = sc·Q_blk·K[0:n]ᵀ, Y = P·V[0:n]; backward dP = dY·Vᵀ, dV += Pᵀ·dY,
 // dQ += dS·K, dK += dSᵀ·Q. Probabilities above the diagonal inside a block are exactly 0, so the
 // block products equal the causal sums (0·v = 0 for finite v). Determinism: the block split
-// depends only on (T, hs); OpenBLAS splits a GEMM over threads along M and N only, never K, so
-// every element's sum has the same order for any thread count.
+// depends only on (T, hs); each block's GEMMs run single-threaded inside the (b, h) pair's
+// OpenMP thread (cpu_gemm.cpp), so every element's sum has the same order for any thread count.
 
 #include <algorithm>
 #include <cmath>
@@ -21,9 +21,8 @@
 namespace zt::cpu_ops {
 namespace {
 
-// Query rows per block: small enough that a block's GEMMs (at most R·T·hs multiply-adds) stay
-// under OpenBLAS's single-thread threshold (65536·4), so callers on several OpenMP threads never
-// queue on OpenBLAS's shared thread pool; at least 8 rows so each GEMM has some width.
+// Query rows per block: a block's GEMMs do at most R·T·hs ≈ 2^18 multiply-adds; at least 8 rows
+// so each GEMM has some width.
 int64_t block_rows(int64_t T_, int64_t hs) {
   return std::clamp<int64_t>(262143 / std::max<int64_t>(1, T_ * hs), 8, 64);
 }

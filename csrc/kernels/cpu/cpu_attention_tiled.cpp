@@ -12,8 +12,9 @@
 // an fp32 OpenBLAS sgemm of at most tile_q·tile_k·hs multiply-adds.
 // Memory: per thread O(T·hs) fp32 scratch for 16-bit dtypes (the widened heads; dq, dk, dv in
 // backward, which fp32 accumulates in place) plus one tile_q×tile_k score tile — never T×T.
-// Determinism: the tiling depends only on (T, tile_q, tile_k); OpenBLAS never splits K, so every
-// element is summed in the same order for any thread count.
+// Determinism: the tiling depends only on (T, tile_q, tile_k), and each tile's sgemm runs
+// single-threaded in its OpenMP thread (cpu_gemm.cpp), so every element is summed in the same
+// order for any thread count.
 // Per-row tile math runs on the SIMD rows of cpu_vec_kernels.h (ISA picked at run time), which
 // compute attn_tile::unnormalised_p / recomputed_p / score_grad bitwise; a forward row sum is the
 // fixed 16-lane order of vec::exp_sum, so results depend neither on the ISA nor the thread count.
