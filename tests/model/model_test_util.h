@@ -33,18 +33,25 @@ inline bool ends_with(const std::string& s, const std::string& suf) {
 }
 
 // Random parameters that exercise every term: weights N(0, 0.3), LayerNorm weights 1 + N(0, 0.2),
-// biases N(0, 0.1) (GPT-2's zero biases would hide bias bugs).
-inline std::vector<float> random_params(const Model& m, uint32_t seed) {
+// biases N(0, 0.1) (GPT-2's zero biases would hide bias bugs); one vector per parameter, in the
+// specs' order (what the decoders take).
+inline std::vector<std::vector<float>> random_param_tensors(const std::vector<ParamSpec>& specs, uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::vector<float> flat;
-  for (const ParamSpec& p : m.params()) {
-    for (int64_t i = 0; i < p.numel; ++i) {
-      if (p.init == InitKind::Ones) flat.push_back(1.0f + 0.2f * nd(rng));
-      else if (p.init == InitKind::Zeros) flat.push_back(0.1f * nd(rng));
-      else flat.push_back(0.3f * nd(rng));
-    }
+  std::vector<std::vector<float>> out;
+  for (const ParamSpec& p : specs) {
+    std::vector<float> v(static_cast<size_t>(p.numel));
+    for (float& x : v)
+      x = p.init == InitKind::Ones ? 1.0f + 0.2f * nd(rng) : p.init == InitKind::Zeros ? 0.1f * nd(rng) : 0.3f * nd(rng);
+    out.push_back(std::move(v));
   }
+  return out;
+}
+
+// The same values as one flat vector (the model's parameter order).
+inline std::vector<float> random_params(const Model& m, uint32_t seed) {
+  std::vector<float> flat;
+  for (const std::vector<float>& v : random_param_tensors(m.params(), seed)) flat.insert(flat.end(), v.begin(), v.end());
   return flat;
 }
 

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "model_reference.h"
+#include "model_test_util.h"
 #include "zerotrain/core/device.h"
 #include "zerotrain/model/gpt.h"
 #include "zerotrain/model/gpt_decode.h"
@@ -26,26 +27,12 @@ GptConfig decode_gpt() {
   return c;
 }
 
-// Weights N(0, 0.3), LayerNorm weights 1 + N(0, 0.2), biases N(0, 0.1): every term matters.
-std::vector<std::vector<float>> random_weights(const std::vector<ParamSpec>& specs, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::vector<std::vector<float>> w;
-  for (const ParamSpec& p : specs) {
-    std::vector<float> v(static_cast<size_t>(p.numel));
-    for (float& x : v)
-      x = p.init == InitKind::Ones ? 1.0f + 0.2f * nd(rng) : p.init == InitKind::Zeros ? 0.1f * nd(rng) : 0.3f * nd(rng);
-    w.push_back(std::move(v));
-  }
-  return w;
-}
-
 struct DecodeEnv {
   GptConfig cfg = decode_gpt();
   std::unique_ptr<Device> dev = make_cpu_device();
   std::unique_ptr<Stream> stream = dev->create_stream("decode");
   std::vector<ParamSpec> specs = gpt_param_specs(cfg, *dev, *stream);
-  std::vector<std::vector<float>> weights = random_weights(specs, 7);
+  std::vector<std::vector<float>> weights = random_param_tensors(specs, 7);
 };
 
 double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {

@@ -46,25 +46,13 @@ ModelConfig decode_llama(const Case& c) {
   return m;
 }
 
-// One vector per parameter (decoder_param_specs' order) from model_test_util's random values.
-std::vector<std::vector<float>> split(const std::vector<float>& flat, const std::vector<ParamSpec>& specs) {
-  std::vector<std::vector<float>> out;
-  size_t at = 0;
-  for (const ParamSpec& p : specs) {
-    out.emplace_back(flat.begin() + static_cast<std::ptrdiff_t>(at),
-                     flat.begin() + static_cast<std::ptrdiff_t>(at + static_cast<size_t>(p.numel)));
-    at += static_cast<size_t>(p.numel);
-  }
-  return out;
-}
-
 struct DecodeEnv {
   explicit DecodeEnv(const Case& c) : cfg(decode_llama(c)) {
     ModelOptions o = env.opt(1);
     o.plan_only = true;
     flat = random_params(*make_llama(cfg.llama, o), 11);
     specs = decoder_param_specs(cfg, *env.dev, *env.stream);
-    weights = split(flat, specs);
+    weights = random_param_tensors(specs, 11);  // the same values, one vector per parameter
   }
   Env env;
   ModelConfig cfg;

@@ -14,28 +14,18 @@ Exits 77 (skipped) when this machine cannot create namespaces.
 import json
 import os
 import re
-import shutil
 import statistics
 import subprocess
-import tempfile
 import unittest
 
-from mn_common import CLUSTER, REPO, exit_if_no_cluster, leftovers, run, zerotrain_env
+from mn_common import CLUSTER, REPO, TempDirTest, exit_if_no_cluster, leftovers, run, zerotrain_env
 from test_train import fp32_config, train_args
 
 STEPS = 6
 MODEL = os.path.join(REPO, "configs", "models", "gpt-tiny.json")
 
 
-class NodeBytes(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.dir = tempfile.mkdtemp(prefix="zt-mn-test.")
-
-    @classmethod
-    def tearDownClass(cls):
-        shutil.rmtree(cls.dir, ignore_errors=True)
-
+class NodeBytes(TempDirTest):
     def predicted(self, cfg):
         env = zerotrain_env()
         p = subprocess.run([env["ZT_BIN"], "explain", "--config", cfg, "--model", MODEL, "--world-size", "4",
