@@ -1,6 +1,7 @@
 // bench_gemm_bf16.cpp — CPU time of one GPT layer's GEMM shapes (docs/benchmarks.md §9): fp32
 // sgemm, bf16 widened + sgemm (ZT_CPU_BF16_GEMM=widen) and, with AVX-512F, the native bf16 GEMM
-// (=native), one thread, interleaved repetitions, median and fastest.
+// (=native) and, with AVX512_BF16, the dpbf16 one (=dpbf16); one thread, interleaved repetitions,
+// median and fastest.
 //
 // Shapes: N = 512 tokens, C = 256, 4C MLP, V = 2048 LM head; forward (inp · W), dW (inpᵀ · dout,
 // accumulating) and dx (dout · Wᵀ) of qkv, attention projection, fc, fc projection and the head.
@@ -59,10 +60,10 @@ int main(int argc, char** argv) {
     a[i] = bf16(af[i]);
     b[i] = bf16(bf[i]);
   }
-  const bool native = cpu::active_isa() == cpu::Isa::Avx512;
-  const char* paths[] = {"fp32", "widen", "native"};
-  const int npaths = native ? 3 : 2;
-  std::vector<double> ms[3];
+  const bool native = cpu::active_isa() == cpu::Isa::Avx512, dot = native && cpu::avx512_bf16_supported();
+  const char* paths[] = {"fp32", "widen", "native", "dpbf16"};
+  const int npaths = dot ? 4 : native ? 3 : 2;
+  std::vector<double> ms[4];
   for (int rep = 0; rep < reps; ++rep) {
     for (int p = 0; p < npaths; ++p) {
       if (p > 0) setenv("ZT_CPU_BF16_GEMM", paths[p], 1);
@@ -86,5 +87,6 @@ int main(int argc, char** argv) {
     std::printf("%-7s median %7.2f ms  fastest %7.2f ms\n", paths[p], ms[p][ms[p].size() / 2], ms[p].front());
   }
   if (!native) std::printf("native: not run (needs AVX-512F)\n");
+  if (!dot) std::printf("dpbf16: not run (needs AVX-512F and AVX512_BF16)\n");
   return 0;
 }

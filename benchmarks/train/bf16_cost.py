@@ -3,8 +3,8 @@
 
 For 1 and 2 ranks (--ranks) and ZeRO stages 1-3 (--stages), a GPT of 5.3 M parameters
 (V=2048, T=128, L=6, H=4, C=256, micro-batch 4 per rank, AdamW, clipping 1.0) runs as
-`zerotrain train` through zt-launch in three variants: fp32, bf16 with ZT_CPU_BF16_GEMM=native
-(left out on a CPU without AVX-512F) and bf16 with ZT_CPU_BF16_GEMM=widen; thread pools are
+`zerotrain train` through zt-launch in four variants: fp32, bf16 with ZT_CPU_BF16_GEMM=dpbf16
+(left out on a CPU without AVX512_BF16), =native (left out without AVX-512F) and =widen; thread pools are
 sized by zerotrain itself (OMP_NUM_THREADS / OPENBLAS_NUM_THREADS removed: 2 threads at 1 rank
 on a 2-CPU machine, 1 per rank at 2 ranks). Every round runs
 every (ranks, stage, variant) back to back, so machine-load drift spreads over all of them. A
@@ -26,7 +26,8 @@ import tempfile
 
 MODEL = {"type": "gpt", "name": "gpt-5m", "vocab_size": 2048, "n_ctx": 128, "n_layer": 6, "n_head": 4,
          "n_embd": 256}
-VARIANTS = [("fp32", False, None), ("bf16 native", True, "native"), ("bf16 widen", True, "widen")]
+VARIANTS = [("fp32", False, None), ("bf16 dpbf16", True, "dpbf16"), ("bf16 native", True, "native"),
+            ("bf16 widen", True, "widen")]
 
 
 def config(stage, bf16):
@@ -88,9 +89,11 @@ def main():
             not set(stages) <= {0, 1, 2, 3}:
         sys.exit("bf16_cost.py: --rounds >= 1, --steps >= --skip + 2, ranks >= 1 and stages in 0..3 expected")
     with open("/proc/cpuinfo") as f:
-        if "avx512f" not in f.read():
-            print("no AVX-512F on this CPU: the native variant is left out")
-            VARIANTS.remove(VARIANTS[1])
+        flags = f.read().split()
+    for flag, path in (("avx512_bf16", "dpbf16"), ("avx512f", "native")):
+        if flag not in flags:
+            print(f"no {flag} on this CPU: the {path} variant is left out")
+            VARIANTS[:] = [v for v in VARIANTS if v[2] != path]
     cases = [(r, s) for r in ranks for s in stages]
     times = {(c, v[0]): [] for c in cases for v in VARIANTS}
     headers = {}

@@ -72,22 +72,63 @@ Isa active_isa() {
   throw InputError(std::string("ZT_CPU_ISA=") + env + ": expected scalar, avx2 or avx512");
 }
 
+namespace {
+
+#if defined(__x86_64__) || defined(__i386__)
+bool detect_avx512_bf16() {
+  if (detected_isa() != Isa::Avx512 || __get_cpuid_max(0, nullptr) < 7) return false;
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  __cpuid_count(7, 0, a, b, c, d);
+  if (a < 1) return false;  // no sub-leaf 1
+  __cpuid_count(7, 1, a, b, c, d);
+  return (a & (1u << 5)) != 0;
+}
+
+bool amd_cpu() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(0, &a, &b, &c, &d)) return false;
+  return b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;  // "AuthenticAMD"
+}
+#else
+bool detect_avx512_bf16() { return false; }
+bool amd_cpu() { return false; }
+#endif
+
+}  // namespace
+
+bool avx512_bf16_supported() {
+  static const bool yes = detect_avx512_bf16();
+  return yes;
+}
+
 const char* bf16_gemm_name(Bf16Gemm g) {
-  return g == Bf16Gemm::Native ? "native (fp32 panels, AVX-512 FMA tile)" : "widened to fp32 + OpenBLAS sgemm";
+  switch (g) {
+    case Bf16Gemm::Widen: return "widened to fp32 + OpenBLAS sgemm";
+    case Bf16Gemm::Native: return "native (fp32 panels, AVX-512 FMA tile)";
+    case Bf16Gemm::Dot: return "dpbf16 (bf16 pairs, AVX512_BF16 dot-product tile)";
+  }
+  return "?";
 }
 
 Bf16Gemm active_bf16_gemm() {
-  const bool native_ok = active_isa() == Isa::Avx512;
+  const bool avx512 = active_isa() == Isa::Avx512;
   const char* env = std::getenv("ZT_CPU_BF16_GEMM");
-  if (env == nullptr || env[0] == '\0' || std::strcmp(env, "widen") == 0) return Bf16Gemm::Widen;
-  if (std::strcmp(env, "native") != 0)
-    throw InputError(std::string("ZT_CPU_BF16_GEMM=") + env + ": expected native or widen");
-  if (!native_ok) {
-    throw InputError(std::string("ZT_CPU_BF16_GEMM=native: needs AVX-512F (") +
-                     (isa_supported(Isa::Avx512) ? "ZT_CPU_ISA is below avx512" : "this CPU lacks it") +
-                     "); use widen or leave it unset");
+  if (env == nullptr || env[0] == '\0') {
+    static const bool dot_at_full_rate = avx512_bf16_supported() && amd_cpu();
+    return avx512 && dot_at_full_rate ? Bf16Gemm::Dot : Bf16Gemm::Widen;
   }
-  return Bf16Gemm::Native;
+  if (std::strcmp(env, "widen") == 0) return Bf16Gemm::Widen;
+  const bool dot = std::strcmp(env, "dpbf16") == 0;
+  if (!dot && std::strcmp(env, "native") != 0)
+    throw InputError(std::string("ZT_CPU_BF16_GEMM=") + env + ": expected widen, native or dpbf16");
+  if (!avx512 || (dot && !avx512_bf16_supported())) {
+    const char* why = !isa_supported(Isa::Avx512) ? "this CPU lacks AVX-512F"
+                      : !avx512                   ? "ZT_CPU_ISA is below avx512"
+                                                  : "this CPU lacks AVX512_BF16";
+    throw InputError(std::string("ZT_CPU_BF16_GEMM=") + env + ": needs AVX-512F" + (dot ? " and AVX512_BF16" : "") +
+                     " (" + why + "); use widen or leave it unset");
+  }
+  return dot ? Bf16Gemm::Dot : Bf16Gemm::Native;
 }
 
 }  // namespace zt::cpu

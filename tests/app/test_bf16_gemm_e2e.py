@@ -1,14 +1,15 @@
-"""The CPU backend's two bf16 GEMM paths through `zerotrain train` (2 ranks, CPU backend).
+"""The CPU backend's bf16 GEMM paths through `zerotrain train` (2 ranks, CPU backend).
 
 * The bundled tiny GPT in bf16 at ZeRO stages 1, 2 and 3 (stage 3 with a persistence threshold
-  low enough that parameters are really gathered): the native GEMM (ZT_CPU_BF16_GEMM=native) and the widened fp32 + sgemm path (=widen) give the same losses step
-  by step within bf16 round-off. Both multiply the same bf16 values with fp32 accumulation and
-  round once; only the accumulation order differs, so a GEMM output differs by at most one bf16
-  ulp, and the loss, computed in fp32 from bf16 logits, stays within half a bf16 ulp of the
-  loss over the steps run. The run header names the path that ran.
-* On a CPU without AVX-512F the widened runs still train and agree with each other at every
-  stage; =native exits 2 naming the missing feature, and the comparison is skipped with the
-  reason printed.
+  low enough that parameters are really gathered): our own GEMMs (ZT_CPU_BF16_GEMM=native, the
+  AVX-512 FMA tile, and =dpbf16, the AVX512_BF16 tile) and the widened fp32 + sgemm path (=widen)
+  give the same losses step by step within bf16 round-off. All multiply the same bf16 values with
+  fp32 accumulation and round once; only the accumulation order differs, so a GEMM output differs
+  by at most one bf16 ulp, and the loss, computed in fp32 from bf16 logits, stays within half a
+  bf16 ulp of the loss over the steps run. The run header names the path that ran.
+* On a CPU without AVX-512F (or AVX512_BF16) the widened runs still train and agree with each
+  other at every stage; a path the CPU lacks exits 2 naming the missing feature, and its
+  comparison is skipped with the reason printed.
 * A bad ZT_CPU_BF16_GEMM or ZT_CPU_ISA value: exit 2 with a line naming it, before training.
 """
 import json
@@ -28,7 +29,8 @@ STEPS = 10
 # Per-step loss agreement: half a bf16 ulp of the loss (2^-9 relative). Measured on an AVX-512
 # Xeon: at most 3e-5 relative over the 10 steps at every stage.
 REL_TOL = 2.0 ** -9
-HEADER = {"native": "bf16 GEMM native (fp32 panels", "widen": "bf16 GEMM widened to fp32"}
+HEADER = {"native": "bf16 GEMM native (fp32 panels", "dpbf16": "bf16 GEMM dpbf16 (bf16 pairs",
+          "widen": "bf16 GEMM widened to fp32"}
 
 
 def config(stage):
@@ -58,20 +60,21 @@ class Bf16GemmE2e(TempDirCase):
         self.assertEqual(len(out), STEPS)
         return out
 
-    def test_native_and_widened_losses_agree_at_stages_1_to_3(self):
+    def test_own_and_widened_losses_agree_at_stages_1_to_3(self):
         for stage in (1, 2, 3):
             widened = self.losses(stage, "widen")
             # The same path twice: bitwise the same losses (deterministic kernels at any path).
             self.assertEqual(widened, self.losses(stage, "widen"), f"stage {stage}: widened runs differ")
-            p, _ = self.train(stage, "native")
-            if p.returncode == 2 and "needs AVX-512F" in p.stderr:  # the binary's own CPU detection
-                print(f"stage {stage}: native comparison skipped: {p.stderr.strip().splitlines()[-1]}")
-                continue
-            got = self.losses(stage, "native")
-            worst = max(abs(a - b) / abs(b) for a, b in zip(got, widened))
-            print(f"stage {stage}: max relative loss difference native vs widened over {STEPS} steps {worst:.2e}")
-            for step, (a, b) in enumerate(zip(got, widened), 1):
-                self.assertLessEqual(abs(a - b), REL_TOL * abs(b), f"stage {stage} step {step}: {a} vs {b}")
+            for path in ("native", "dpbf16"):
+                p, _ = self.train(stage, path)
+                if p.returncode == 2 and "needs AVX-512F" in p.stderr:  # the binary's own CPU detection
+                    print(f"stage {stage}: {path} comparison skipped: {p.stderr.strip().splitlines()[-1]}")
+                    continue
+                got = self.losses(stage, path)
+                worst = max(abs(a - b) / abs(b) for a, b in zip(got, widened))
+                print(f"stage {stage}: max relative loss difference {path} vs widened over {STEPS} steps {worst:.2e}")
+                for step, (a, b) in enumerate(zip(got, widened), 1):
+                    self.assertLessEqual(abs(a - b), REL_TOL * abs(b), f"stage {stage} step {step} {path}: {a} vs {b}")
 
     def test_bad_path_variables_exit_2(self):
         for env, name in ((["ZT_CPU_BF16_GEMM=fast"], "ZT_CPU_BF16_GEMM"), (["ZT_CPU_ISA=avx9"], "ZT_CPU_ISA")):

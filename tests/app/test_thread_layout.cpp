@@ -58,8 +58,10 @@ TEST(ThreadLayout, CpuKernelPathsNameTheIsaAndBf16Gemm) {
   EXPECT_NE(zt::describe(t).find("; CPU kernels "), std::string::npos);
   setenv("ZT_CPU_ISA", "scalar", 1);
   EXPECT_NE(zt::cpu_kernel_paths().find("CPU kernels scalar"), std::string::npos);
-  setenv("ZT_CPU_BF16_GEMM", "native", 1);  // never below avx512
-  EXPECT_THROW(zt::cpu_kernel_paths(), zt::InputError);
+  for (const char* own : {"native", "dpbf16"}) {  // never below avx512
+    setenv("ZT_CPU_BF16_GEMM", own, 1);
+    EXPECT_THROW(zt::cpu_kernel_paths(), zt::InputError) << own;
+  }
   setenv("ZT_CPU_ISA", "avx1024", 1);
   EXPECT_THROW(zt::cpu_kernel_paths(), zt::InputError);
   unsetenv("ZT_CPU_ISA");

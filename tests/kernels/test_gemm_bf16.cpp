@@ -1,8 +1,9 @@
-// The bf16 GEMM paths (cpu::Bf16Gemm): the choice and its ZT_CPU_BF16_GEMM override, and the
-// native GEMM (fp32 panels, AVX-512 FMA tile) against the widened fp32 + sgemm path on the same
-// bf16 inputs, every transpose combination, odd shapes (k odd and not a multiple of 16 or 32,
-// partial tiles), row strides, alpha/beta. Without AVX-512F the widened path is still checked
-// against a double reference and only the native comparison is skipped, with the reason printed.
+// The bf16 GEMM paths (cpu::Bf16Gemm): the choice and its ZT_CPU_BF16_GEMM override, and our own
+// GEMMs (native: fp32 panels, AVX-512 FMA tile; dpbf16: bf16 pairs, AVX512_BF16 tile) against the
+// widened fp32 + sgemm path on the same bf16 inputs, every transpose combination, odd shapes (k odd
+// and not a multiple of 16 or 32, partial tiles), row strides, alpha/beta. The widened path is
+// always checked against a double reference; a path this CPU cannot run is skipped with the reason
+// printed.
 #include <cstdlib>
 #include <limits>
 
@@ -114,14 +115,27 @@ int compare(const std::vector<double>& got, const std::vector<double>& want, con
   return failures;
 }
 
+// Our own GEMM paths this CPU can run, and why the others are skipped.
+std::vector<const char*> own_paths() {
+  std::vector<const char*> paths;
+  if (cpu::isa_supported(cpu::Isa::Avx512)) paths.push_back("native");
+  if (cpu::avx512_bf16_supported()) paths.push_back("dpbf16");
+  if (paths.size() < 2)
+    std::printf("this CPU lacks %s: checking %s\n", paths.empty() ? "AVX-512F" : "AVX512_BF16",
+                paths.empty() ? "the widened path only" : "widen and native only");
+  return paths;
+}
+
 TEST(Bf16Gemm, PathChoiceAndOverride) {
   RestoreEnv gemm_env("ZT_CPU_BF16_GEMM"), isa_env("ZT_CPU_ISA");
   unsetenv("ZT_CPU_BF16_GEMM");
   unsetenv("ZT_CPU_ISA");
-  const bool native = cpu::isa_supported(cpu::Isa::Avx512);
-  EXPECT_EQ(cpu::active_bf16_gemm(), Bf16Gemm::Widen);  // the default everywhere; native is opt-in
+  const bool native = cpu::isa_supported(cpu::Isa::Avx512), dot = cpu::avx512_bf16_supported();
+  const Bf16Gemm by_default = cpu::active_bf16_gemm();  // dpbf16 where it runs at full rate, else widen
+  EXPECT_TRUE(by_default == Bf16Gemm::Widen || (dot && by_default == Bf16Gemm::Dot));
+  std::printf("default bf16 GEMM here: %s\n", cpu::bf16_gemm_name(by_default));
   setenv("ZT_CPU_BF16_GEMM", "", 1);
-  EXPECT_EQ(cpu::active_bf16_gemm(), Bf16Gemm::Widen);
+  EXPECT_EQ(cpu::active_bf16_gemm(), by_default);
   setenv("ZT_CPU_BF16_GEMM", "widen", 1);
   EXPECT_EQ(cpu::active_bf16_gemm(), Bf16Gemm::Widen);
   setenv("ZT_CPU_BF16_GEMM", "fast", 1);
@@ -129,20 +143,31 @@ TEST(Bf16Gemm, PathChoiceAndOverride) {
   setenv("ZT_CPU_BF16_GEMM", "native", 1);
   if (native) {
     EXPECT_EQ(cpu::active_bf16_gemm(), Bf16Gemm::Native);
-    setenv("ZT_CPU_ISA", "avx2", 1);  // an AVX2 run never takes the AVX-512 tile
-    EXPECT_THROW(cpu::active_bf16_gemm(), InputError);
   } else {
     EXPECT_THROW(cpu::active_bf16_gemm(), InputError);
-    std::printf("no AVX-512F on this CPU: ZT_CPU_BF16_GEMM=native is refused, bf16 GEMMs widen\n");
+  }
+  setenv("ZT_CPU_BF16_GEMM", "dpbf16", 1);
+  if (dot) {
+    EXPECT_EQ(cpu::active_bf16_gemm(), Bf16Gemm::Dot);
+  } else {
+    EXPECT_THROW(cpu::active_bf16_gemm(), InputError);
+  }
+  if (cpu::isa_supported(cpu::Isa::Avx2)) {  // an AVX2 run never takes an AVX-512 tile
+    setenv("ZT_CPU_ISA", "avx2", 1);
+    for (const char* path : {"native", "dpbf16"}) {
+      setenv("ZT_CPU_BF16_GEMM", path, 1);
+      EXPECT_THROW(cpu::active_bf16_gemm(), InputError) << path;
+    }
+    unsetenv("ZT_CPU_BF16_GEMM");
+    EXPECT_EQ(cpu::active_bf16_gemm(), Bf16Gemm::Widen);
   }
 }
 
-// Random bf16 inputs in [-1, 1): both paths within the stated bound of the double reference,
-// and the native path within it of the widened one.
-TEST(Bf16Gemm, NativeMatchesWidenedReference) {
+// Random bf16 inputs in [-1, 1): every path within the stated bound of the double reference,
+// and our own paths within it of the widened one.
+TEST(Bf16Gemm, OwnPathsMatchWidenedReference) {
   RestoreEnv gemm_env("ZT_CPU_BF16_GEMM");
-  const bool native = cpu::isa_supported(cpu::Isa::Avx512);
-  if (!native) std::printf("no AVX-512F on this CPU: checking the widened path only, native comparison skipped\n");
+  const std::vector<const char*> paths = own_paths();
   std::mt19937_64 rng(11);
   for (const Case& c : cases()) {
     Operands o = make_operands(rng, c, false);
@@ -150,26 +175,25 @@ TEST(Bf16Gemm, NativeMatchesWidenedReference) {
     reference(c, o, &want, &mag);
     const std::vector<double> widened = run_path("widen", c, o).values();
     ASSERT_EQ(compare(widened, want, mag, c, "widen vs double"), 0);
-    if (!native) continue;
-    const std::vector<double> got = run_path("native", c, o).values();
-    ASSERT_EQ(compare(got, want, mag, c, "native vs double"), 0);
-    ASSERT_EQ(compare(got, widened, mag, c, "native vs widen"), 0);
+    for (const char* path : paths) {
+      const std::vector<double> got = run_path(path, c, o).values();
+      ASSERT_EQ(compare(got, want, mag, c, std::string(path) + " vs double"), 0);
+      ASSERT_EQ(compare(got, widened, mag, c, std::string(path) + " vs widen"), 0);
+    }
   }
 }
 
-// Small integers: every partial sum is exact in fp32 whatever the order, so the two paths must
-// agree bit for bit — any transposed operand, dropped k tail or misplaced tile shows.
-TEST(Bf16Gemm, NativeBitwiseOnExactSums) {
+// Small integers: every partial sum is exact in fp32 whatever the order, so every path must agree
+// bit for bit — any transposed operand, dropped k tail, misplaced pair or tile shows.
+TEST(Bf16Gemm, OwnPathsBitwiseOnExactSums) {
   RestoreEnv gemm_env("ZT_CPU_BF16_GEMM");
-  if (!cpu::isa_supported(cpu::Isa::Avx512)) {
-    std::printf("no AVX-512F on this CPU: native comparison skipped\n");
-    return;
-  }
+  const std::vector<const char*> paths = own_paths();
   std::mt19937_64 rng(12);
   for (const Case& c : cases()) {
     Operands o = make_operands(rng, c, true);
-    const HostTensor widened = run_path("widen", c, o), got = run_path("native", c, o);
-    ASSERT_TRUE(got.raw() == widened.raw()) << describe(c);  // padding columns untouched on both too
+    const HostTensor widened = run_path("widen", c, o);
+    for (const char* path : paths)  // padding columns untouched on every path too
+      ASSERT_TRUE(run_path(path, c, o).raw() == widened.raw()) << path << " " << describe(c);
   }
 }
 

@@ -4,8 +4,8 @@
 // into slices over the calling thread's OpenMP threads (split_gemm). OpenBLAS's own pthreads pool
 // next to the OpenMP pool the other kernels use would put two spinning pools on the same cores,
 // each waiting out the other's spin between consecutive ops.
-// fp32 runs sgemm in place. bf16 runs the native GEMM (cpu_gemm_bf16.cpp) where
-// cpu::active_bf16_gemm() says Native; otherwise bf16/fp16 operands are widened to fp32 scratch
+// fp32 runs sgemm in place. bf16 runs our own GEMM (cpu_gemm_bf16.cpp) where
+// cpu::active_bf16_gemm() says Native or Dot; otherwise bf16/fp16 operands are widened to fp32 scratch
 // (exact; AVX-512 passes for bf16 where available) and multiplied by sgemm. Both accumulate in fp32 and round back once (RNE) — the same
 // contract as cuBLAS with bf16/fp16 inputs and CUBLAS_COMPUTE_32F.
 #include <cblas.h>
@@ -160,9 +160,13 @@ void gemm_any(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, co
                   ldb, beta, static_cast<float*>(C.data), ldc);
     return;
   }
-  if (C.dtype == DType::BF16 && cpu::active_bf16_gemm() == cpu::Bf16Gemm::Native) {
-    gemm_bf16_native(ta, tb, M, N, K, alpha, static_cast<const uint16_t*>(A.data), lda,
-                     static_cast<const uint16_t*>(B.data), ldb, beta, static_cast<uint16_t*>(C.data), ldc);
+  const cpu::Bf16Gemm path = C.dtype == DType::BF16 ? cpu::active_bf16_gemm() : cpu::Bf16Gemm::Widen;
+  if (path != cpu::Bf16Gemm::Widen) {
+    const auto* a = static_cast<const uint16_t*>(A.data);
+    const auto* b = static_cast<const uint16_t*>(B.data);
+    auto* c = static_cast<uint16_t*>(C.data);
+    (path == cpu::Bf16Gemm::Dot ? gemm_bf16_dot : gemm_bf16_native)(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c,
+                                                                    ldc);
     return;
   }
   dispatch_dtype(C.dtype, [&](auto tag) {

@@ -1,10 +1,10 @@
-// cpu_gemm_bf16.cpp — the native bf16 GEMM of the CPU backend (cpu::Bf16Gemm::Native): op(A) and
-// op(B) widened to fp32 as they are packed, once per call (cpu_gemm_bf16_kernels.h; transposes
-// and row strides resolved while packing), then every kMR × kNR tile of C from one pass over the
-// whole k range with fp32 accumulators, rounded to bf16 once as it is stored. Tiles run in
-// parallel (OpenMP, the rank's team), panel-major so a thread's consecutive tiles share one B
-// panel. Opt-in (ZT_CPU_BF16_GEMM=native): OpenBLAS's cache-blocked sgemm after widening is
-// faster where measured (docs/design.md, "GEMM paths on the CPU").
+// cpu_gemm_bf16.cpp — the CPU backend's own bf16 GEMMs (cpu::Bf16Gemm::Native and Dot): op(A) and
+// op(B) packed once per call (cpu_gemm_bf16_kernels.h; transposes and row strides resolved while
+// packing) — widened to fp32 for the Native FMA tile, as bf16 pairs along k for the Dot
+// (vdpbf16ps) tile — then every kMR × kNR tile of C from one pass over the whole k range with
+// fp32 accumulators, rounded to bf16 once as it is stored. Tiles run in parallel (OpenMP, the
+// rank's team), panel-major so a thread's consecutive tiles share one B panel. Which path runs
+// where: cpu_isa.h, active_bf16_gemm().
 #include <algorithm>
 #include <vector>
 
@@ -17,14 +17,37 @@ namespace {
 using bf16gemm::kMR;
 using bf16gemm::kNR;
 
-// Per-thread packed operands; grow to the largest call and are reused.
-std::vector<float>& packed(int slot) {
-  thread_local std::vector<float> buffers[2];
-  return buffers[slot];
-}
+// Native: fp32 panels, k deep.
+struct FmaPanels {
+  using Elem = float;
+  static int64_t depth(int64_t K) { return K; }
+  static void pack(const uint16_t* x, int64_t ld, bool along_k, int64_t rows, int64_t K, int W, float* dst) {
+    bf16gemm::pack_avx512(x, ld, along_k, rows, K, W, dst);
+  }
+  static void tile(const float* a, const float* b, int64_t depth, uint16_t* c, int64_t ldc, int m, int n, float alpha,
+                   float beta) {
+    bf16gemm::tile_avx512(a, b, depth, c, ldc, m, n, alpha, beta);
+  }
+};
 
-float* reserve(int slot, int64_t n) {
-  std::vector<float>& buf = packed(slot);
+// Dot: bf16 pairs, ceil(k / 2) deep.
+struct PairPanels {
+  using Elem = uint32_t;
+  static int64_t depth(int64_t K) { return (K + 1) / 2; }
+  static void pack(const uint16_t* x, int64_t ld, bool along_k, int64_t rows, int64_t K, int W, uint32_t* dst) {
+    bf16gemm::pack_pairs_avx512(x, ld, along_k, rows, K, W, dst);
+  }
+  static void tile(const uint32_t* a, const uint32_t* b, int64_t depth, uint16_t* c, int64_t ldc, int m, int n,
+                   float alpha, float beta) {
+    bf16gemm::tile_dpbf16(a, b, depth, c, ldc, m, n, alpha, beta);
+  }
+};
+
+// Per-thread packed operands (slot 0: A blocks, 1: B panels); grow to the largest call and are reused.
+template <typename Elem>
+Elem* reserve(int slot, int64_t n) {
+  thread_local std::vector<Elem> buffers[2];
+  std::vector<Elem>& buf = buffers[slot];
   if (static_cast<int64_t>(buf.size()) < n) buf.resize(static_cast<size_t>(n));
   return buf.data();
 }
@@ -37,18 +60,38 @@ struct Operand {
   int64_t R, K;
 };
 
-// Packs op(X) [R, K] into ceil(R / W) blocks of K × W fp32, zero rows past R (the A blocks with
-// W = kMR, the B panels with W = kNR and X = op(B)ᵀ).
-template <int W>
-void pack(const Operand& op, float* out) {
-  const int64_t blocks = (op.R + W - 1) / W;
+// Packs op(X) [R, K] into ceil(R / W) blocks of depth × W elements, zero rows past R (the A blocks
+// with W = kMR, the B panels with W = kNR and X = op(B)ᵀ).
+template <typename Panels, int W>
+void pack(const Operand& op, typename Panels::Elem* out) {
+  const int64_t blocks = (op.R + W - 1) / W, depth = Panels::depth(op.K);
 #pragma omp parallel for schedule(static) if (op.R * op.K > kParallelGrain)
   for (int64_t blk = 0; blk < blocks; ++blk) {
-    float* dst = out + blk * op.K * W;
+    typename Panels::Elem* dst = out + blk * depth * W;
     const int64_t r0 = blk * W, rows = std::min<int64_t>(W, op.R - r0);
-    if (rows < W) std::fill(dst, dst + op.K * W, 0.0f);
+    if (rows < W) std::fill(dst, dst + depth * W, typename Panels::Elem{0});
     // X stored [K, R] when trans: each k's rows are contiguous.
-    bf16gemm::pack_avx512(op.x + r0 * (op.trans ? 1 : op.ld), op.ld, op.trans, rows, op.K, W, dst);
+    Panels::pack(op.x + r0 * (op.trans ? 1 : op.ld), op.ld, op.trans, rows, op.K, W, dst);
+  }
+}
+
+template <typename Panels>
+void gemm_tiled(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t* A, int64_t lda,
+                const uint16_t* B, int64_t ldb, float beta, uint16_t* C, int64_t ldc) {
+  if (M == 0 || N == 0) return;
+  const int64_t depth = Panels::depth(K), mb = (M + kMR - 1) / kMR, nb = (N + kNR - 1) / kNR;
+  typename Panels::Elem* a = reserve<typename Panels::Elem>(0, mb * kMR * depth);
+  typename Panels::Elem* b = reserve<typename Panels::Elem>(1, nb * kNR * depth);
+  pack<Panels, kMR>(Operand{A, lda, ta, M, K}, a);
+  pack<Panels, kNR>(Operand{B, ldb, !tb, N, K}, b);  // op(B)ᵀ[j, k] = op(B)[k, j]
+#pragma omp parallel for collapse(2) schedule(static) if (M * N * std::max<int64_t>(K, 1) > 8 * kParallelGrain)
+  for (int64_t jb = 0; jb < nb; ++jb) {
+    for (int64_t ib = 0; ib < mb; ++ib) {
+      const int64_t i0 = ib * kMR, j0 = jb * kNR;
+      Panels::tile(a + ib * kMR * depth, b + jb * kNR * depth, depth, C + i0 * ldc + j0, ldc,
+                   static_cast<int>(std::min<int64_t>(kMR, M - i0)), static_cast<int>(std::min<int64_t>(kNR, N - j0)),
+                   alpha, beta);
+    }
   }
 }
 
@@ -56,21 +99,12 @@ void pack(const Operand& op, float* out) {
 
 void gemm_bf16_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t* A,
                       int64_t lda, const uint16_t* B, int64_t ldb, float beta, uint16_t* C, int64_t ldc) {
-  if (M == 0 || N == 0) return;
-  const int64_t mb = (M + kMR - 1) / kMR, nb = (N + kNR - 1) / kNR;
-  float* a = reserve(0, mb * kMR * K);
-  float* b = reserve(1, nb * kNR * K);
-  pack<kMR>(Operand{A, lda, ta, M, K}, a);
-  pack<kNR>(Operand{B, ldb, !tb, N, K}, b);  // op(B)ᵀ[j, k] = op(B)[k, j]
-#pragma omp parallel for collapse(2) schedule(static) if (M * N * std::max<int64_t>(K, 1) > 8 * kParallelGrain)
-  for (int64_t jb = 0; jb < nb; ++jb) {
-    for (int64_t ib = 0; ib < mb; ++ib) {
-      const int64_t i0 = ib * kMR, j0 = jb * kNR;
-      bf16gemm::tile_avx512(a + ib * kMR * K, b + jb * kNR * K, K, C + i0 * ldc + j0, ldc,
-                                static_cast<int>(std::min<int64_t>(kMR, M - i0)),
-                                static_cast<int>(std::min<int64_t>(kNR, N - j0)), alpha, beta);
-    }
-  }
+  gemm_tiled<FmaPanels>(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void gemm_bf16_dot(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t* A, int64_t lda,
+                   const uint16_t* B, int64_t ldb, float beta, uint16_t* C, int64_t ldc) {
+  gemm_tiled<PairPanels>(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 }  // namespace zt::cpu_ops

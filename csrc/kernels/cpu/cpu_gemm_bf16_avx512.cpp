@@ -1,7 +1,8 @@
-// cpu_gemm_bf16_avx512.cpp — the native bf16 GEMM's register tile: kMR × kNR fp32 accumulators
-// fed by AVX-512F fused multiply-adds over packed fp32 panels. Compiled with -mavx512f -mfma
-// (top CMakeLists.txt); called only when cpu::isa_supported(Isa::Avx512). Layout and contract:
-// cpu_gemm_bf16_kernels.h.
+// cpu_gemm_bf16_avx512.cpp — the register tiles of the CPU backend's bf16 GEMMs: kMR × kNR fp32
+// accumulators fed by AVX-512F fused multiply-adds over packed fp32 panels (Native), or by
+// AVX512_BF16 vdpbf16ps over packed bf16 pairs (Dot), and their packing. Compiled with -mavx512f
+// -mfma (top CMakeLists.txt), the Dot tile alone with target("avx512bf16"); called only when
+// cpu_isa.h says the CPU has them. Layout and contract: cpu_gemm_bf16_kernels.h.
 // GCC 12 reports the deliberately undefined source operands inside avx512fintrin.h as
 // uninitialised; they are not.
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -40,6 +41,18 @@ void store16(uint16_t* c, __m512 acc, int n, float alpha, float beta) {
   _mm512_mask_cvtepi32_storeu_epi16(c, mask, to_bf16(acc));
 }
 
+// Rows i < m of a tile's accumulators (acc0: columns 0–15, acc1: 16–31) stored as store16 does.
+// Inlined into each tile with constant indices, so the accumulators stay in registers until here.
+__attribute__((always_inline)) inline void store_tile(const __m512* acc0, const __m512* acc1, uint16_t* c,
+                                                      int64_t ldc, int m, int n, float alpha, float beta) {
+#pragma GCC unroll 12
+  for (int i = 0; i < kMR; ++i) {
+    if (i >= m) break;
+    store16(c + i * ldc, acc0[i], n, alpha, beta);
+    store16(c + i * ldc + 16, acc1[i], n - 16, alpha, beta);
+  }
+}
+
 // 16 bf16 → 16 fp32 (exact: the bits shifted into the top half).
 __m512 widen16(const uint16_t* src) {
   const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src));
@@ -72,6 +85,41 @@ void pack_avx512(const uint16_t* x, int64_t ld, bool along_k, int64_t rows, int6
   }
 }
 
+void pack_pairs_avx512(const uint16_t* x, int64_t ld, bool along_k, int64_t rows, int64_t K, int W, uint32_t* dst) {
+  const int64_t kp = (K + 1) / 2;
+  const auto at = [&](int64_t i, int64_t k) -> uint32_t {
+    if (k >= K) return 0;
+    return along_k ? x[k * ld + i] : x[i * ld + k];
+  };
+  if (along_k) {  // each pair: two rows of x, interleaved 16 lanes at a time
+    for (int64_t q = 0; q < kp; ++q) {
+      const uint16_t* even = x + 2 * q * ld;
+      uint32_t* out = dst + q * W;
+      int64_t i = 0;
+      if (2 * q + 1 < K) {
+        const uint16_t* odd = even + ld;
+        for (; i + 16 <= rows; i += 16) {
+          const __m512i lo = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(even + i)));
+          const __m512i hi = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(odd + i)));
+          _mm512_storeu_si512(out + i, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+        }
+      }
+      for (; i < rows; ++i) out[i] = at(i, 2 * q) | at(i, 2 * q + 1) << 16;
+    }
+    return;
+  }
+  // Each row's pairs are adjacent in memory: 16 pairs loaded at a time, scattered down the block's
+  // column (stride W).
+  const __m512i stride = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                            _mm512_set1_epi32(W));
+  for (int64_t i = 0; i < rows; ++i) {
+    const uint16_t* src = x + i * ld;
+    int64_t q = 0;
+    for (; 2 * q + 32 <= K; q += 16) _mm512_i32scatter_epi32(dst + q * W + i, stride, _mm512_loadu_si512(src + 2 * q), 4);
+    for (; q < kp; ++q) dst[q * W + i] = at(i, 2 * q) | at(i, 2 * q + 1) << 16;
+  }
+}
+
 void widen_avx512(const uint16_t* src, float* dst, int64_t n) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) _mm512_storeu_ps(dst + i, widen16(src + i));
@@ -100,13 +148,27 @@ void tile_avx512(const float* a, const float* b, int64_t K, uint16_t* c, int64_t
       acc1[i] = _mm512_fmadd_ps(ai, b1, acc1[i]);
     }
   }
-  // Unrolled with constant indices so the accumulators stay in registers throughout.
+  store_tile(acc0, acc1, c, ldc, m, n, alpha, beta);
+}
+
+__attribute__((target("avx512bf16"))) void tile_dpbf16(const uint32_t* a, const uint32_t* b, int64_t kp,
+                                                          uint16_t* c, int64_t ldc, int m, int n, float alpha,
+                                                          float beta) {
+  __m512 acc0[kMR], acc1[kMR];
 #pragma GCC unroll 12
-  for (int i = 0; i < kMR; ++i) {
-    if (i >= m) break;
-    store16(c + i * ldc, acc0[i], n, alpha, beta);
-    store16(c + i * ldc + 16, acc1[i], n - 16, alpha, beta);
+  for (int i = 0; i < kMR; ++i) acc0[i] = acc1[i] = _mm512_setzero_ps();
+  for (int64_t q = 0; q < kp; ++q) {
+    const __m512bh b0 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(b + q * kNR));
+    const __m512bh b1 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(b + q * kNR + 16));
+    const uint32_t* aq = a + q * kMR;
+#pragma GCC unroll 12
+    for (int i = 0; i < kMR; ++i) {
+      const __m512bh ai = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(aq[i])));
+      acc0[i] = _mm512_dpbf16_ps(acc0[i], ai, b0);
+      acc1[i] = _mm512_dpbf16_ps(acc1[i], ai, b1);
+    }
   }
+  store_tile(acc0, acc1, c, ldc, m, n, alpha, beta);
 }
 
 }  // namespace zt::cpu_ops::bf16gemm

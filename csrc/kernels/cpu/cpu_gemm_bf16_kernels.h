@@ -1,11 +1,19 @@
-// cpu_gemm_bf16_kernels.h — the register tile of the native bf16 GEMM
-// (csrc/kernels/cpu/cpu_gemm_bf16_avx512.cpp); cpu_gemm_bf16.cpp packs the operands and drives it.
+// cpu_gemm_bf16_kernels.h — the register tiles of the CPU backend's own bf16 GEMMs
+// (csrc/kernels/cpu/cpu_gemm_bf16_avx512.cpp); cpu_gemm_bf16.cpp packs the operands and drives them.
 //
-// Packed operands are fp32 (bf16 widened exactly while packing), zero past the matrix:
+// Native (FMA tile): packed operands are fp32 (bf16 widened exactly while packing), zero past the
+// matrix:
 //   A block (kMR rows from i0): a[k · kMR + i] = op(A)[i0 + i, k]
 //   B panel (kNR columns from j0): b[k · kNR + j] = op(B)[k, j0 + j]
 // A product of two bf16 values is exact in fp32, so each fused multiply-add rounds exactly as a
 // separate multiply and add would: the result is fp32 accumulation in increasing k.
+//
+// Dot (vdpbf16ps tile): packed operands are bf16 pairs along k, one uint32 per pair (k even in
+// the low half, k + 1 in the high half; zero past the matrix and past an odd K), kp = ceil(K / 2):
+//   A block: a[q · kMR + i] = (op(A)[i0 + i, 2q], op(A)[i0 + i, 2q + 1])
+//   B panel: b[q · kNR + j] = (op(B)[2q, j0 + j], op(B)[2q + 1, j0 + j])
+// Each vdpbf16ps adds both products of a pair into the fp32 accumulator, rounding to nearest
+// even with subnormal inputs and results flushed to zero: fp32 accumulation, in pairs.
 //
 // Portability invariant (as cpu_vec_kernels.h): the ISA-flagged file includes only this header,
 // <cstdint> and <immintrin.h>, and defines nothing with external linkage but the functions
@@ -24,6 +32,16 @@ constexpr int kNR = 32;  // columns of a register tile: two 16-lane fp32 accumul
 // cpu::isa_supported(Isa::Avx512).
 void tile_avx512(const float* a, const float* b, int64_t K, uint16_t* c, int64_t ldc, int m, int n, float alpha,
                  float beta);
+
+// tile_avx512's contract on pair-packed operands (kp pairs). Call only when
+// cpu::avx512_bf16_supported().
+void tile_dpbf16(const uint32_t* a, const uint32_t* b, int64_t kp, uint16_t* c, int64_t ldc, int m, int n,
+                 float alpha, float beta);
+
+// One pair-packed block: dst[q · W + i] = (x(i, 2q), x(i, 2q + 1)) for i < rows <= W, q < ceil(K / 2),
+// zero in the high half past an odd K; x(i, k) as for pack_avx512. The rows from `rows` to W are
+// left alone. Call only when cpu::isa_supported(Isa::Avx512).
+void pack_pairs_avx512(const uint16_t* x, int64_t ld, bool along_k, int64_t rows, int64_t K, int W, uint32_t* dst);
 
 // One packed block: dst[k · W + i] = bf16 x(i, k) widened, for i < rows <= W, k < K; the rows
 // from `rows` to W are left alone. x(i, k) is x[k · ld + i] (along_k: each k's rows are

@@ -63,5 +63,9 @@ void sgemm_rm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, co
 // once (round to nearest even); any K >= 0 (K == 0: C = beta C); beta == 0 never reads C.
 void gemm_bf16_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t* A,
                       int64_t lda, const uint16_t* B, int64_t ldb, float beta, uint16_t* C, int64_t ldc);
+// The same contract on the vdpbf16ps tile (cpu::Bf16Gemm::Dot; call only when
+// cpu::avx512_bf16_supported()); subnormal products and sums flush to zero.
+void gemm_bf16_dot(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t* A, int64_t lda,
+                   const uint16_t* B, int64_t ldb, float beta, uint16_t* C, int64_t ldc);
 
 }  // namespace zt::cpu_ops

@@ -19,19 +19,28 @@ bool isa_supported(Isa isa);   // isa <= detected_isa()
 Isa active_isa();
 const char* isa_name(Isa isa);  // "scalar", "avx2", "avx512"
 
-// How the CPU backend multiplies bf16 matrices. Native: our own GEMM, which widens the bf16
-// operands to fp32 while packing them into its panels and runs an AVX-512F FMA register tile
-// (csrc/kernels/cpu/cpu_gemm_bf16*.cpp). Widen: both operands widened to fp32 scratch (exact),
-// then OpenBLAS sgemm. Both accumulate in fp32 and round the result to bf16 once.
-enum class Bf16Gemm : uint8_t { Widen, Native };
+// Whether the CPU has AVX512_BF16 (vdpbf16ps; CPUID.(7,1):EAX[5]) on top of detected_isa() ==
+// Avx512. Cached.
+bool avx512_bf16_supported();
 
-// Widen, unless env ZT_CPU_BF16_GEMM=native asks for the native GEMM (=widen or unset/empty:
-// Widen). Widen is the default because OpenBLAS's sgemm kernel outruns the native tile on the
-// AVX-512 machines measured (docs/benchmarks.md §7). An unknown value, or native where it cannot
-// run (no AVX-512F, or ZT_CPU_ISA below avx512), throws zt::InputError naming ZT_CPU_BF16_GEMM.
-// Read on every call.
+// How the CPU backend multiplies bf16 matrices; every path accumulates in fp32 and rounds the
+// result to bf16 once. Widen: both operands widened to fp32 scratch (exact), then OpenBLAS sgemm.
+// Native: our own GEMM, which widens the operands to fp32 while packing them into its panels and
+// runs an AVX-512F FMA register tile. Dot: our own GEMM on bf16 pairs packed along k, with an
+// AVX512_BF16 vdpbf16ps register tile (two multiply-adds per lane and instruction; products of
+// subnormals flush to zero). Native and Dot: csrc/kernels/cpu/cpu_gemm_bf16*.cpp.
+enum class Bf16Gemm : uint8_t { Widen, Native, Dot };
+
+// The path for this process: env ZT_CPU_BF16_GEMM=widen|native|dpbf16 forces one; unset or empty
+// picks Dot where vdpbf16ps runs at full rate (AVX512_BF16 on an AMD CPU: Zen 4 and later) and
+// ZT_CPU_ISA allows AVX-512, else Widen (OpenBLAS's sgemm kernel outruns both of our tiles on the
+// Intel AVX-512 machines measured, where vdpbf16ps retired at a quarter of vfmadd's rate;
+// docs/design.md, "GEMM paths on the CPU"). An unknown value, or a path that cannot run here (no
+// AVX-512F / AVX512_BF16, or ZT_CPU_ISA below avx512), throws zt::InputError naming
+// ZT_CPU_BF16_GEMM. Read on every call.
 Bf16Gemm active_bf16_gemm();
-// "native (fp32 panels, AVX-512 FMA tile)" / "widened to fp32 + OpenBLAS sgemm".
+// "widened to fp32 + OpenBLAS sgemm", "native (fp32 panels, AVX-512 FMA tile)",
+// "dpbf16 (bf16 pairs, AVX512_BF16 dot-product tile)".
 const char* bf16_gemm_name(Bf16Gemm g);
 
 }  // namespace zt::cpu
