@@ -13,8 +13,12 @@ table gives per case the median over rounds of each variant and the median over 
 per-round ratio to fp32. Stage 3 runs with stage3_param_persistence_threshold 1000, so its
 parameters are gathered. The load average is printed before and after.
 
+--avx2 measures the AVX2-only path on an AVX-512 machine: every run gets ZT_CPU_ISA=avx2 and
+OPENBLAS_CORETYPE=Haswell (zerotrain's kernels and OpenBLAS's both without AVX-512), and only
+the widened bf16 path runs (the others need AVX-512).
+
 usage: bf16_cost.py [--bin build/zerotrain] [--rounds 3] [--steps 10] [--skip 3] [--ranks 1,2]
-                    [--stages 1,2,3] [--csv out.csv]
+                    [--stages 1,2,3] [--avx2] [--csv out.csv]
 """
 import argparse
 import json
@@ -57,6 +61,8 @@ def run(args, d, ranks, stage, variant):
         env.pop(k, None)
     if gemm:
         env["ZT_CPU_BF16_GEMM"] = gemm
+    if args.avx2:
+        env.update(ZT_CPU_ISA="avx2", OPENBLAS_CORETYPE="Haswell")
     p = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if p.returncode != 0:
         sys.exit(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
@@ -78,6 +84,7 @@ def main():
     ap.add_argument("--skip", type=int, default=3)
     ap.add_argument("--ranks", default="1,2")
     ap.add_argument("--stages", default="1,2,3")
+    ap.add_argument("--avx2", action="store_true", help="force the AVX2-only path (ZT_CPU_ISA, OPENBLAS_CORETYPE)")
     ap.add_argument("--csv")
     args = ap.parse_args()
     try:
@@ -91,8 +98,8 @@ def main():
     with open("/proc/cpuinfo") as f:
         flags = f.read().split()
     for flag, path in (("avx512_bf16", "dpbf16"), ("avx512f", "native")):
-        if flag not in flags:
-            print(f"no {flag} on this CPU: the {path} variant is left out")
+        if flag not in flags or args.avx2:
+            print(f"{'--avx2' if args.avx2 else 'no ' + flag + ' on this CPU'}: the {path} variant is left out")
             VARIANTS[:] = [v for v in VARIANTS if v[2] != path]
     cases = [(r, s) for r in ranks for s in stages]
     times = {(c, v[0]): [] for c in cases for v in VARIANTS}

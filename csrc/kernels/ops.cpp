@@ -15,9 +15,9 @@ using namespace detail;
 void gemm(Stream& s, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const TensorView& A,
           const TensorView& B, float beta, const TensorView& C) {
   ZT_CHECK(M >= 0 && N >= 0 && K >= 0, "ops::gemm: negative dimension");
-  for (auto [t, n, name] : {std::tuple{&A, M * K, "A"}, std::tuple{&B, K * N, "B"}, std::tuple{&C, M * N, "C"}}) {
-    check_like(s, *t, n, C, "gemm", name);
-  }
+  check_like(s, A, M * K, A, "gemm", "A");
+  check_like(s, B, K * N, A, "gemm", "B");
+  check_grad(s, C, M * N, A, "gemm", "C");  // C: A's dtype, or fp32 with 16-bit A and B
   dispatch::gemm(s, trans_a, trans_b, M, N, K, alpha, A, B, beta, C);
 }
 
@@ -32,7 +32,7 @@ void bias_add(Stream& s, const TensorView& out, const TensorView& bias) {
 void bias_grad(Stream& s, const TensorView& dbias, const TensorView& dout) {
   check_tensor(s, dbias, "bias_grad", "dbias");
   check_tensor(s, dout, "bias_grad", "dout");
-  check_same(dout, dbias, "bias_grad", "dout");
+  check_grad_dtype(dbias, dout, "bias_grad", "dbias");
   check_rows(dout, dbias.numel(), "bias_grad", "dout");
   dispatch::bias_grad(s, dbias, dout);
 }
@@ -57,10 +57,11 @@ void layernorm_backward(Stream& s, const TensorView& dinp, const TensorView& dwe
   const char* op = "layernorm_backward";
   const int64_t C = weight.numel(), N = mean.numel();
   for (auto [t, n, name] : {std::tuple{&dinp, N * C, "dinp"}, std::tuple{&dout, N * C, "dout"},
-                            std::tuple{&inp, N * C, "inp"}, std::tuple{&weight, C, "weight"},
-                            std::tuple{&dweight, C, "dweight"}, std::tuple{&dbias, C, "dbias"}}) {
+                            std::tuple{&inp, N * C, "inp"}, std::tuple{&weight, C, "weight"}}) {
     check_like(s, *t, n, inp, op, name);
   }
+  check_grad(s, dweight, C, inp, op, "dweight");
+  check_grad(s, dbias, C, inp, op, "dbias");
   check_f32(s, mean, N, op, "mean");
   check_f32(s, rstd, N, op, "rstd");
   dispatch::layernorm_backward(s, dinp, dweight, dbias, dout, inp, weight, mean, rstd);

@@ -46,6 +46,20 @@ inline void check_like(const Stream& s, const TensorView& t, int64_t n, const Te
   check_numel(t, n, op, name);
   check_same(t, ref, op, name);
 }
+// A parameter gradient: t's dtype is ref's (the op's compute dtype) or fp32 (gradients
+// accumulated straight into fp32).
+inline void check_grad_dtype(const TensorView& t, const TensorView& ref, const char* op, const char* name) {
+  ZT_CHECK(t.dtype == ref.dtype || t.dtype == DType::F32, where(op, name) + " is " + dtype_name(t.dtype) +
+                                                              ", expected the op's dtype " + dtype_name(ref.dtype) +
+                                                              " or fp32");
+}
+// check_like for a parameter gradient (check_grad_dtype's dtypes).
+inline void check_grad(const Stream& s, const TensorView& t, int64_t n, const TensorView& ref, const char* op,
+                       const char* name) {
+  check_tensor(s, t, op, name);
+  check_numel(t, n, op, name);
+  check_grad_dtype(t, ref, op, name);
+}
 // t: on the stream's device, n elements, F32 (saved statistics, probabilities, losses).
 inline void check_f32(const Stream& s, const TensorView& t, int64_t n, const char* op, const char* name) {
   check_tensor(s, t, op, name);

@@ -46,9 +46,9 @@ void linear_backward(Stream& s, const TensorView& dinp, const TensorView& dweigh
   check_dims(N, IC, OC, op);
   check_like(s, inp, N * IC, inp, op, "inp");
   check_like(s, weight, IC * OC, inp, op, "weight");
-  check_like(s, dweight, IC * OC, inp, op, "dweight");
+  check_grad(s, dweight, IC * OC, inp, op, "dweight");
   check_like(s, dout, N * OC, inp, op, "dout");
-  check_optional(s, dbias, OC, inp, op, "dbias");
+  if (dbias.data != nullptr) check_grad(s, dbias, OC, inp, op, "dbias");
   check_optional(s, dinp, N * IC, inp, op, "dinp");
   check_optional(s, gelu_pre, N * IC, inp, op, "gelu_pre");
   ZT_CHECK(gelu_pre.data == nullptr || dinp.data != nullptr || N * IC == 0,
@@ -72,10 +72,9 @@ void gemm_ld(Stream& s, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_
     ZT_CHECK(ld >= cols && ld >= 1, where(op, name) + " = " + std::to_string(ld) + " is below the row length " +
                                         std::to_string(cols));
   }
-  for (auto [t, n, name] : {std::tuple{&A, a_rows * lda, "A"}, std::tuple{&B, b_rows * ldb, "B"},
-                            std::tuple{&C, M * ldc, "C"}}) {
-    check_like(s, *t, n, C, op, name);
-  }
+  check_like(s, A, a_rows * lda, A, op, "A");
+  check_like(s, B, b_rows * ldb, A, op, "B");
+  check_grad(s, C, M * ldc, A, op, "C");  // C: A's dtype, or fp32 with 16-bit A and B
   dispatch::gemm_ld(s, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 

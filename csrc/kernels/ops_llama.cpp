@@ -33,7 +33,7 @@ void rmsnorm_backward(Stream& s, const TensorView& dinp, const TensorView& dweig
   check_rmsnorm(s, op, inp, weight, rstd);
   check_like(s, dinp, inp.numel(), inp, op, "dinp");
   check_like(s, dout, inp.numel(), inp, op, "dout");
-  check_like(s, dweight, weight.numel(), inp, op, "dweight");
+  check_grad(s, dweight, weight.numel(), inp, op, "dweight");
   // dinp accumulates while dout and inp are still read for dweight.
   ZT_CHECK(inp.numel() == 0 || (dinp.data != dout.data && dinp.data != inp.data),
            "ops::rmsnorm_backward: dinp must not alias dout or inp");

@@ -121,21 +121,26 @@ void attention_gqa_backward(Stream& s, const TensorView& dq, const TensorView& d
 namespace {
 // out-like [B,T,C], wte [V,C] with V >= 1, wpe [T',C] with T' >= T or absent (no storage: no
 // position term), all one dtype.
+// grads: wte and wpe are gradients (x's dtype or fp32), else weights (x's dtype).
 void check_embedding(const Stream& s, const char* op, const TensorView& x, const char* xn, const TensorView& wte,
                      const char* wten, const TensorView& wpe, const char* wpen, const int32_t* tokens, int64_t B,
-                     int64_t T, int64_t C) {
+                     int64_t T, int64_t C, bool grads) {
+  const auto check_dtype_of = [&](const TensorView& w, const char* name) {
+    if (grads) check_grad_dtype(w, x, op, name);
+    else check_same(w, x, op, name);
+  };
   ZT_CHECK(B >= 0 && T >= 0 && C > 0, std::string("ops::") + op + ": need B, T >= 0 and C > 0");
   check_tensor(s, x, op, xn);
   check_numel(x, B * T * C, op, xn);
   check_tensor(s, wte, op, wten);
   check_rows(wte, C, op, wten);
-  check_same(wte, x, op, wten);
+  check_dtype_of(wte, wten);
   ZT_CHECK(wte.numel() >= C, where(op, wten) + " has no rows");
   check_ptr(tokens, B * T, op, "tokens");
   if (wpe.data == nullptr) return;  // absent
   check_tensor(s, wpe, op, wpen);
   check_rows(wpe, C, op, wpen);
-  check_same(wpe, x, op, wpen);
+  check_dtype_of(wpe, wpen);
   ZT_CHECK(wpe.numel() >= T * C, where(op, wpen) + " has " + std::to_string(wpe.numel() / C) +
                                      " positions, fewer than T=" + std::to_string(T));
 }
@@ -143,13 +148,13 @@ void check_embedding(const Stream& s, const char* op, const TensorView& x, const
 
 void embedding_forward(Stream& s, const TensorView& out, const int32_t* tokens, const TensorView& wte,
                        const TensorView& wpe, int64_t B, int64_t T, int64_t C) {
-  check_embedding(s, "embedding_forward", out, "out", wte, "wte", wpe, "wpe", tokens, B, T, C);
+  check_embedding(s, "embedding_forward", out, "out", wte, "wte", wpe, "wpe", tokens, B, T, C, false);
   dispatch::embedding_forward(s, out, tokens, wte, wpe, B, T, C);
 }
 
 void embedding_backward(Stream& s, const TensorView& dwte, const TensorView& dwpe, const TensorView& dout,
                         const int32_t* tokens, int64_t B, int64_t T, int64_t C) {
-  check_embedding(s, "embedding_backward", dout, "dout", dwte, "dwte", dwpe, "dwpe", tokens, B, T, C);
+  check_embedding(s, "embedding_backward", dout, "dout", dwte, "dwte", dwpe, "dwpe", tokens, B, T, C, true);
   dispatch::embedding_backward(s, dwte, dwpe, dout, tokens, B, T, C);
 }
 

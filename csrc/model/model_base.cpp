@@ -61,7 +61,7 @@ TensorView make_view(void* data, DType t, DeviceKind dev, const std::vector<int6
 }
 
 ModelBase::ModelBase(const ModelOptions& opt, int64_t max_rows)
-    : opt_(opt), dev_(*opt.device), stream_(*opt.stream), dt_(opt.compute_dtype) {
+    : opt_(opt), dev_(*opt.device), stream_(*opt.stream), dt_(opt.compute_dtype), grad_dt_(opt.compute_dtype) {
   ZT_CHECK(opt.device != nullptr && opt.stream != nullptr, "ModelOptions needs a device and a stream");
   ZT_CHECK(opt.micro_batch > 0, "ModelOptions.micro_batch must be positive");
   if (opt.plan_only) return;
@@ -98,6 +98,13 @@ void ModelBase::bind_grad(int index, void* data) {
   grad_ptr_[index] = data;
 }
 
+void ModelBase::set_grad_dtype(DType dtype) {
+  ZT_CHECK(dtype == dt_ || (dtype == DType::F32 && dt_ != DType::F32),
+           std::string("set_grad_dtype: gradients in ") + dtype_name(dtype) + " with compute dtype " + dtype_name(dt_) +
+               " (expected the compute dtype or f32)");
+  grad_dt_ = dtype;
+}
+
 TensorView ModelBase::param(int i) const {
   ZT_CHECK(param_ptr_[i] != nullptr, "parameter " + params_[i].name + " is not bound");
   return make_view(param_ptr_[i], dt_, dev_.kind(), params_[i].shape);
@@ -105,7 +112,7 @@ TensorView ModelBase::param(int i) const {
 
 TensorView ModelBase::grad(int i) const {
   ZT_CHECK(grad_ptr_[i] != nullptr, "gradient of " + params_[i].name + " is not bound");
-  return make_view(grad_ptr_[i], dt_, dev_.kind(), params_[i].shape);
+  return make_view(grad_ptr_[i], grad_dt_, dev_.kind(), params_[i].shape);
 }
 
 TensorView ModelBase::act(const DeviceBuffer& b, std::initializer_list<int64_t> dims) const {

@@ -22,6 +22,8 @@ class ModelBase : public Model {
   const std::vector<ParamSpec>& params() const override { return params_; }
   void bind_param(int index, void* data) override;
   void bind_grad(int index, void* data) override;
+  void set_grad_dtype(DType dtype) override;
+  DType grad_dtype() const override { return grad_dt_; }
   const float* loss_device() const override { return loss_.as<float>(); }
   // The loss divisor (1/divisor scales the loss and dloss); the shape is in the batch signature.
   std::vector<double> launch_scalars() const override { return {static_cast<double>(loss_divisor_)}; }
@@ -62,6 +64,7 @@ class ModelBase : public Model {
   Device& dev_;
   Stream& stream_;
   DType dt_;
+  DType grad_dt_;  // dt_, or F32 (set_grad_dtype)
   std::vector<ParamSpec> params_;
   std::vector<void*> param_ptr_, grad_ptr_;
 

@@ -30,10 +30,12 @@ GradSync::GradSync(EngineContext& cx, ModelStates& st, HostOptimizer* offload)
   bind_grads();
 }
 
-// Backward writes into the full gradient buffer (stages 0-1), into per-parameter staging
-// buffers, or (stages 2-3, contiguous) into the bucket's ring slot, bound when it opens.
+// Backward writes into the full gradient buffer (stages 0-1; in fp32 with plan.fp32_backward_grads),
+// into per-parameter staging buffers, or (stages 2-3, contiguous) into the bucket's ring slot,
+// bound when it opens.
 void GradSync::bind_grads() {
   const ZeroPlan& plan = cx_.plan;
+  cx_.model.set_grad_dtype(plan.fp32_backward_grads ? DType::F32 : plan.compute);
   for (int p = 0; p < static_cast<int>(plan.params.size()); ++p) {
     if (plan.staged_grads) cx_.model.bind_grad(p, st_.staged[p].view().data);
     else if (plan.flow.grads == Layout::Full) cx_.model.bind_grad(p, st_.grads.view(plan.param_range(p)).data);

@@ -154,7 +154,8 @@ int64_t ZeroPlan::max_slice() const {
 uint64_t ZeroPlan::hash() const {
   uint64_t h = 1469598103934665603ull;
   for (auto v : {int64_t(flow.stage), int64_t(world), reduce_bucket_size, persistence_threshold, int64_t(compute),
-                 int64_t(grad_dtype), int64_t(wire), int64_t(staged_grads), int64_t(param_norms_all_reduce), ring_elems,
+                 int64_t(grad_dtype), int64_t(wire), int64_t(staged_grads), int64_t(fp32_backward_grads),
+                 int64_t(param_norms_all_reduce), ring_elems,
                  int64_t(wire_slots), wire_slot_elems})
     h = mix(h, v);
   for (const PlanBucket& b : buckets) {

@@ -195,10 +195,15 @@ ZeroPlan make_engine_plan(const std::vector<ParamSpec>& params, const std::vecto
   plan.grad_dtype = o.grad_accum;
   plan.wire = o.wire;
   plan.quantized_weights_block = flow.gather_before_use ? o.quantized_weights_block : 0;
-  // Backward writes compute-dtype grads; they are staged per parameter when they cannot go
-  // straight into the buffer that is reduced (contiguous_gradients off, or stages 0-1
-  // accumulating in another dtype).
-  plan.staged_grads = !o.contiguous_gradients || (flow.grads == Layout::Full && o.grad_accum != o.compute);
+  // Backward writes its grads in the compute dtype, or in fp32 straight into the full buffer
+  // (stages 0-1, bf16 compute, fp32 accumulation). They are staged per parameter when they cannot
+  // go straight into the buffer that is reduced (contiguous_gradients off, or stages 0-1
+  // accumulating in another dtype that backward does not write: fp16 compute keeps its 16-bit
+  // gradients, so its overflow check sees what fp16 backward produced).
+  plan.fp32_backward_grads = o.contiguous_gradients && flow.grads == Layout::Full && o.compute == DType::BF16 &&
+                             o.grad_accum == DType::F32;
+  plan.staged_grads = !o.contiguous_gradients ||
+                      (flow.grads == Layout::Full && o.grad_accum != o.compute && !plan.fp32_backward_grads);
   plan.param_norms_all_reduce = o.param_norms && flow.optimizer == Layout::Shard;
   plan.host_grads = o.host_grads && flow.optimizer == Layout::Shard;
   backward_spans(plan);

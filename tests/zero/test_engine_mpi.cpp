@@ -170,6 +170,39 @@ TEST(Engine, Bf16LossCurveMatchesStage0) {
   }
 }
 
+// bf16 compute, fp32 accumulation, stages 0-1: backward adds straight into the fp32 accumulator.
+// Stages 0 and 1 (overlap on and off) reduce in the same order, so they agree bitwise, as in fp32;
+// against the staged path (contiguous_gradients off: backward writes bf16 per parameter, added in
+// at close) the only change is one bf16 rounding of each micro-step's gradient, so the loss curve
+// stays within bf16 round-off of it.
+TEST(Engine, Bf16GradsAccumulatedInFp32Stages0And1) {
+  RunSpec base;
+  base.model_json = tiny_gpt_json();
+  base.opt = adamw_options(0);
+  base.opt.compute_dtype = DType::BF16;
+  base.opt.gradient_accumulation_steps = 2;
+  base.steps = 6;
+  RunSpec staged = base;
+  staged.opt.contiguous_gradients = false;
+  const RunResult old_path = run_engine(staged, MPI_COMM_WORLD);
+  ASSERT_TRUE(old_path.plan.staged_grads);
+  std::vector<RunResult> runs;
+  for (int stage : {0, 1})
+    for (bool overlap : {false, true}) {
+      RunSpec s = base;
+      s.opt.stage = stage;
+      s.opt.overlap_comm = overlap;
+      runs.push_back(run_engine(s, MPI_COMM_WORLD));
+      const std::string what = "stage " + std::to_string(stage) + " overlap " + std::to_string(overlap);
+      ASSERT_TRUE(runs.back().plan.fp32_backward_grads && !runs.back().plan.staged_grads) << what;
+      if (world_rank() != 0) continue;
+      EXPECT_TRUE(bitwise_equal(runs.back(), runs.front())) << what << " differs bitwise from stage 0";
+      for (size_t k = 0; k < old_path.steps.size(); ++k)
+        EXPECT_NEAR(runs.back().steps[k].loss, old_path.steps[k].loss, 2e-3 * std::fabs(old_path.steps[k].loss))
+            << what << " step " << k + 1 << " vs bf16 grads staged per parameter";
+    }
+}
+
 // fp16 with overflow injected on one rank's shard: every rank skips the step, and the scale
 // follows DeepSpeed's scaler trace (§6.1) for that overflow pattern.
 TEST(Engine, Fp16InjectedOverflowSkipsOnEveryRank) {
@@ -345,9 +378,10 @@ TEST(Engine, MemoryMatchesPrediction) {
       if (bf16_states) {
         s.opt.compute_dtype = s.opt.master_dtype = s.opt.moments_dtype = DType::BF16;
       }
-      if (variant == 3) {  // bf16 compute and wire, fp32 accumulation: staged grads at stages 0-1
-        s.opt.compute_dtype = s.opt.wire_dtype = DType::BF16;
-      }
+      // bf16 compute, fp32 accumulation (variants 2 and 3): at stages 0-1 backward writes the fp32
+      // accumulator itself, so grads are 4 bytes per (padded) element and no 16-bit copy exists.
+      const bool fp32_backward = (variant == 2 || variant == 3) && stage <= 1;
+      if (variant == 3) s.opt.compute_dtype = s.opt.wire_dtype = DType::BF16;
       s.opt.reduce_bucket_size = 2000;
       s.steps = 2;
       RunResult r = run_engine(s, MPI_COMM_WORLD);
@@ -367,7 +401,12 @@ TEST(Engine, MemoryMatchesPrediction) {
         if (l.category == MemCategory::Master && stage > 0) {  // 1/N shard, 2 or 4 bytes per element
           EXPECT_EQ(l.measured, r.plan.shard_numel * (bf16_states ? 2 : 4)) << what;
         }
+        if (l.category == MemCategory::Grads && fp32_backward) {
+          EXPECT_EQ(l.measured, r.plan.padded_numel * 4) << what << ": 4 bytes per element, no 16-bit copy";
+        }
       }
+      EXPECT_EQ(r.plan.fp32_backward_grads, fp32_backward) << "stage " << stage << " variant " << variant;
+      if (fp32_backward) EXPECT_FALSE(r.plan.staged_grads) << "stage " << stage;
       for (const auto& w : r.params)
         for (float x : w) ASSERT_TRUE(std::isfinite(x)) << "stage " << stage << " variant " << variant;
     }

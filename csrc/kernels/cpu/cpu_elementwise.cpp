@@ -73,7 +73,7 @@ void bias_grad(const TensorView& dbias, const TensorView& dout) {
   const int64_t C = dbias.numel();
   if (C == 0) return;
   const int64_t N = dout.numel() / C;
-  if (dbias.dtype == DType::F32) {  // rows added on the CPU's SIMD path: the same sums, in the same order
+  if (dout.dtype == DType::F32) {  // rows added on the CPU's SIMD path: the same sums, in the same order
     const vec::Kernels& k = vec::active();
     float* db = static_cast<float*>(dbias.data);
     const float* d = static_cast<const float*>(dout.data);
@@ -88,9 +88,9 @@ void bias_grad(const TensorView& dbias, const TensorView& dout) {
     return;
   }
   const int64_t blocks = (C + kColumnBlock - 1) / kColumnBlock;
-  dispatch_dtype(dbias.dtype, [&](auto tag) {
+  dispatch_dtype(dout.dtype, [&](auto tag) {  // dbias: dout's dtype or fp32
     using T = decltype(tag);
-    T* db = static_cast<T*>(dbias.data);
+    const GradOut<T> db(dbias);
     const T* d = static_cast<const T*>(dout.data);
 #pragma omp parallel for schedule(static) if (N * C > kParallelGrain)
     for (int64_t blk = 0; blk < blocks; ++blk) {
@@ -102,7 +102,7 @@ void bias_grad(const TensorView& dbias, const TensorView& dout) {
 #pragma omp simd
         for (int64_t j = j0; j < j1; ++j) acc[j - j0] += to_f32(row[j]);
       }
-      for (int64_t j = j0; j < j1; ++j) db[j] = from_f32<T>(to_f32(db[j]) + acc[j - j0]);
+      for (int64_t j = j0; j < j1; ++j) db.add(j, acc[j - j0]);
     }
   });
 }

@@ -43,7 +43,7 @@ void embedding_forward(const TensorView& out, const int32_t* tokens, const Tenso
 namespace {
 // dwpe[t] += Σ_b dout[b, t] in b order, positions in parallel.
 template <typename T>
-void add_position_grads(T* dpe, const T* dy, int64_t B, int64_t T_, int64_t C) {
+void add_position_grads(const GradOut<T>& dpe, const T* dy, int64_t B, int64_t T_, int64_t C) {
 #pragma omp parallel for schedule(static) if (B * T_ * C > kParallelGrain)
   for (int64_t t = 0; t < T_; ++t) {
     std::vector<float> acc(static_cast<size_t>(C), 0.0f);
@@ -51,8 +51,7 @@ void add_position_grads(T* dpe, const T* dy, int64_t B, int64_t T_, int64_t C) {
       const T* row = dy + (b * T_ + t) * C;
       for (int64_t j = 0; j < C; ++j) acc[j] += to_f32(row[j]);
     }
-    T* dst = dpe + t * C;
-    for (int64_t j = 0; j < C; ++j) dst[j] = from_f32<T>(to_f32(dst[j]) + acc[j]);
+    for (int64_t j = 0; j < C; ++j) dpe.add(t * C + j, acc[j]);
   }
 }
 }  // namespace
@@ -77,10 +76,9 @@ void embedding_backward(const TensorView& dwte, const TensorView& dwpe, const Te
   const int64_t groups = static_cast<int64_t>(starts.size());
   starts.push_back(N);
 
-  dispatch_dtype(dwte.dtype, [&](auto tag) {
+  dispatch_dtype(dout.dtype, [&](auto tag) {
     using T = decltype(tag);
-    T* dte = static_cast<T*>(dwte.data);
-    T* dpe = static_cast<T*>(dwpe.data);
+    const GradOut<T> dte(dwte), dpe(dwpe);
     const T* dy = static_cast<const T*>(dout.data);
 #pragma omp parallel for schedule(static) if (N * C > kParallelGrain)
     for (int64_t g = 0; g < groups; ++g) {
@@ -89,10 +87,10 @@ void embedding_backward(const TensorView& dwte, const TensorView& dwpe, const Te
         const T* row = dy + order[k] * C;
         for (int64_t j = 0; j < C; ++j) acc[j] += to_f32(row[j]);
       }
-      T* dst = dte + static_cast<int64_t>(tokens[order[starts[g]]]) * C;
-      for (int64_t j = 0; j < C; ++j) dst[j] = from_f32<T>(to_f32(dst[j]) + acc[j]);
+      const int64_t row = static_cast<int64_t>(tokens[order[starts[g]]]) * C;
+      for (int64_t j = 0; j < C; ++j) dte.add(row + j, acc[j]);
     }
-    if (dpe != nullptr) add_position_grads(dpe, dy, B, T_, C);  // dwpe absent: no position term
+    if (dpe.present()) add_position_grads(dpe, dy, B, T_, C);  // dwpe absent: no position term
   });
 }
 

@@ -4,7 +4,8 @@
 // into slices over the calling thread's OpenMP threads (split_gemm). OpenBLAS's own pthreads pool
 // next to the OpenMP pool the other kernels use would put two spinning pools on the same cores,
 // each waiting out the other's spin between consecutive ops.
-// fp32 runs sgemm in place. bf16 runs our own GEMM (cpu_gemm_bf16.cpp) where
+// fp32 runs sgemm in place. 16-bit operands may write an fp32 C (weight gradients accumulated
+// straight into fp32): no rounding back. bf16 runs our own GEMM (cpu_gemm_bf16.cpp) where
 // cpu::active_bf16_gemm() says Native or Dot; otherwise bf16/fp16 operands are widened to fp32 scratch
 // (exact; AVX-512 passes for bf16 where available) and multiplied by sgemm. Both accumulate in fp32 and round back once (RNE) — the same
 // contract as cuBLAS with bf16/fp16 inputs and CUBLAS_COMPUTE_32F.
@@ -82,34 +83,38 @@ int64_t span(int64_t rows, int64_t cols, int64_t ld) { return rows == 0 ? 0 : (r
 
 // The smallest slice split_gemm hands one thread, in multiply-adds: far above the sizes where
 // OpenBLAS takes its small-matrix and direct kernels, so a slice runs the same blocked kernel as
-// the whole GEMM would, and a split never changes a bit of C (GemmTest.ResultDoesNotDependOnThreads).
+// the whole GEMM would.
 constexpr double kMinSliceMacs = 1 << 22;
-constexpr int64_t kSliceAlign = 16;  // slice widths: whole SIMD micro-tiles of the sgemm kernel
+// Slices are whole multiples of this many rows of C. OpenBLAS's micro-kernels sum a C element in
+// an order that depends on where it falls in their register tile (main tile or edge): the
+// SkylakeX sgemm kernel's tile is 16 rows of a row-major C, the Haswell (and Zen) kernel's 24, and
+// the Haswell kernel also reorders under any split of C's columns. Rows in multiples of 48 keep
+// every element where one call would put it, so a split never changes a bit of C
+// (GemmTest.ResultDoesNotDependOnThreads; measured bitwise on the Haswell, Zen and SkylakeX cores,
+// where a column split or 16-row slices differ on Haswell).
+constexpr int64_t kSliceRows = 48;
 
-// C[M,N] = alpha op(A) op(B) + beta C split over the OpenMP threads: C's rows when M >= N, else its
-// columns, one contiguous slice per thread. Every element of C is still one BLAS dot product over
-// the whole K, in the kernel's order; only which thread computes it changes.
+// C[M,N] = alpha op(A) op(B) + beta C split over the OpenMP threads by C's rows, one contiguous
+// slice of whole kSliceRows per thread (the last takes the remainder). Every element of C is
+// still one BLAS dot product over the whole K, in the kernel's order; only which thread computes
+// it changes.
 void split_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
                 const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  const bool rows = M >= N;
-  const int64_t extent = rows ? M : N;
   const double macs = static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
   const int64_t by_size = static_cast<int64_t>(macs / kMinSliceMacs);
   const int64_t slices = std::min<int64_t>({omp_in_parallel() ? 1 : omp_get_max_threads(), by_size,
-                                            extent / kSliceAlign});
+                                            M / kSliceRows});
   if (slices <= 1) {
     sgemm_rm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
   }
-  const int64_t step = (extent / kSliceAlign + slices - 1) / slices * kSliceAlign;
+  const int64_t step = (M / kSliceRows + slices - 1) / slices * kSliceRows;
 #pragma omp parallel for schedule(static, 1) num_threads(static_cast<int>(slices))
   for (int64_t s = 0; s < slices; ++s) {
-    const int64_t lo = s * step, n = (s + 1 == slices ? extent : std::min(extent, lo + step)) - lo;
-    if (n <= 0) continue;  // the last slice takes the rows (columns) past the last whole step
-    if (rows)  // rows lo.. of C and of op(A): A stored [K,M] when transposed
-      sgemm_rm(ta, tb, n, N, K, alpha, ta ? A + lo : A + lo * lda, lda, B, ldb, beta, C + lo * ldc, ldc);
-    else  // columns lo.. of C and of op(B): B stored [N,K] when transposed
-      sgemm_rm(ta, tb, M, n, K, alpha, A, lda, tb ? B + lo * ldb : B + lo, ldb, beta, C + lo, ldc);
+    const int64_t lo = s * step, n = (s + 1 == slices ? M : std::min(M, lo + step)) - lo;
+    if (n <= 0) continue;  // the last slice takes the rows past the last whole step
+    // rows lo.. of C and of op(A): A stored [K,M] when transposed
+    sgemm_rm(ta, tb, n, N, K, alpha, ta ? A + lo : A + lo * lda, lda, B, ldb, beta, C + lo * ldc, ldc);
   }
 }
 
@@ -131,48 +136,63 @@ void sgemm_strided(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alph
   split_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
-template <typename T>
+// 16-bit operands widened to fp32 scratch and multiplied by sgemm: into C directly when C is fp32
+// (Out = float: a 16-bit-input, fp32-output GEMM), else into fp32 scratch rounded back once.
+template <typename T, typename Out>
 void gemm_typed(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const T* A, int64_t lda, const T* B,
-                int64_t ldb, float beta, T* C, int64_t ldc) {
+                int64_t ldb, float beta, Out* C, int64_t ldc) {
   const float* a32 = widen(A, span(ta ? K : M, ta ? M : K, lda), 0);  // A stored [K,M] when transposed
   const float* b32 = widen(B, span(tb ? N : K, tb ? K : N, ldb), 1);  // B stored [N,K] when transposed
-  const int64_t nc = span(M, N, ldc);
-  std::vector<float>& c32 = scratch(2);
-  if (static_cast<int64_t>(c32.size()) < nc) c32.resize(static_cast<size_t>(nc));
-  if (beta != 0.0f) widen(C, nc, 2);
-  sgemm_strided(ta, tb, M, N, K, alpha, a32, lda, b32, ldb, beta, c32.data(), ldc);
-  if (simd_bf16<T>()) {
+  if constexpr (std::is_same_v<Out, float>) {
+    sgemm_strided(ta, tb, M, N, K, alpha, a32, lda, b32, ldb, beta, C, ldc);
+  } else {
+    const int64_t nc = span(M, N, ldc);
+    std::vector<float>& c32 = scratch(2);
+    if (static_cast<int64_t>(c32.size()) < nc) c32.resize(static_cast<size_t>(nc));
+    if (beta != 0.0f) widen(C, nc, 2);
+    sgemm_strided(ta, tb, M, N, K, alpha, a32, lda, b32, ldb, beta, c32.data(), ldc);
+    if (simd_bf16<T>()) {
+#pragma omp parallel for schedule(static) if (M * N > kParallelGrain)
+      for (int64_t i = 0; i < M; ++i)
+        bf16gemm::narrow_avx512(c32.data() + i * ldc, reinterpret_cast<uint16_t*>(C) + i * ldc, N);
+      return;
+    }
 #pragma omp parallel for schedule(static) if (M * N > kParallelGrain)
     for (int64_t i = 0; i < M; ++i)
-      bf16gemm::narrow_avx512(c32.data() + i * ldc, reinterpret_cast<uint16_t*>(C) + i * ldc, N);
-    return;
+      for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = from_f32<T>(c32[i * ldc + j]);
   }
-#pragma omp parallel for schedule(static) if (M * N > kParallelGrain)
-  for (int64_t i = 0; i < M; ++i)
-    for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = from_f32<T>(c32[i * ldc + j]);
 }
 
+// A and B share a dtype; C has it too, or is fp32 with 16-bit A and B (ops.h's gemm contract).
 void gemm_any(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const TensorView& A, int64_t lda,
               const TensorView& B, int64_t ldb, float beta, const TensorView& C, int64_t ldc) {
   if (M == 0 || N == 0) return;
-  if (C.dtype == DType::F32) {
+  if (A.dtype == DType::F32) {
     sgemm_strided(ta, tb, M, N, K, alpha, static_cast<const float*>(A.data), lda, static_cast<const float*>(B.data),
                   ldb, beta, static_cast<float*>(C.data), ldc);
     return;
   }
-  const cpu::Bf16Gemm path = C.dtype == DType::BF16 ? cpu::active_bf16_gemm() : cpu::Bf16Gemm::Widen;
+  const bool f32_out = C.dtype == DType::F32;
+  const cpu::Bf16Gemm path = A.dtype == DType::BF16 ? cpu::active_bf16_gemm() : cpu::Bf16Gemm::Widen;
   if (path != cpu::Bf16Gemm::Widen) {
     const auto* a = static_cast<const uint16_t*>(A.data);
     const auto* b = static_cast<const uint16_t*>(B.data);
-    auto* c = static_cast<uint16_t*>(C.data);
-    (path == cpu::Bf16Gemm::Dot ? gemm_bf16_dot : gemm_bf16_native)(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c,
-                                                                    ldc);
+    const bool dot = path == cpu::Bf16Gemm::Dot;
+    if (f32_out) {
+      (dot ? gemm_bf16_dot<float> : gemm_bf16_native<float>)(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta,
+                                                              static_cast<float*>(C.data), ldc);
+    } else {
+      (dot ? gemm_bf16_dot<uint16_t> : gemm_bf16_native<uint16_t>)(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta,
+                                                                    static_cast<uint16_t*>(C.data), ldc);
+    }
     return;
   }
-  dispatch_dtype(C.dtype, [&](auto tag) {
+  dispatch_dtype(A.dtype, [&](auto tag) {
     using T = decltype(tag);
-    gemm_typed(ta, tb, M, N, K, alpha, static_cast<const T*>(A.data), lda, static_cast<const T*>(B.data), ldb, beta,
-               static_cast<T*>(C.data), ldc);
+    const T* a = static_cast<const T*>(A.data);
+    const T* b = static_cast<const T*>(B.data);
+    if (f32_out) gemm_typed(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, static_cast<float*>(C.data), ldc);
+    else gemm_typed(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, static_cast<T*>(C.data), ldc);
   });
 }
 

@@ -24,7 +24,8 @@ struct FmaPanels {
   static void pack(const uint16_t* x, int64_t ld, bool along_k, int64_t rows, int64_t K, int W, float* dst) {
     bf16gemm::pack_avx512(x, ld, along_k, rows, K, W, dst);
   }
-  static void tile(const float* a, const float* b, int64_t depth, uint16_t* c, int64_t ldc, int m, int n, float alpha,
+  template <typename Out>
+  static void tile(const float* a, const float* b, int64_t depth, Out* c, int64_t ldc, int m, int n, float alpha,
                    float beta) {
     bf16gemm::tile_avx512(a, b, depth, c, ldc, m, n, alpha, beta);
   }
@@ -37,7 +38,8 @@ struct PairPanels {
   static void pack(const uint16_t* x, int64_t ld, bool along_k, int64_t rows, int64_t K, int W, uint32_t* dst) {
     bf16gemm::pack_pairs_avx512(x, ld, along_k, rows, K, W, dst);
   }
-  static void tile(const uint32_t* a, const uint32_t* b, int64_t depth, uint16_t* c, int64_t ldc, int m, int n,
+  template <typename Out>
+  static void tile(const uint32_t* a, const uint32_t* b, int64_t depth, Out* c, int64_t ldc, int m, int n,
                    float alpha, float beta) {
     bf16gemm::tile_dpbf16(a, b, depth, c, ldc, m, n, alpha, beta);
   }
@@ -75,9 +77,9 @@ void pack(const Operand& op, typename Panels::Elem* out) {
   }
 }
 
-template <typename Panels>
+template <typename Panels, typename Out>
 void gemm_tiled(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t* A, int64_t lda,
-                const uint16_t* B, int64_t ldb, float beta, uint16_t* C, int64_t ldc) {
+                const uint16_t* B, int64_t ldb, float beta, Out* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
   const int64_t depth = Panels::depth(K), mb = (M + kMR - 1) / kMR, nb = (N + kNR - 1) / kNR;
   typename Panels::Elem* a = reserve<typename Panels::Elem>(0, mb * kMR * depth);
@@ -97,14 +99,25 @@ void gemm_tiled(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, 
 
 }  // namespace
 
+template <typename Out>
 void gemm_bf16_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t* A,
-                      int64_t lda, const uint16_t* B, int64_t ldb, float beta, uint16_t* C, int64_t ldc) {
+                      int64_t lda, const uint16_t* B, int64_t ldb, float beta, Out* C, int64_t ldc) {
   gemm_tiled<FmaPanels>(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+template <typename Out>
 void gemm_bf16_dot(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t* A, int64_t lda,
-                   const uint16_t* B, int64_t ldb, float beta, uint16_t* C, int64_t ldc) {
+                   const uint16_t* B, int64_t ldb, float beta, Out* C, int64_t ldc) {
   gemm_tiled<PairPanels>(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
+
+#define ZT_BF16_GEMM_OUT(Out)                                                                                       \
+  template void gemm_bf16_native(bool, bool, int64_t, int64_t, int64_t, float, const uint16_t*, int64_t,             \
+                                 const uint16_t*, int64_t, float, Out*, int64_t);                                    \
+  template void gemm_bf16_dot(bool, bool, int64_t, int64_t, int64_t, float, const uint16_t*, int64_t, const uint16_t*, \
+                              int64_t, float, Out*, int64_t);
+ZT_BF16_GEMM_OUT(uint16_t)
+ZT_BF16_GEMM_OUT(float)
+#undef ZT_BF16_GEMM_OUT
 
 }  // namespace zt::cpu_ops

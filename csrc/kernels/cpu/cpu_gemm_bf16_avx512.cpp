@@ -41,10 +41,20 @@ void store16(uint16_t* c, __m512 acc, int n, float alpha, float beta) {
   _mm512_mask_cvtepi32_storeu_epi16(c, mask, to_bf16(acc));
 }
 
+// c[0, n) = alpha · acc + beta · c in fp32 (one rounding each), n in [0, 16]; beta == 0 never reads c.
+void store16(float* c, __m512 acc, int n, float alpha, float beta) {
+  if (n <= 0) return;
+  const __mmask16 mask = n >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << n) - 1u);
+  if (alpha != 1.0f) acc = _mm512_mul_ps(acc, _mm512_set1_ps(alpha));
+  if (beta != 0.0f) acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, c), _mm512_set1_ps(beta)));
+  _mm512_mask_storeu_ps(c, mask, acc);
+}
+
 // Rows i < m of a tile's accumulators (acc0: columns 0–15, acc1: 16–31) stored as store16 does.
 // Inlined into each tile with constant indices, so the accumulators stay in registers until here.
-__attribute__((always_inline)) inline void store_tile(const __m512* acc0, const __m512* acc1, uint16_t* c,
-                                                      int64_t ldc, int m, int n, float alpha, float beta) {
+template <typename Out>
+__attribute__((always_inline)) inline void store_tile(const __m512* acc0, const __m512* acc1, Out* c, int64_t ldc,
+                                                      int m, int n, float alpha, float beta) {
 #pragma GCC unroll 12
   for (int i = 0; i < kMR; ++i) {
     if (i >= m) break;
@@ -133,7 +143,8 @@ void narrow_avx512(const float* src, uint16_t* dst, int64_t n) {
   }
 }
 
-void tile_avx512(const float* a, const float* b, int64_t K, uint16_t* c, int64_t ldc, int m, int n, float alpha,
+template <typename Out>
+void tile_avx512(const float* a, const float* b, int64_t K, Out* c, int64_t ldc, int m, int n, float alpha,
                  float beta) {
   __m512 acc0[kMR], acc1[kMR];
 #pragma GCC unroll 12
@@ -151,9 +162,13 @@ void tile_avx512(const float* a, const float* b, int64_t K, uint16_t* c, int64_t
   store_tile(acc0, acc1, c, ldc, m, n, alpha, beta);
 }
 
-__attribute__((target("avx512bf16"))) void tile_dpbf16(const uint32_t* a, const uint32_t* b, int64_t kp,
-                                                          uint16_t* c, int64_t ldc, int m, int n, float alpha,
-                                                          float beta) {
+namespace {
+
+// The dpbf16 tile's k loop: acc0/acc1 (kMR each) = Σ_q pairs of a · pairs of b. Not a template:
+// the avx512bf16 target attribute is kept on a plain function (GCC drops it from template
+// instantiations); the accumulators stay in registers inside and are written out once.
+__attribute__((target("avx512bf16"))) void dpbf16_accumulate(const uint32_t* a, const uint32_t* b, int64_t kp,
+                                                             __m512* out0, __m512* out1) {
   __m512 acc0[kMR], acc1[kMR];
 #pragma GCC unroll 12
   for (int i = 0; i < kMR; ++i) acc0[i] = acc1[i] = _mm512_setzero_ps();
@@ -168,7 +183,26 @@ __attribute__((target("avx512bf16"))) void tile_dpbf16(const uint32_t* a, const 
       acc1[i] = _mm512_dpbf16_ps(acc1[i], ai, b1);
     }
   }
+#pragma GCC unroll 12
+  for (int i = 0; i < kMR; ++i) {
+    out0[i] = acc0[i];
+    out1[i] = acc1[i];
+  }
+}
+
+}  // namespace
+
+template <typename Out>
+void tile_dpbf16(const uint32_t* a, const uint32_t* b, int64_t kp, Out* c, int64_t ldc, int m, int n, float alpha,
+                 float beta) {
+  __m512 acc0[kMR], acc1[kMR];
+  dpbf16_accumulate(a, b, kp, acc0, acc1);
   store_tile(acc0, acc1, c, ldc, m, n, alpha, beta);
 }
+
+template void tile_avx512(const float*, const float*, int64_t, uint16_t*, int64_t, int, int, float, float);
+template void tile_avx512(const float*, const float*, int64_t, float*, int64_t, int, int, float, float);
+template void tile_dpbf16(const uint32_t*, const uint32_t*, int64_t, uint16_t*, int64_t, int, int, float, float);
+template void tile_dpbf16(const uint32_t*, const uint32_t*, int64_t, float*, int64_t, int, int, float, float);
 
 }  // namespace zt::cpu_ops::bf16gemm

@@ -26,17 +26,20 @@ namespace zt::cpu_ops::bf16gemm {
 constexpr int kMR = 12;  // rows of a register tile
 constexpr int kNR = 32;  // columns of a register tile: two 16-lane fp32 accumulators per row
 
-// C[i, j] = bf16_rne(alpha · Σ_k a[k, i] · b[k, j] + beta · C[i, j]) for i < m <= kMR,
-// j < n <= kNR (C: bf16 bits, row stride ldc); beta == 0 never reads C. Rounding as dtype.h's
-// f32_to_bf16_bits (nearest even, NaN stays a quiet NaN). Call only when
-// cpu::isa_supported(Isa::Avx512).
-void tile_avx512(const float* a, const float* b, int64_t K, uint16_t* c, int64_t ldc, int m, int n, float alpha,
+// C[i, j] = alpha · Σ_k a[k, i] · b[k, j] + beta · C[i, j] for i < m <= kMR, j < n <= kNR (row
+// stride ldc); beta == 0 never reads C. Out = uint16_t: C holds bf16 bits and the fp32 result is
+// rounded once as dtype.h's f32_to_bf16_bits (nearest even, NaN stays a quiet NaN); Out = float:
+// C is fp32 (a bf16-input, fp32-output GEMM: weight gradients accumulated straight into fp32).
+// Call only when cpu::isa_supported(Isa::Avx512).
+template <typename Out>
+void tile_avx512(const float* a, const float* b, int64_t K, Out* c, int64_t ldc, int m, int n, float alpha,
                  float beta);
 
 // tile_avx512's contract on pair-packed operands (kp pairs). Call only when
 // cpu::avx512_bf16_supported().
-void tile_dpbf16(const uint32_t* a, const uint32_t* b, int64_t kp, uint16_t* c, int64_t ldc, int m, int n,
-                 float alpha, float beta);
+template <typename Out>
+void tile_dpbf16(const uint32_t* a, const uint32_t* b, int64_t kp, Out* c, int64_t ldc, int m, int n, float alpha,
+                 float beta);
 
 // One pair-packed block: dst[q · W + i] = (x(i, 2q), x(i, 2q + 1)) for i < rows <= W, q < ceil(K / 2),
 // zero in the high half past an odd K; x(i, k) as for pack_avx512. The rows from `rows` to W are

@@ -21,6 +21,28 @@ void dispatch_dtype(DType t, F&& f) {
   ZT_CHECK(false, "unknown dtype");
 }
 
+// A parameter gradient that a backward kernel over compute-dtype T tensors adds into: stored as T,
+// or as fp32 (gradients accumulated straight into the fp32 buffer, without a 16-bit copy).
+// add(j, v): g[j] += v, rounded once to the gradient's dtype.
+template <typename T>
+class GradOut {
+ public:
+  explicit GradOut(const TensorView& g) : data_(g.data), f32_(g.dtype == DType::F32) {}
+  bool present() const { return data_ != nullptr; }
+  void add(int64_t j, float v) const {
+    if (f32_) {
+      static_cast<float*>(data_)[j] += v;
+    } else {
+      T* p = static_cast<T*>(data_) + j;
+      *p = from_f32<T>(to_f32(*p) + v);
+    }
+  }
+
+ private:
+  void* data_;
+  bool f32_;
+};
+
 // OpenMP regions only pay off above this many elements of work.
 constexpr int64_t kParallelGrain = 1 << 14;
 
@@ -59,13 +81,16 @@ void sgemm_rm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, co
               const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 
 // The native bf16 GEMM (cpu_gemm_bf16.cpp; cpu::Bf16Gemm::Native, call only when
-// cpu::isa_supported(Isa::Avx512)): sgemm_rm's contract on bf16 bits, fp32 accumulation, C rounded
-// once (round to nearest even); any K >= 0 (K == 0: C = beta C); beta == 0 never reads C.
+// cpu::isa_supported(Isa::Avx512)): sgemm_rm's contract on bf16 bits, fp32 accumulation; C is
+// bf16 bits (Out = uint16_t, rounded once, nearest even) or fp32 (Out = float); any K >= 0
+// (K == 0: C = beta C); beta == 0 never reads C.
+template <typename Out>
 void gemm_bf16_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t* A,
-                      int64_t lda, const uint16_t* B, int64_t ldb, float beta, uint16_t* C, int64_t ldc);
+                      int64_t lda, const uint16_t* B, int64_t ldb, float beta, Out* C, int64_t ldc);
 // The same contract on the vdpbf16ps tile (cpu::Bf16Gemm::Dot; call only when
 // cpu::avx512_bf16_supported()); subnormal products and sums flush to zero.
+template <typename Out>
 void gemm_bf16_dot(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t* A, int64_t lda,
-                   const uint16_t* B, int64_t ldb, float beta, uint16_t* C, int64_t ldc);
+                   const uint16_t* B, int64_t ldb, float beta, Out* C, int64_t ldc);
 
 }  // namespace zt::cpu_ops

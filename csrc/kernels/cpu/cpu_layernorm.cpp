@@ -77,8 +77,7 @@ void layernorm_backward(const TensorView& dinp, const TensorView& dweight, const
   dispatch_dtype(dinp.dtype, [&](auto tag) {
     using T = decltype(tag);
     T* dx = static_cast<T*>(dinp.data);
-    T* dw = static_cast<T*>(dweight.data);
-    T* db = static_cast<T*>(dbias.data);
+    const GradOut<T> dw(dweight), db(dbias);
     const T* dy = static_cast<const T*>(dout.data);
     const T* x = static_cast<const T*>(inp.data);
     const T* w = static_cast<const T*>(weight.data);
@@ -142,8 +141,8 @@ void layernorm_backward(const TensorView& dinp, const TensorView& dweight, const
         }
       }
       for (int64_t j = j0; j < j1; ++j) {
-        dw[j] = from_f32<T>(to_f32(dw[j]) + acc_w[j - j0]);
-        db[j] = from_f32<T>(to_f32(db[j]) + acc_b[j - j0]);
+        dw.add(j, acc_w[j - j0]);
+        db.add(j, acc_b[j - j0]);
       }
     }
   });

@@ -68,7 +68,7 @@ void rmsnorm_backward(const TensorView& dinp, const TensorView& dweight, const T
   dispatch_dtype(dinp.dtype, [&](auto tag) {
     using T = decltype(tag);
     T* dx = static_cast<T*>(dinp.data);
-    T* dw = static_cast<T*>(dweight.data);
+    const GradOut<T> dw(dweight);
     const T* dy = static_cast<const T*>(dout.data);
     const T* x = static_cast<const T*>(inp.data);
     std::vector<float> wbuf(static_cast<size_t>(C));
@@ -115,7 +115,7 @@ void rmsnorm_backward(const TensorView& dinp, const TensorView& dweight, const T
           for (int64_t j = 0; j < nj; ++j) acc[j] += to_f32(xr[j]) * rs * to_f32(dyr[j]);
         }
       }
-      for (int64_t j = 0; j < nj; ++j) dw[j0 + j] = from_f32<T>(to_f32(dw[j0 + j]) + acc[j]);
+      for (int64_t j = 0; j < nj; ++j) dw.add(j0 + j, acc[j]);
     }
   });
 }

@@ -6,7 +6,8 @@
 //     tile — thread (x, y) takes rows y, y+8, ...; then the 8 partial sums are added in y order.
 //     Result partial[chunk][k][c] (fp32, in the stream's scratch).
 //  2. one thread per column adds partial[0..chunks) in chunk order, then adds the total to
-//     out_k[c] in fp32 and rounds once to the output dtype.
+//     out_k[c] in fp32 and rounds once to the output's dtype (the compute dtype T, or fp32:
+//     GradOut).
 #pragma once
 #include "cuda_common.cuh"
 
@@ -46,7 +47,7 @@ __global__ void colreduce_partial_kernel(int64_t N, int64_t C, int64_t rows_per_
   }
 }
 
-template <typename T, int NOUT> struct ColOutputs { T* p[NOUT]; };
+template <typename T, int NOUT> struct ColOutputs { GradOut<T> p[NOUT]; };
 
 template <typename T, int NOUT>
 __global__ void colreduce_finish_kernel(int64_t C, int64_t chunks, const float* partial, ColOutputs<T, NOUT> outs) {
@@ -56,7 +57,7 @@ __global__ void colreduce_finish_kernel(int64_t C, int64_t chunks, const float* 
   for (int k = 0; k < NOUT; ++k) {
     float s = 0.0f;
     for (int64_t j = 0; j < chunks; ++j) s += partial[(j * NOUT + k) * C + c];
-    outs.p[k][c] = from_f32<T>(to_f32(outs.p[k][c]) + s);
+    outs.p[k].add(c, s);
   }
 }
 

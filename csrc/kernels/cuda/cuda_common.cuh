@@ -36,6 +36,27 @@ inline cudaStream_t native(Stream& s) { return static_cast<cudaStream_t>(s.nativ
 template <typename T> __device__ __forceinline__ float ld(const T* p, int64_t i) { return to_f32(p[i]); }
 template <typename T> __device__ __forceinline__ void st(T* p, int64_t i, float v) { p[i] = from_f32<T>(v); }
 
+// A parameter gradient that a backward kernel over compute-dtype T tensors adds into: stored as
+// T, or as fp32 (gradients accumulated straight into the fp32 buffer, without a 16-bit copy).
+// add(i, v): g[i] += v, rounded once to the gradient's dtype.
+template <typename T>
+struct GradOut {
+  void* p;
+  bool f32;
+  __device__ __forceinline__ void add(int64_t i, float v) const {
+    if (f32) {
+      static_cast<float*>(p)[i] += v;
+    } else {
+      T* q = static_cast<T*>(p) + i;
+      *q = from_f32<T>(to_f32(*q) + v);
+    }
+  }
+};
+template <typename T>
+GradOut<T> grad_out(const TensorView& g) {
+  return GradOut<T>{g.data, g.dtype == DType::F32};
+}
+
 // Runtime-typed load/store for kernels where a template per dtype would multiply instantiations
 // (Adam's gradient and param_out). The branch is uniform across the grid.
 __device__ __forceinline__ float ld_dyn(const void* p, DType t, int64_t i) {

@@ -84,7 +84,7 @@ void bias_grad(Stream& s, const TensorView& dbias, const TensorView& dout) {
   if (C == 0) return;
   int64_t N = dout.numel() / C;
   ZT_DISPATCH_DTYPE(dout.dtype, T,
-                    launch_colreduce<T, 1>(s, N, C, ColOutputs<T, 1>{{static_cast<T*>(dbias.data)}},
+                    launch_colreduce<T, 1>(s, N, C, ColOutputs<T, 1>{{grad_out<T>(dbias)}},
                                            BiasGradTerm<T>{static_cast<const T*>(dout.data), C}));
 }
 

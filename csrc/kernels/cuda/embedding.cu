@@ -51,28 +51,28 @@ __global__ void iota_check_kernel(int32_t* positions, const int32_t* tokens, int
 }
 
 template <typename T>
-__global__ void dwte_runs_kernel(T* dwte, const T* dout, const int32_t* sorted_tokens, const int32_t* sorted_pos,
-                                 int64_t N, int64_t C) {
+__global__ void dwte_runs_kernel(GradOut<T> dwte, const T* dout, const int32_t* sorted_tokens,
+                                 const int32_t* sorted_pos, int64_t N, int64_t C) {
   const int64_t start = blockIdx.x;
   const int32_t tok = sorted_tokens[start];
   if (start > 0 && sorted_tokens[start - 1] == tok) return;  // not the start of a run
   int64_t end = start + 1;
   while (end < N && sorted_tokens[end] == tok) ++end;
-  T* dst = dwte + static_cast<int64_t>(tok) * C;
+  const int64_t row = static_cast<int64_t>(tok) * C;
   for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
     float acc = 0.0f;
     for (int64_t k = start; k < end; ++k) acc += to_f32(dout[static_cast<int64_t>(sorted_pos[k]) * C + c]);
-    dst[c] = from_f32<T>(to_f32(dst[c]) + acc);
+    dwte.add(row + c, acc);
   }
 }
 
 template <typename T>
-__global__ void dwpe_kernel(T* dwpe, const T* dout, int64_t B, int64_t T_, int64_t C) {
+__global__ void dwpe_kernel(GradOut<T> dwpe, const T* dout, int64_t B, int64_t T_, int64_t C) {
   int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < T_ * C; idx += stride) {
     float acc = 0.0f;
     for (int64_t b = 0; b < B; ++b) acc += to_f32(dout[b * T_ * C + idx]);
-    dwpe[idx] = from_f32<T>(to_f32(dwpe[idx]) + acc);
+    dwpe.add(idx, acc);
   }
 }
 
@@ -122,14 +122,14 @@ void embedding_backward(Stream& s, const TensorView& dwte, const TensorView& dwp
   ZT_CUDA_LAUNCH_CHECK();
   ZT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, tokens, sorted_tokens, positions, sorted_pos, n, 0,
                                                 end_bit, native(s)));
-  ZT_DISPATCH_DTYPE(dwte.dtype, X, {
+  ZT_DISPATCH_DTYPE(dout.dtype, X, {  // dwte, dwpe: dout's dtype or fp32
     const X* dy = static_cast<const X*>(dout.data);
     int threads = C >= 256 ? 256 : static_cast<int>((C + 31) / 32 * 32);
-    dwte_runs_kernel<X><<<static_cast<unsigned>(N), threads, 0, native(s)>>>(static_cast<X*>(dwte.data), dy,
-                                                                             sorted_tokens, sorted_pos, N, C);
+    dwte_runs_kernel<X><<<static_cast<unsigned>(N), threads, 0, native(s)>>>(grad_out<X>(dwte), dy, sorted_tokens,
+                                                                             sorted_pos, N, C);
     ZT_CUDA_LAUNCH_CHECK();
     if (dwpe.data != nullptr) {
-      dwpe_kernel<X><<<grid_for(T * C, 256), 256, 0, native(s)>>>(static_cast<X*>(dwpe.data), dy, B, T, C);
+      dwpe_kernel<X><<<grid_for(T * C, 256), 256, 0, native(s)>>>(grad_out<X>(dwpe), dy, B, T, C);
       ZT_CUDA_LAUNCH_CHECK();
     }
   });

@@ -219,7 +219,7 @@ __global__ void layernorm_backward_vec_kernel(T* dinp, float* partial, const T* 
 }
 
 template <typename T, int G>
-void launch_layernorm_backward_vec(Stream& s, T* dinp, T* dweight, T* dbias, const T* dout, const T* inp,
+void launch_layernorm_backward_vec(Stream& s, T* dinp, ColOutputs<T, 2> dweight_dbias, const T* dout, const T* inp,
                                    const T* weight, const float* mean, const float* rstd, int64_t N, int64_t C) {
   const int64_t blocks = (N + kLnRowsPerBlock - 1) / kLnRowsPerBlock;
   auto* partial = static_cast<float*>(scratch(s, static_cast<size_t>(blocks * 2 * C) * sizeof(float)));
@@ -228,7 +228,7 @@ void launch_layernorm_backward_vec(Stream& s, T* dinp, T* dweight, T* dbias, con
       dinp, partial, dout, inp, weight, mean, rstd, N, C);
   ZT_CUDA_LAUNCH_CHECK();
   colreduce_finish_kernel<T, 2><<<static_cast<unsigned>((C + 255) / 256), 256, 0, native(s)>>>(
-      C, blocks, partial, ColOutputs<T, 2>{{dweight, dbias}});
+      C, blocks, partial, dweight_dbias);
   ZT_CUDA_LAUNCH_CHECK();
 }
 
@@ -294,20 +294,19 @@ void layernorm_backward(Stream& s, const TensorView& dinp, const TensorView& dwe
     const float* m = static_cast<const float*>(mean.data);
     const float* rs = static_cast<const float*>(rstd.data);
     T* dx = static_cast<T*>(dinp.data);
-    T* dw = static_cast<T*>(dweight.data);
-    T* db = static_cast<T*>(dbias.data);
+    const ColOutputs<T, 2> dwdb{{grad_out<T>(dweight), grad_out<T>(dbias)}};
     const T* w = static_cast<const T*>(weight.data);
     switch (G) {
-      case 1: return launch_layernorm_backward_vec<T, 1>(s, dx, dw, db, dy, x, w, m, rs, N, C);
-      case 2: return launch_layernorm_backward_vec<T, 2>(s, dx, dw, db, dy, x, w, m, rs, N, C);
-      case 3: return launch_layernorm_backward_vec<T, 3>(s, dx, dw, db, dy, x, w, m, rs, N, C);
-      case 4: return launch_layernorm_backward_vec<T, 4>(s, dx, dw, db, dy, x, w, m, rs, N, C);
+      case 1: return launch_layernorm_backward_vec<T, 1>(s, dx, dwdb, dy, x, w, m, rs, N, C);
+      case 2: return launch_layernorm_backward_vec<T, 2>(s, dx, dwdb, dy, x, w, m, rs, N, C);
+      case 3: return launch_layernorm_backward_vec<T, 3>(s, dx, dwdb, dy, x, w, m, rs, N, C);
+      case 4: return launch_layernorm_backward_vec<T, 4>(s, dx, dwdb, dy, x, w, m, rs, N, C);
       default: break;  // the scalar path below
     }
     layernorm_dinp_kernel<T><<<row_blocks(N), kWarpsPerBlock * 32, 0, native(s)>>>(
         static_cast<T*>(dinp.data), dy, x, static_cast<const T*>(weight.data), m, rs, N, C);
     ZT_CUDA_LAUNCH_CHECK();
-    launch_colreduce<T, 2>(s, N, C, ColOutputs<T, 2>{{static_cast<T*>(dweight.data), static_cast<T*>(dbias.data)}},
+    launch_colreduce<T, 2>(s, N, C, dwdb,
                            LayernormParamTerms<T>{dy, x, m, rs, C});
   });
 }

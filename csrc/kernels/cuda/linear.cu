@@ -260,13 +260,16 @@ void linear_backward(Stream& s, const TensorView& dinp, const TensorView& dweigh
   const DType dt = inp.dtype;
   const bool has_bias = dbias.data != nullptr;
   // dW (+ bias gradient of dout). The epilogue's bias gradient overwrites: into scratch, then +=.
+  // fp32 gradients (accumulated straight into fp32) take the unfused path: cublasGemmEx with 16-bit
+  // operands and an fp32 C (beta 1), then the column-sum bias gradient into fp32.
+  const bool same_dtype_grads = dweight.dtype == dt;
   const linear_plan::Gemm gw = linear_plan::dweight_gemm(N, IC, OC, trans_w, has_bias);
-  void* bgrad = has_bias ? scratch(s, static_cast<size_t>(OC) * dtype_size(dt)) : nullptr;
+  void* bgrad = has_bias && same_dtype_grads ? scratch(s, static_cast<size_t>(OC) * dtype_size(dt)) : nullptr;
   const auto cw = choose(dt, gw, {inp.data, dout.data, dweight.data, bgrad});
   // Lt operands: trans_w false: A = dout, B = inp; true: A = inp, B = dout (linear_plan.h).
   const void* wa = trans_w ? inp.data : dout.data;
   const void* wb = trans_w ? dout.data : inp.data;
-  if (cw.use_lt && lt_matmul(s, dt, gw, cw.epilogue, wa, wb, dweight.data, 1.0f, bgrad, nullptr)) {
+  if (same_dtype_grads && cw.use_lt && lt_matmul(s, dt, gw, cw.epilogue, wa, wb, dweight.data, 1.0f, bgrad, nullptr)) {
     if (has_bias) accumulate(s, dbias, flat(bgrad, dt, OC), 1.0f, false);
   } else {
     if (!trans_w) gemm(s, true, false, IC, OC, N, 1.0f, inp, dout, 1.0f, dweight);

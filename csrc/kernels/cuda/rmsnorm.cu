@@ -95,7 +95,7 @@ void rmsnorm_backward(Stream& s, const TensorView& dinp, const TensorView& dweig
     rmsnorm_dinp_kernel<T><<<rms_row_blocks(N), kRmsWarpsPerBlock * 32, 0, native(s)>>>(
         static_cast<T*>(dinp.data), dy, x, static_cast<const T*>(weight.data), rs, N, C);
     ZT_CUDA_LAUNCH_CHECK();
-    launch_colreduce<T, 1>(s, N, C, ColOutputs<T, 1>{{static_cast<T*>(dweight.data)}},
+    launch_colreduce<T, 1>(s, N, C, ColOutputs<T, 1>{{grad_out<T>(dweight)}},
                            RmsnormWeightTerm<T>{dy, x, rs, C});
   });
 }

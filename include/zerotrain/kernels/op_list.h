@@ -28,7 +28,9 @@
 // ---- Kernel ops: zt::ops (ops.h), entry points in csrc/kernels/ops*.cpp ----
 
 // C[M,N] = alpha * op(A) · op(B) + beta * C. op(A) is [M,K] (A stored [K,M] when trans_a),
-// op(B) is [K,N] (B stored [N,K] when trans_b). A, B, C same dtype; fp32 accumulation.
+// op(B) is [K,N] (B stored [N,K] when trans_b). A and B share a dtype; C has it too, or is fp32
+// with 16-bit A and B (a 16-bit-input, fp32-output GEMM: weight gradients accumulated straight
+// into fp32). fp32 accumulation.
 ZT_OP(gemm,
       (bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const TensorView& A,
        const TensorView& B, float beta, const TensorView& C),
@@ -36,7 +38,7 @@ ZT_OP(gemm,
 
 // out[N,C] += bias[C] (broadcast over rows).
 ZT_OP(bias_add, (const TensorView& out, const TensorView& bias), (out, bias))
-// dbias[C] += sum over rows of dout[N,C].
+// dbias[C] += sum over rows of dout[N,C]; dbias has dout's dtype or fp32 (a parameter gradient).
 ZT_OP(bias_grad, (const TensorView& dbias, const TensorView& dout), (dbias, dout))
 
 // Fused linear layer (csrc/kernels/cuda/linear.cu on CUDA: cuBLASLt epilogues where linear_plan.h allows,
@@ -54,6 +56,8 @@ ZT_OP(linear_forward,
 // Backward of linear_forward without its own GELU (that one is the previous layer's, below):
 //  dweight (weight's layout) += inpᵀ·dout (ACCUMULATES);
 //  dbias[OC] += Σ rows dout (ACCUMULATES; absent: no bias);
+//  dweight and dbias are parameter gradients: inp's dtype, or fp32 with 16-bit inp (accumulated
+//  straight into fp32, rounded once per call);
 //  dinp[N,IC] = dout·Wᵀ (OVERWRITES; absent: not computed). When gelu_pre[N,IC] is present
 //  (this layer's input was gelu(gelu_pre)), dinp = (dout·Wᵀ) ⊙ math::gelu_grad(gelu_pre) instead
 //  (OVERWRITES): the gradient with respect to gelu_pre.
@@ -64,7 +68,7 @@ ZT_OP(linear_backward,
       (dinp, dweight, dbias, dout, inp, weight, gelu_pre, N, IC, OC, trans_w))
 
 // gemm with explicit row strides (the padded LM head, zerotrain/model/vocab_pad.h): C[M,N] =
-// alpha op(A)·op(B) + beta C where A's stored rows are lda apart (A stored [M,K] or, when
+// alpha op(A)·op(B) + beta C (dtypes as gemm's) where A's stored rows are lda apart (A stored [M,K] or, when
 // trans_a, [K,M]; lda >= its column count), B's ldb, C's ldc >= N. Each view holds its stored
 // rows × ld elements; elements past the logical columns are neither read (A, B) nor written (C).
 ZT_OP(gemm_ld,
@@ -77,7 +81,7 @@ ZT_OP(layernorm_forward,
       (const TensorView& out, const TensorView& mean, const TensorView& rstd, const TensorView& inp,
        const TensorView& weight, const TensorView& bias, float eps),
       (out, mean, rstd, inp, weight, bias, eps))
-// dinp[N,C] +=, dweight[C] +=, dbias[C] +=.
+// dinp[N,C] +=, dweight[C] +=, dbias[C] += (dweight, dbias: inp's dtype or fp32).
 ZT_OP(layernorm_backward,
       (const TensorView& dinp, const TensorView& dweight, const TensorView& dbias, const TensorView& dout,
        const TensorView& inp, const TensorView& weight, const TensorView& mean, const TensorView& rstd),
@@ -88,7 +92,8 @@ ZT_OP(layernorm_backward,
 ZT_OP(rmsnorm_forward,
       (const TensorView& out, const TensorView& rstd, const TensorView& inp, const TensorView& weight, float eps),
       (out, rstd, inp, weight, eps))
-// dinp[N,C] +=, dweight[C] += (deterministic: dweight sums rows in a fixed order).
+// dinp[N,C] +=, dweight[C] += (deterministic: dweight sums rows in a fixed order; dweight: inp's
+// dtype or fp32).
 ZT_OP(rmsnorm_backward,
       (const TensorView& dinp, const TensorView& dweight, const TensorView& dout, const TensorView& inp,
        const TensorView& weight, const TensorView& rstd),
@@ -211,7 +216,8 @@ ZT_OP(embedding_forward,
       (const TensorView& out, const int32_t* tokens, const TensorView& wte, const TensorView& wpe, int64_t B,
        int64_t T, int64_t C),
       (out, tokens, wte, wpe, B, T, C))
-// dwte[V,C] +=, dwpe[T',C] += (rows 0..T-1; dwpe absent: not computed). Deterministic (no atomics).
+// dwte[V,C] +=, dwpe[T',C] += (rows 0..T-1; dwpe absent: not computed); both dout's dtype or fp32.
+// Deterministic (no atomics).
 ZT_OP(embedding_backward,
       (const TensorView& dwte, const TensorView& dwpe, const TensorView& dout, const int32_t* tokens, int64_t B,
        int64_t T, int64_t C),

@@ -70,9 +70,16 @@ class Model {
   virtual int64_t hidden_size() const = 0;                  // for "auto" bucket sizes
   virtual double flops_per_sample() const = 0;              // forward+backward FLOPs (6N + attention)
 
-  // Storage binding (pointers in the compute dtype, on the model's device).
+  // Storage binding (pointers on the model's device; parameters in the compute dtype, gradients
+  // in grad_dtype()).
   virtual void bind_param(int index, void* data) = 0;
   virtual void bind_grad(int index, void* data) = 0;
+  // The dtype backward accumulates parameter gradients in: the compute dtype (the default), or
+  // fp32 with a 16-bit compute dtype (the weight-gradient GEMMs and column sums add straight into
+  // fp32, with no 16-bit gradient copy). Set before backward runs; bound gradient pointers
+  // must hold that dtype.
+  virtual void set_grad_dtype(DType dtype) = 0;
+  virtual DType grad_dtype() const = 0;
 
   // Copy a host micro-batch to the device (on `stream`) for the next forward/backward.
   virtual void set_batch(const Batch& batch) = 0;

@@ -198,6 +198,11 @@ struct ZeroPlan {
   DType grad_dtype = DType::F32;       // accumulated gradients (grad_accum_dtype at stages 0-1 and 2-3's shard)
   DType wire = DType::F32;             // gradient collectives
   bool staged_grads = false;           // backward writes per-parameter compute-dtype buffers, added at close
+  // Stages 0-1 with bf16 compute and fp32 accumulation (contiguous_gradients): backward adds each
+  // gradient straight into the full fp32 buffer (the model's grad dtype is fp32: bf16-input,
+  // fp32-output GEMMs and column sums), so no 16-bit gradient copy exists — Megatron's main_grad.
+  // Model states are then 6 + 12/N bytes per parameter (2 bf16 params, 4 fp32 grads, 12/N optimizer).
+  bool fp32_backward_grads = false;
   // LAMB at stages 1-3: one all-reduce "lamb norms" of [2 x params] fp32 per step, after the step
   // statistics (each parameter's weight and update squared norms, summed over the ranks' pieces).
   bool param_norms_all_reduce = false;
