@@ -2,12 +2,9 @@
 //
 // Debian's OpenBLAS picks its kernels at load time from the CPU model. On CPUs newer than the
 // library (e.g. some cloud/KVM Xeons) it falls back to the SSE3 "Prescott" kernels, which halves
-// training throughput (docs/benchmarks.md); on AMD Zen 4 and later it takes its AVX2 Haswell
-// kernels although the CPU has AVX-512, and its SkylakeX sgemm runs at twice their speed there
-// (measured on a Zen 5 EPYC: one GPT layer's 15 GEMM shapes in 20.9 instead of 43.1 ms). The only
-// switch is OPENBLAS_CORETYPE, read when the library loads, so when either is detected the process
-// re-executes itself once with the best core type the CPU supports. A user's OPENBLAS_CORETYPE is
-// never overridden.
+// training throughput (docs/benchmarks.md). The only switch is OPENBLAS_CORETYPE, read when the
+// library loads, so when the fallback is detected the process re-executes itself once with the
+// best core type the CPU supports. A user's OPENBLAS_CORETYPE is never overridden.
 #include <cblas.h>
 #include <unistd.h>
 
@@ -21,17 +18,14 @@ namespace zt {
 void tune_openblas_or_reexec(char** argv) {
   if (std::getenv("OPENBLAS_CORETYPE") || std::getenv("ZT_NO_BLAS_TUNING")) return;
   const char* core = openblas_get_corename();
-  if (!core) return;
-  const bool sse_fallback =
-      strcasecmp(core, "prescott") == 0 || strcasecmp(core, "core2") == 0 || strcasecmp(core, "nehalem") == 0;
-  const bool avx2_kernels = strcasecmp(core, "haswell") == 0 || strcasecmp(core, "zen") == 0;
-  if (!sse_fallback && !avx2_kernels) return;
-  __builtin_cpu_init();
-  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  if (!core || (strcasecmp(core, "prescott") != 0 && strcasecmp(core, "core2") != 0 && strcasecmp(core, "nehalem") != 0))
+    return;
   const char* better = nullptr;
-  if (avx512) better = "SkylakeX";
-  else if (sse_fallback && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) better = "Haswell";
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
+    better = "SkylakeX";
+  else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    better = "Haswell";
   if (!better) return;
   setenv("OPENBLAS_CORETYPE", better, 1);
   execv("/proc/self/exe", argv);  // on failure keep running with the slow kernels
