@@ -2,6 +2,7 @@
 // declarations and contract: zerotrain/kernels/cpu_ops.h.
 #pragma once
 #include <cstdint>
+#include <type_traits>
 
 #include "zerotrain/core/check.h"
 #include "zerotrain/core/dtype.h"
@@ -74,6 +75,19 @@ void widen_n(const T* src, float* dst, int64_t n) {
 template <typename T>
 void narrow_n(const float* src, T* dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i] = from_f32<T>(src[i]);
+}
+
+// The fp32 values of row src[0..n): src itself for fp32, else widened into buf.
+template <typename T>
+const float* f32_row(const T* src, int64_t n, float* buf) {
+  if constexpr (std::is_same_v<T, float>) {
+    (void)n;
+    (void)buf;
+    return src;
+  } else {
+    widen_n(src, buf, n);
+    return buf;
+  }
 }
 
 // C[M,N] (ldc) = alpha op(A) op(B) + beta C, fp32 row-major sgemm, K > 0 (cpu_gemm.cpp).

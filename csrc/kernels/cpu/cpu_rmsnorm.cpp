@@ -16,19 +16,6 @@ namespace {
 // Columns per task of the dweight reduction.
 constexpr int64_t kColumnBlock = 64;
 
-// The fp32 values of row src[0..n): src itself for fp32, else widened into buf.
-template <typename T>
-const float* f32_row(const T* src, int64_t n, float* buf) {
-  if constexpr (std::is_same_v<T, float>) {
-    (void)n;
-    (void)buf;
-    return src;
-  } else {
-    widen_n(src, buf, n);
-    return buf;
-  }
-}
-
 }  // namespace
 
 void rmsnorm_forward(const TensorView& out, const TensorView& rstd, const TensorView& inp, const TensorView& weight,
