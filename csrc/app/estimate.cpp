@@ -132,9 +132,12 @@ namespace {
 // This config's model states beside the ZeRO paper's formula at every stage (same Ψ and N).
 std::string zero_paper_line(const MemoryEstimate& e) {
   const double psi = static_cast<double>(e.psi);
-  std::string out = "  model states per rank (params + grads + master + moments): " +
-                    std::to_string(model_state_bytes(e.ranks.front())) + " B here; the ZeRO paper's (16-bit params and "
-                    "grads, fp32 Adam) at N=" + std::to_string(e.world) + ":";
+  const int64_t here = model_state_bytes(e.ranks.front());
+  char per_param[64];
+  std::snprintf(per_param, sizeof(per_param), " (%.2f B per parameter)", psi > 0 ? static_cast<double>(here) / psi : 0.0);
+  std::string out = "  model states per rank (params + grads + master + moments): " + std::to_string(here) + " B here" +
+                    per_param + "; the ZeRO paper's (16-bit params and grads, fp32 Adam) at N=" +
+                    std::to_string(e.world) + ":";
   for (int stage = 0; stage <= 3; ++stage) {
     char b[96];
     std::snprintf(b, sizeof(b), " stage %d %.0f B%s", stage, zero_paper_model_state_bytes(stage, psi, e.world),

@@ -13,6 +13,8 @@
   model states = 2Ψ, no device gradients), 13B fits 40 GB, a 20B GPT at 4 ranks, stage 3 with
   optimizer and parameter offload keeps no model state on the device, and the predicted model
   states equal the ZeRO-Offload formula printed beside them;
+* bf16 at stages 0-1 keeps only the fp32 gradient accumulator (4 bytes per element beside the
+  2-byte params): 6 + 12/N bytes per parameter, predicted == measured, and the line says so;
 * bad input (bad model, bad config, world size 0, bad size) exits 2 with a message naming it.
 """
 import json
@@ -170,6 +172,27 @@ class Estimate(unittest.TestCase):
         with open(est) as f:
             cats = json.load(f)["ranks"][0]["categories"]
         return {k: v["predicted_bytes"] for k, v in cats.items()}, int(m.group(1))
+
+    def test_bf16_stages_0_1_keep_fp32_grads_only(self):
+        # Backward accumulates straight into the fp32 gradient buffer: grads are 4 bytes per element
+        # where params are 2 (no 16-bit copy), so model states are (6 + 12/N) bytes per element.
+        for stage in (0, 1):
+            e = self.check_against_run(stage, "none", 2)  # predicted == measured, categories as below
+            n = 64
+            est = os.path.join(self.d, f"gpt2_s{stage}.json")
+            p = run(["estimate", "--config", self.config(stage), "--model", GPT2, "--world-size", str(n), "--json",
+                     est])
+            self.assertEqual(p.returncode, 0, p.stderr)
+            c = {k: v["predicted_bytes"] for k, v in json.load(open(est))["ranks"][0]["categories"].items()}
+            elems = c["params"] // 2
+            self.assertEqual(c["grads"], 4 * elems, f"stage {stage}: fp32 grads only")
+            shards = 1 if stage == 0 else n
+            self.assertEqual(c["master"] + c["optimizer_moments"], 12 * elems // shards, f"stage {stage}")
+            per_param = re.search(r"B here \(([0-9.]+) B per parameter\)", p.stdout)
+            self.assertIsNotNone(per_param, p.stdout)
+            self.assertAlmostEqual(float(per_param.group(1)), 6 + 12 / shards, delta=0.01)
+            self.assertEqual(e["ranks"][0]["categories"]["grads"]["predicted_bytes"],
+                             2 * e["ranks"][0]["categories"]["params"]["predicted_bytes"])
 
     def test_zero_offload_fits_what_the_paper_fits(self):
         cats, device_states = self.offload_estimate("zero2_offload_fp16.json", "gpt-10b.json", 1, "32GB")
