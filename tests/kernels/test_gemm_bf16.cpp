@@ -118,10 +118,11 @@ int compare(const std::vector<double>& got, const std::vector<double>& want, con
 // Our own GEMM paths this CPU can run, and why the others are skipped.
 std::vector<const char*> own_paths() {
   std::vector<const char*> paths;
-  if (cpu::isa_supported(cpu::Isa::Avx512)) paths.push_back("native");
-  if (cpu::avx512_bf16_supported()) paths.push_back("dpbf16");
+  const bool avx512 = cpu::active_isa() == cpu::Isa::Avx512;  // ZT_CPU_ISA may hold it below
+  if (avx512) paths.push_back("native");
+  if (avx512 && cpu::avx512_bf16_supported()) paths.push_back("dpbf16");
   if (paths.size() < 2)
-    std::printf("this CPU lacks %s: checking %s\n", paths.empty() ? "AVX-512F" : "AVX512_BF16",
+    std::printf("no %s here (CPU or ZT_CPU_ISA): checking %s\n", paths.empty() ? "AVX-512F" : "AVX512_BF16",
                 paths.empty() ? "the widened path only" : "widen and native only");
   return paths;
 }

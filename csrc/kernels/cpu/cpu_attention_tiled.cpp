@@ -57,13 +57,13 @@ struct HeadRows {
 
 // fp32 tensors are read in place; 16-bit ones are widened into buf (resized on first use).
 template <typename T>
-HeadRows head_rows(const T* base, int64_t b, int64_t h, int64_t T_, int64_t stride, int64_t hs,
-                   std::vector<float>& buf) {
+HeadRows head_rows(const vec::Kernels& vk, const T* base, int64_t b, int64_t h, int64_t T_, int64_t stride,
+                   int64_t hs, std::vector<float>& buf) {
   if constexpr (std::is_same_v<T, float>) {
     return {base + b * T_ * stride + h * hs, stride};
   } else {
     buf.resize(static_cast<size_t>(T_ * hs));
-    load_head(base, b, h, T_, stride, 0, hs, buf.data());
+    load_head(vk, base, b, h, T_, stride, 0, hs, buf.data());
     return {buf.data(), hs};
   }
 }
@@ -105,8 +105,8 @@ void tiled_forward(T* o, float* st, const Operands<T>& x, const Dims& d, Tiles t
 #pragma omp for schedule(static)
     for (int64_t bh = 0; bh < d.B * H; ++bh) {
       const int64_t b = bh / H, h = bh % H, g = h / G;
-      const HeadRows q = head_rows(x.q, b, h, T_, x.ldq, hs, qb), k = head_rows(x.k, b, g, T_, x.ldkv, hs, kb),
-                     v = head_rows(x.v, b, g, T_, x.ldkv, hs, vb);
+      const HeadRows q = head_rows(vk, x.q, b, h, T_, x.ldq, hs, qb), k = head_rows(vk, x.k, b, g, T_, x.ldkv, hs, kb),
+                     v = head_rows(vk, x.v, b, g, T_, x.ldkv, hs, vb);
       for (int64_t r0 = 0; r0 < T_; r0 += tl.q) {
         const int64_t rows = std::min(tl.q, T_ - r0);
         std::fill(m.begin(), m.end(), -INFINITY);
@@ -227,7 +227,7 @@ void tiled_backward(T* dq, T* dk, T* dv, const T* dy, const T* y, const float* s
         std::fill(w.dk.begin(), w.dk.end(), 0.0f);
         std::fill(w.dv.begin(), w.dv.end(), 0.0f);
       }
-      HeadInputs in{{}, head_rows(x.k, b, g, T_, x.ldkv, hs, w.kb), head_rows(x.v, b, g, T_, x.ldkv, hs, w.vb),
+      HeadInputs in{{}, head_rows(vk, x.k, b, g, T_, x.ldkv, hs, w.kb), head_rows(vk, x.v, b, g, T_, x.ldkv, hs, w.vb),
                     {}, {}};
       for (int64_t h = g * G; h < (g + 1) * G; ++h) {
         if constexpr (kInPlace) {
@@ -235,15 +235,15 @@ void tiled_backward(T* dq, T* dk, T* dv, const T* dy, const T* y, const float* s
         } else {
           std::fill(w.dq.begin(), w.dq.end(), 0.0f);
         }
-        in.q = head_rows(x.q, b, h, T_, x.ldq, hs, w.qb);
-        in.go = head_rows(dy, b, h, T_, ldo, hs, w.gob);
-        in.yo = head_rows(y, b, h, T_, ldo, hs, w.yob);
+        in.q = head_rows(vk, x.q, b, h, T_, x.ldq, hs, w.qb);
+        in.go = head_rows(vk, dy, b, h, T_, ldo, hs, w.gob);
+        in.yo = head_rows(vk, y, b, h, T_, ldo, hs, w.yob);
         backward_head(vk, in, gr, st + (b * H + h) * T_ * attn_tile::kStatsPerRow, T_, hs, tl, w);
-        if constexpr (!kInPlace) add_head(dq, b, h, T_, x.ldq, 0, hs, w.dq.data());
+        if constexpr (!kInPlace) add_head(vk, dq, b, h, T_, x.ldq, 0, hs, w.dq.data());
       }
       if constexpr (!kInPlace) {
-        add_head(dk, b, g, T_, x.ldkv, 0, hs, w.dk.data());
-        add_head(dv, b, g, T_, x.ldkv, 0, hs, w.dv.data());
+        add_head(vk, dk, b, g, T_, x.ldkv, 0, hs, w.dk.data());
+        add_head(vk, dv, b, g, T_, x.ldkv, 0, hs, w.dv.data());
       }
     }
   }

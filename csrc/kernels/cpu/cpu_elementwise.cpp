@@ -122,9 +122,9 @@ void gelu_forward(const TensorView& out, const TensorView& inp) {
     const T* x = static_cast<const T*>(inp.data);
     for_chunks(out.numel(), [&](int64_t b, int64_t e) {
       float buf[kVecChunk] = {};  // zeroed: GCC cannot see widen_n fill what the kernel reads
-      widen_n(x + b, buf, e - b);
+      widen_n(k, x + b, buf, e - b);
       vec::gelu_forward(k, buf, buf, e - b);
-      narrow_n(buf, o + b, e - b);
+      narrow_n(k, buf, o + b, e - b);
     });
   });
 }
@@ -179,10 +179,10 @@ void swiglu_forward(const TensorView& out, const TensorView& gate, const TensorV
     const T* u = static_cast<const T*>(up.data);
     for_chunks(out.numel(), [&](int64_t b, int64_t e) {
       float gb[kVecChunk] = {}, ub[kVecChunk] = {};  // zeroed: GCC cannot see widen_n fill them
-      widen_n(g + b, gb, e - b);
-      widen_n(u + b, ub, e - b);
+      widen_n(k, g + b, gb, e - b);
+      widen_n(k, u + b, ub, e - b);
       vec::swiglu_forward(k, gb, gb, ub, e - b);
-      narrow_n(gb, o + b, e - b);
+      narrow_n(k, gb, o + b, e - b);
     });
   });
 }
@@ -212,12 +212,12 @@ void swiglu_backward(const TensorView& dgate, const TensorView& dup, const Tenso
     const T* u = static_cast<const T*>(up.data);
     for_chunks(dgate.numel(), [&](int64_t b, int64_t e) {
       float gb[kVecChunk] = {}, ub[kVecChunk] = {}, yb[kVecChunk] = {};
-      widen_n(g + b, gb, e - b);
-      widen_n(u + b, ub, e - b);
-      widen_n(dy + b, yb, e - b);
+      widen_n(k, g + b, gb, e - b);
+      widen_n(k, u + b, ub, e - b);
+      widen_n(k, dy + b, yb, e - b);
       vec::swiglu_backward(k, gb, ub, yb, gb, ub, e - b);
-      narrow_n(gb, dg + b, e - b);
-      narrow_n(ub, du + b, e - b);
+      narrow_n(k, gb, dg + b, e - b);
+      narrow_n(k, ub, du + b, e - b);
     });
   });
 }
@@ -257,6 +257,14 @@ void cast(const TensorView& dst, const TensorView& src) {
       using S = decltype(stag);
       D* d = static_cast<D*>(dst.data);
       const S* s = static_cast<const S*>(src.data);
+      if constexpr (std::is_same_v<S, float> != std::is_same_v<D, float>) {  // fp32 <-> 16-bit: the row passes
+        const vec::Kernels& k = vec::active();
+        for_chunks(n, [&](int64_t b, int64_t e) {
+          if constexpr (std::is_same_v<S, float>) narrow_n(k, s + b, d + b, e - b);
+          else widen_n(k, s + b, d + b, e - b);
+        });
+        return;
+      }
 #pragma omp parallel for schedule(static) if (n > kParallelGrain)
       for (int64_t i = 0; i < n; ++i) d[i] = from_f32<D>(to_f32(s[i]));
     });

@@ -1,6 +1,7 @@
 // cpu_kernels.h — helpers shared by the CPU kernels (private to csrc/kernels). The kernels'
 // declarations and contract: zerotrain/kernels/cpu_ops.h.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
@@ -8,6 +9,8 @@
 #include "zerotrain/core/dtype.h"
 #include "zerotrain/core/tensor.h"
 #include "zerotrain/kernels/cpu_ops.h"
+#include "cpu_gemm_bf16_kernels.h"
+#include "cpu_vec_kernels.h"
 
 namespace zt::cpu_ops {
 
@@ -77,15 +80,65 @@ void narrow_n(const float* src, T* dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i] = from_f32<T>(src[i]);
 }
 
-// The fp32 values of row src[0..n): src itself for fp32, else widened into buf.
+// widen_n / narrow_n for an op running on SIMD table k: bf16 rows take the AVX-512 conversion
+// passes (cpu_gemm_bf16_avx512.cpp, bitwise the loops above) when k is the AVX-512 table, so the
+// ISA choice (ZT_CPU_ISA) is the op's, read once per op.
 template <typename T>
-const float* f32_row(const T* src, int64_t n, float* buf) {
+void widen_n(const vec::Kernels& k, const T* src, float* dst, int64_t n) {
+  if constexpr (std::is_same_v<T, bf16>) {
+    if (&k == &vec::kAvx512) return bf16gemm::widen_avx512(reinterpret_cast<const uint16_t*>(src), dst, n);
+  }
+  widen_n(src, dst, n);
+}
+template <typename T>
+void narrow_n(const vec::Kernels& k, const float* src, T* dst, int64_t n) {
+  if constexpr (std::is_same_v<T, bf16>) {
+    if (&k == &vec::kAvx512) return bf16gemm::narrow_avx512(src, reinterpret_cast<uint16_t*>(dst), n);
+  }
+  narrow_n(src, dst, n);
+}
+
+// load_head / add_head on SIMD table k: bf16 heads convert through the AVX-512 passes when k is
+// the AVX-512 table (bitwise the element loops: one fp32 add, one rounding per element).
+template <typename T>
+void load_head(const vec::Kernels& k, const T* base, int64_t b, int64_t h, int64_t T_, int64_t row_stride,
+               int64_t offset, int64_t hs, float* dst) {
+  if constexpr (!std::is_same_v<T, bf16>) {
+    load_head(base, b, h, T_, row_stride, offset, hs, dst);
+  } else {
+    for (int64_t t = 0; t < T_; ++t) widen_n(k, base + (b * T_ + t) * row_stride + offset + h * hs, dst + t * hs, hs);
+  }
+}
+template <typename T>
+void add_head(const vec::Kernels& k, T* base, int64_t b, int64_t h, int64_t T_, int64_t row_stride, int64_t offset,
+              int64_t hs, const float* src) {
+  if constexpr (!std::is_same_v<T, bf16>) {
+    add_head(base, b, h, T_, row_stride, offset, hs, src);
+  } else {
+    constexpr int64_t kPiece = 256;
+    float tmp[kPiece];
+    for (int64_t t = 0; t < T_; ++t) {
+      T* dst = base + (b * T_ + t) * row_stride + offset + h * hs;
+      for (int64_t i = 0; i < hs; i += kPiece) {
+        const int64_t n = std::min(kPiece, hs - i);
+        widen_n(k, dst + i, tmp, n);
+        vec::add_to(k, tmp, src + t * hs + i, n);
+        narrow_n(k, tmp, dst + i, n);
+      }
+    }
+  }
+}
+
+// The fp32 values of row src[0..n): src itself for fp32, else widened into buf (on table k).
+template <typename T>
+const float* f32_row(const vec::Kernels& k, const T* src, int64_t n, float* buf) {
   if constexpr (std::is_same_v<T, float>) {
+    (void)k;
     (void)n;
     (void)buf;
     return src;
   } else {
-    widen_n(src, buf, n);
+    widen_n(k, src, buf, n);
     return buf;
   }
 }

@@ -29,22 +29,22 @@ void layernorm_forward(const TensorView& out, const TensorView& mean, const Tens
     T* o = static_cast<T*>(out.data);
     const T* x = static_cast<const T*>(inp.data);
     std::vector<float> wbuf(static_cast<size_t>(2 * C));
-    const float* w = f32_row(static_cast<const T*>(weight.data), C, wbuf.data());
-    const float* b = f32_row(static_cast<const T*>(bias.data), C, wbuf.data() + C);
     const vec::Kernels& vk = vec::active();
+    const float* w = f32_row(vk, static_cast<const T*>(weight.data), C, wbuf.data());
+    const float* b = f32_row(vk, static_cast<const T*>(bias.data), C, wbuf.data() + C);
 #pragma omp parallel if (N * C > kParallelGrain)
     {
       std::vector<float> buf(static_cast<size_t>(2 * C));  // a widened row, an fp32 output row
 #pragma omp for schedule(static)
       for (int64_t i = 0; i < N; ++i) {
-        const float* xr = f32_row(x + i * C, C, buf.data());
+        const float* xr = f32_row(vk, x + i * C, C, buf.data());
         const float m = vec::sum(vk, xr, C) / static_cast<float>(C);
         const float rs = math::layernorm_rstd(vec::sq_dev_sum(vk, xr, C, m) / static_cast<float>(C), eps);
         if constexpr (std::is_same_v<T, float>) {
           vec::layernorm_out(vk, o + i * C, xr, w, b, C, m, rs);
         } else {
           vec::layernorm_out(vk, buf.data() + C, xr, w, b, C, m, rs);
-          narrow_n(buf.data() + C, o + i * C, C);
+          narrow_n(vk, buf.data() + C, o + i * C, C);
         }
         mean_p[i] = m;
         rstd_p[i] = rs;
@@ -68,8 +68,8 @@ void layernorm_backward(const TensorView& dinp, const TensorView& dweight, const
     const T* dy = static_cast<const T*>(dout.data);
     const T* x = static_cast<const T*>(inp.data);
     std::vector<float> wbuf(static_cast<size_t>(C));
-    const float* w = f32_row(static_cast<const T*>(weight.data), C, wbuf.data());
     const vec::Kernels& vk = vec::active();
+    const float* w = f32_row(vk, static_cast<const T*>(weight.data), C, wbuf.data());
 
     // dinp: rows are independent.
 #pragma omp parallel if (N * C > kParallelGrain)
@@ -77,8 +77,8 @@ void layernorm_backward(const TensorView& dinp, const TensorView& dweight, const
       std::vector<float> buf(static_cast<size_t>(3 * C));  // widened x, dy and dinp rows
 #pragma omp for schedule(static)
       for (int64_t i = 0; i < N; ++i) {
-        const float* xr = f32_row(x + i * C, C, buf.data());
-        const float* dyr = f32_row(dy + i * C, C, buf.data() + C);
+        const float* xr = f32_row(vk, x + i * C, C, buf.data());
+        const float* dyr = f32_row(vk, dy + i * C, C, buf.data() + C);
         const float m = mean_p[i], rs = rstd_p[i];
         float dsum = 0.0f, dnsum = 0.0f;
         vec::layernorm_dsums(vk, xr, dyr, w, C, m, rs, &dsum, &dnsum);
@@ -87,9 +87,9 @@ void layernorm_backward(const TensorView& dinp, const TensorView& dweight, const
           vec::layernorm_dinp(vk, dx + i * C, xr, dyr, w, C, m, rs, dmean, dnmean);
         } else {
           float* dxr = buf.data() + 2 * C;
-          widen_n(dx + i * C, dxr, C);
+          widen_n(vk, dx + i * C, dxr, C);
           vec::layernorm_dinp(vk, dxr, xr, dyr, w, C, m, rs, dmean, dnmean);
-          narrow_n(dxr, dx + i * C, C);
+          narrow_n(vk, dxr, dx + i * C, C);
         }
       }
     }
@@ -101,8 +101,8 @@ void layernorm_backward(const TensorView& dinp, const TensorView& dweight, const
       const int64_t j0 = blk * kColumnBlock, nj = j0 + kColumnBlock < C ? kColumnBlock : C - j0;
       float acc_w[kColumnBlock] = {}, acc_b[kColumnBlock] = {}, xb[kColumnBlock], dyb[kColumnBlock];
       for (int64_t i = 0; i < N; ++i) {
-        const float* xr = f32_row(x + i * C + j0, nj, xb);
-        const float* dyr = f32_row(dy + i * C + j0, nj, dyb);
+        const float* xr = f32_row(vk, x + i * C + j0, nj, xb);
+        const float* dyr = f32_row(vk, dy + i * C + j0, nj, dyb);
         vec::layernorm_cols(vk, acc_w, acc_b, xr, dyr, nj, mean_p[i], rstd_p[i]);
       }
       for (int64_t j = 0; j < nj; ++j) {

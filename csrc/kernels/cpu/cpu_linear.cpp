@@ -49,10 +49,10 @@ void gelu_backward_inplace(T* d, const T* x, int64_t n) {
   for (int64_t c = 0; c < chunks; ++c) {
     const int64_t b = c * kChunk, len = (b + kChunk < n ? b + kChunk : n) - b;
     float dd[kChunk], xx[kChunk];
-    widen_n(d + b, dd, len);
-    widen_n(x + b, xx, len);
+    widen_n(k, d + b, dd, len);
+    widen_n(k, x + b, xx, len);
     vec::gelu_backward_inplace(k, dd, xx, len);
-    narrow_n(dd, d + b, len);
+    narrow_n(k, dd, d + b, len);
   }
 }
 

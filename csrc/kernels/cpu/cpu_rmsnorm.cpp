@@ -29,14 +29,14 @@ void rmsnorm_forward(const TensorView& out, const TensorView& rstd, const Tensor
     T* o = static_cast<T*>(out.data);
     const T* x = static_cast<const T*>(inp.data);
     std::vector<float> wbuf(static_cast<size_t>(C));
-    const float* w = f32_row(static_cast<const T*>(weight.data), C, wbuf.data());
     const vec::Kernels& vk = vec::active();
+    const float* w = f32_row(vk, static_cast<const T*>(weight.data), C, wbuf.data());
 #pragma omp parallel if (N * C > kParallelGrain)
     {
       std::vector<float> xbuf(static_cast<size_t>(C));
 #pragma omp for schedule(static)
       for (int64_t i = 0; i < N; ++i) {
-        const float* xr = f32_row(x + i * C, C, xbuf.data());
+        const float* xr = f32_row(vk, x + i * C, C, xbuf.data());
         const float rs = math::layernorm_rstd(vec::sq_dev_sum(vk, xr, C, 0.0f) / static_cast<float>(C), eps);
         T* orow = o + i * C;
         for (int64_t j = 0; j < C; ++j) orow[j] = from_f32<T>(xr[j] * rs * w[j]);
@@ -59,8 +59,8 @@ void rmsnorm_backward(const TensorView& dinp, const TensorView& dweight, const T
     const T* dy = static_cast<const T*>(dout.data);
     const T* x = static_cast<const T*>(inp.data);
     std::vector<float> wbuf(static_cast<size_t>(C));
-    const float* w = f32_row(static_cast<const T*>(weight.data), C, wbuf.data());
     const vec::Kernels& vk = vec::active();
+    const float* w = f32_row(vk, static_cast<const T*>(weight.data), C, wbuf.data());
 
     // dinp: rows are independent. RMSNorm is LayerNorm's row math with mean 0 and no mean(dnorm)
     // term: the LayerNorm SIMD rows with m = 0 and dmean = 0 compute exactly math::rmsnorm_dinp.
@@ -69,8 +69,8 @@ void rmsnorm_backward(const TensorView& dinp, const TensorView& dweight, const T
       std::vector<float> buf(static_cast<size_t>(3 * C));
 #pragma omp for schedule(static)
       for (int64_t i = 0; i < N; ++i) {
-        const float* xr = f32_row(x + i * C, C, buf.data());
-        const float* dyr = f32_row(dy + i * C, C, buf.data() + C);
+        const float* xr = f32_row(vk, x + i * C, C, buf.data());
+        const float* dyr = f32_row(vk, dy + i * C, C, buf.data() + C);
         const float rs = rstd_p[i];
         float dsum = 0.0f, dn_n_sum = 0.0f;  // Σ w dy (unused), Σ w dy · x rs
         vec::layernorm_dsums(vk, xr, dyr, w, C, 0.0f, rs, &dsum, &dn_n_sum);
@@ -78,9 +78,9 @@ void rmsnorm_backward(const TensorView& dinp, const TensorView& dweight, const T
           vec::layernorm_dinp(vk, dx + i * C, xr, dyr, w, C, 0.0f, rs, 0.0f, dn_n_sum / static_cast<float>(C));
         } else {
           float* dxr = buf.data() + 2 * C;
-          widen_n(dx + i * C, dxr, C);
+          widen_n(vk, dx + i * C, dxr, C);
           vec::layernorm_dinp(vk, dxr, xr, dyr, w, C, 0.0f, rs, 0.0f, dn_n_sum / static_cast<float>(C));
-          narrow_n(dxr, dx + i * C, C);
+          narrow_n(vk, dxr, dx + i * C, C);
         }
       }
     }
