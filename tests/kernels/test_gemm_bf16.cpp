@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <limits>
 
+#include "../../csrc/kernels/cpu/cpu_gemm_bf16_kernels.h"
 #include "kernel_test_util.h"
 #include "zerotrain/core/cpu_isa.h"
 #include "zerotrain/kernels/cpu_ops.h"
@@ -213,6 +214,56 @@ TEST(Bf16Gemm, WidenedPassesBitwiseAcrossIsa) {
       setenv("ZT_CPU_ISA", cpu::isa_name(isa), 1);
       got.push_back(run_path("widen", c, o).raw());
       ASSERT_TRUE(got.back() == got.front()) << describe(c) << " under ZT_CPU_ISA=" << cpu::isa_name(isa);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace zt::test
+
+namespace zt::test {
+namespace {
+
+// The bf16 <-> fp32 row passes (AVX-512, AVX2) against dtype.h's per-element conversions, bit for
+// bit: every one of the 65,536 bf16 patterns widened, and fp32 values that exercise the rounding
+// (exact ties both ways, the largest finite values rounding to infinity, subnormals, ±0, ±inf,
+// quiet and signalling NaNs with payloads) narrowed, at lengths that leave SIMD tails.
+TEST(Bf16Gemm, RowConversionPassesBitwiseOnEveryIsa) {
+  std::vector<uint16_t> all(65536);
+  for (uint32_t i = 0; i < all.size(); ++i) all[i] = static_cast<uint16_t>(i);
+  std::vector<float> want_wide(all.size());
+  for (size_t i = 0; i < all.size(); ++i) want_wide[i] = bf16_bits_to_f32(all[i]);
+  std::vector<uint32_t> special = {0x00000000u, 0x80000000u, 0x00000001u, 0x807fffffu, 0x3f808000u, 0x3f818000u,
+                                   0x3f80ffffu, 0x7f7fffffu, 0xff7f8000u, 0x7f7f7fffu, 0x7f800000u, 0xff800000u,
+                                   0x7fc00000u, 0x7f800001u, 0xffa00001u, 0x7fffffffu, 0x3fc00000u, 0xc0490fdbu};
+  std::mt19937 rng(7);
+  for (int i = 0; i < 4000; ++i) special.push_back(static_cast<uint32_t>(rng()));
+  std::vector<float> narrow_in(special.size());
+  std::memcpy(narrow_in.data(), special.data(), special.size() * sizeof(float));
+  std::vector<uint16_t> want_narrow(narrow_in.size());
+  for (size_t i = 0; i < narrow_in.size(); ++i) want_narrow[i] = f32_to_bf16_bits(narrow_in[i]);
+  struct Pass {
+    const char* isa;
+    cpu::Isa need;
+    void (*widen)(const uint16_t*, float*, int64_t);
+    void (*narrow)(const float*, uint16_t*, int64_t);
+  };
+  for (const Pass& p : {Pass{"avx512", cpu::Isa::Avx512, cpu_ops::bf16gemm::widen_avx512, cpu_ops::bf16gemm::narrow_avx512},
+                        Pass{"avx2", cpu::Isa::Avx2, cpu_ops::bf16gemm::widen_avx2, cpu_ops::bf16gemm::narrow_avx2}}) {
+    if (!cpu::isa_supported(p.need)) {
+      std::printf("no %s on this CPU: its conversion passes are not run\n", p.isa);
+      continue;
+    }
+    for (int64_t len : {int64_t{65536}, int64_t{65535}, int64_t{7}}) {
+      std::vector<float> wide(static_cast<size_t>(len));
+      p.widen(all.data(), wide.data(), len);
+      ASSERT_EQ(std::memcmp(wide.data(), want_wide.data(), wide.size() * sizeof(float)), 0) << p.isa << " widen " << len;
+    }
+    for (int64_t len : {static_cast<int64_t>(narrow_in.size()), int64_t{13}}) {
+      std::vector<uint16_t> got(static_cast<size_t>(len));
+      p.narrow(narrow_in.data(), got.data(), len);
+      for (int64_t i = 0; i < len; ++i)
+        ASSERT_EQ(got[i], want_narrow[i]) << p.isa << " narrow of bits 0x" << std::hex << special[i];
     }
   }
 }

@@ -7,7 +7,7 @@
 // fp32 runs sgemm in place. 16-bit operands may write an fp32 C (weight gradients accumulated
 // straight into fp32): no rounding back. bf16 runs our own GEMM (cpu_gemm_bf16.cpp) where
 // cpu::active_bf16_gemm() says Native or Dot; otherwise bf16/fp16 operands are widened to fp32 scratch
-// (exact; AVX-512 passes for bf16 where available) and multiplied by sgemm. Both accumulate in fp32 and round back once (RNE) — the same
+// (exact; SIMD row passes for bf16 where available) and multiplied by sgemm. Both accumulate in fp32 and round back once (RNE) — the same
 // contract as cuBLAS with bf16/fp16 inputs and CUBLAS_COMPUTE_32F.
 #include <cblas.h>
 #include <omp.h>
@@ -31,26 +31,17 @@ std::vector<float>& scratch(int slot) {
   return buffers[slot];
 }
 
-// bf16 with AVX-512: the SIMD passes of cpu_gemm_bf16_avx512.cpp (bitwise the same).
-template <typename T>
-bool simd_bf16() {
-  return std::is_same_v<T, bf16> && cpu::active_isa() == cpu::Isa::Avx512;
-}
-
+// Widens n elements of src into fp32 scratch slot `slot`, on the SIMD table's row passes (bf16 on
+// AVX-512 / AVX2: cpu_kernels.h's widen_n, bitwise the element loop).
 template <typename T>
 const float* widen(const T* src, int64_t n, int slot) {
   std::vector<float>& buf = scratch(slot);
   if (static_cast<int64_t>(buf.size()) < n) buf.resize(static_cast<size_t>(n));
   float* out = buf.data();
-  if (simd_bf16<T>()) {
-    constexpr int64_t kChunk = 1 << 14;
+  const vec::Kernels& k = vec::active();
+  constexpr int64_t kChunk = 1 << 14;
 #pragma omp parallel for schedule(static) if (n > kParallelGrain)
-    for (int64_t b = 0; b < n; b += kChunk)
-      bf16gemm::widen_avx512(reinterpret_cast<const uint16_t*>(src) + b, out + b, std::min(kChunk, n - b));
-    return out;
-  }
-#pragma omp parallel for schedule(static) if (n > kParallelGrain)
-  for (int64_t i = 0; i < n; ++i) out[i] = to_f32(src[i]);
+  for (int64_t b = 0; b < n; b += kChunk) widen_n(k, src + b, out + b, std::min(kChunk, n - b));
   return out;
 }
 
@@ -151,15 +142,9 @@ void gemm_typed(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, 
     if (static_cast<int64_t>(c32.size()) < nc) c32.resize(static_cast<size_t>(nc));
     if (beta != 0.0f) widen(C, nc, 2);
     sgemm_strided(ta, tb, M, N, K, alpha, a32, lda, b32, ldb, beta, c32.data(), ldc);
-    if (simd_bf16<T>()) {
+    const vec::Kernels& k = vec::active();
 #pragma omp parallel for schedule(static) if (M * N > kParallelGrain)
-      for (int64_t i = 0; i < M; ++i)
-        bf16gemm::narrow_avx512(c32.data() + i * ldc, reinterpret_cast<uint16_t*>(C) + i * ldc, N);
-      return;
-    }
-#pragma omp parallel for schedule(static) if (M * N > kParallelGrain)
-    for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = from_f32<T>(c32[i * ldc + j]);
+    for (int64_t i = 0; i < M; ++i) narrow_n(k, c32.data() + i * ldc, C + i * ldc, N);
   }
 }
 

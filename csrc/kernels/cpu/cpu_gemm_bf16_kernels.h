@@ -57,5 +57,8 @@ void pack_avx512(const uint16_t* x, int64_t ld, bool along_k, int64_t rows, int6
 // cpu::isa_supported(Isa::Avx512).
 void widen_avx512(const uint16_t* src, float* dst, int64_t n);
 void narrow_avx512(const float* src, uint16_t* dst, int64_t n);
+// The same passes with AVX2 (cpu_convert_avx2.cpp). Call only when cpu::isa_supported(Isa::Avx2).
+void widen_avx2(const uint16_t* src, float* dst, int64_t n);
+void narrow_avx2(const float* src, uint16_t* dst, int64_t n);
 
 }  // namespace zt::cpu_ops::bf16gemm

@@ -80,26 +80,30 @@ void narrow_n(const float* src, T* dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i] = from_f32<T>(src[i]);
 }
 
-// widen_n / narrow_n for an op running on SIMD table k: bf16 rows take the AVX-512 conversion
-// passes (cpu_gemm_bf16_avx512.cpp, bitwise the loops above) when k is the AVX-512 table, so the
-// ISA choice (ZT_CPU_ISA) is the op's, read once per op.
+// widen_n / narrow_n for an op running on SIMD table k: bf16 rows take the conversion passes of
+// k's ISA (AVX-512 or AVX2; cpu_gemm_bf16_kernels.h, bitwise the loops above), so the ISA choice
+// (ZT_CPU_ISA) is the op's, read once per op.
 template <typename T>
 void widen_n(const vec::Kernels& k, const T* src, float* dst, int64_t n) {
   if constexpr (std::is_same_v<T, bf16>) {
-    if (&k == &vec::kAvx512) return bf16gemm::widen_avx512(reinterpret_cast<const uint16_t*>(src), dst, n);
+    const auto* s = reinterpret_cast<const uint16_t*>(src);
+    if (&k == &vec::kAvx512) return bf16gemm::widen_avx512(s, dst, n);
+    if (&k == &vec::kAvx2) return bf16gemm::widen_avx2(s, dst, n);
   }
   widen_n(src, dst, n);
 }
 template <typename T>
 void narrow_n(const vec::Kernels& k, const float* src, T* dst, int64_t n) {
   if constexpr (std::is_same_v<T, bf16>) {
-    if (&k == &vec::kAvx512) return bf16gemm::narrow_avx512(src, reinterpret_cast<uint16_t*>(dst), n);
+    auto* d = reinterpret_cast<uint16_t*>(dst);
+    if (&k == &vec::kAvx512) return bf16gemm::narrow_avx512(src, d, n);
+    if (&k == &vec::kAvx2) return bf16gemm::narrow_avx2(src, d, n);
   }
   narrow_n(src, dst, n);
 }
 
-// load_head / add_head on SIMD table k: bf16 heads convert through the AVX-512 passes when k is
-// the AVX-512 table (bitwise the element loops: one fp32 add, one rounding per element).
+// load_head / add_head on SIMD table k: bf16 heads convert through k's passes (bitwise the
+// element loops: one fp32 add, one rounding per element).
 template <typename T>
 void load_head(const vec::Kernels& k, const T* base, int64_t b, int64_t h, int64_t T_, int64_t row_stride,
                int64_t offset, int64_t hs, float* dst) {
