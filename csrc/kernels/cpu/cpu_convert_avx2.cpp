@@ -2,7 +2,9 @@
 // loops (dtype.h's bf16_bits_to_f32 / f32_to_bf16_bits: round to nearest even, overflow to inf,
 // NaN to its top half with the quiet bit set). Compiled with -mavx2 (top CMakeLists.txt); called
 // only when the op's SIMD table is the AVX2 one. Declared in cpu_gemm_bf16_kernels.h beside the
-// AVX-512 passes.
+// AVX-512 passes. The scalar tails repeat dtype.h's conversions here because an ISA-flagged file
+// includes no project header but cpu_gemm_bf16_kernels.h (its inline functions would be compiled
+// with -mavx2 and could be the copy the linker keeps for every caller).
 #include <immintrin.h>
 
 #include <cstdint>

@@ -1,7 +1,7 @@
 // cpu_gemm_bf16_avx512.cpp — the register tiles of the CPU backend's bf16 GEMMs: kMR × kNR fp32
 // accumulators fed by AVX-512F fused multiply-adds over packed fp32 panels (Native), or by
 // AVX512_BF16 vdpbf16ps over packed bf16 pairs (Dot), and their packing. Compiled with -mavx512f
-// -mfma (top CMakeLists.txt), the Dot tile alone with target("avx512bf16"); called only when
+// -mfma (top CMakeLists.txt), the Dot tile's k loop alone with target("avx512bf16"); called only when
 // cpu_isa.h says the CPU has them. Layout and contract: cpu_gemm_bf16_kernels.h.
 // GCC 12 reports the deliberately undefined source operands inside avx512fintrin.h as
 // uninitialised; they are not.
@@ -63,6 +63,12 @@ __attribute__((always_inline)) inline void store_tile(const __m512* acc0, const 
   }
 }
 
+// Scatter offsets of 16 consecutive k down one column of a packed block: lane l at l · W.
+__m512i column_stride(int W) {
+  return _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                            _mm512_set1_epi32(W));
+}
+
 // 16 bf16 → 16 fp32 (exact: the bits shifted into the top half).
 __m512 widen16(const uint16_t* src) {
   const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src));
@@ -85,8 +91,7 @@ void pack_avx512(const uint16_t* x, int64_t ld, bool along_k, int64_t rows, int6
     return;
   }
   // Each row: 16 k at a time widened, then scattered down the block's column (stride W).
-  const __m512i stride = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                            _mm512_set1_epi32(W));
+  const __m512i stride = column_stride(W);
   for (int64_t i = 0; i < rows; ++i) {
     const uint16_t* src = x + i * ld;
     int64_t k = 0;
@@ -120,8 +125,7 @@ void pack_pairs_avx512(const uint16_t* x, int64_t ld, bool along_k, int64_t rows
   }
   // Each row's pairs are adjacent in memory: 16 pairs loaded at a time, scattered down the block's
   // column (stride W).
-  const __m512i stride = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                            _mm512_set1_epi32(W));
+  const __m512i stride = column_stride(W);
   for (int64_t i = 0; i < rows; ++i) {
     const uint16_t* src = x + i * ld;
     int64_t q = 0;
