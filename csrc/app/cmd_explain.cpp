@@ -95,30 +95,40 @@ void print_collectives(const std::vector<PlannedCollective>& cs, int world, int 
     std::printf("  %4d  %-9s %-11s %-15s %-14s count %-9zu %12zu B  %s\n", ++k, when.c_str(), c.phase.c_str(),
                 comm_op_name(c.op), c.label.c_str(), c.count, c.bytes, dtype_name(c.dtype));
     total += static_cast<double>(c.bytes);
-    const double moved = ring_bytes_per_rank(c.op, c.bytes, world);
+    const double moved = ring_bytes_per_rank(c.op, c.bytes, c.ranks > 0 ? c.ranks : world);
     using K = CollectiveLabel::Kind;
-    (c.what.kind == K::Grads ? t.grads : c.what.kind == K::Gather || c.what.kind == K::GroupGather ? t.params : t.stats) +=
-        moved;
+    const bool params = c.what.kind == K::Gather || c.what.kind == K::QuantizedGather ||
+                        c.what.kind == K::SecondaryGather || c.what.kind == K::GroupGather;
+    (c.what.kind == K::Grads ? t.grads : params ? t.params : t.stats) += moved;
   }
   std::printf("  total: %d collectives, %s per rank per step\n", k, human_bytes(total).c_str());
   std::printf("  each rank sends %s and receives %s per step (ring algorithms over %d ranks: reduce-scatter and\n"
-              "  all-gather of B bytes move (N-1)/N*B each way, all-reduce 2(N-1)/N*B):\n",
+              "  all-gather of B bytes move (N-1)/N*B each way, all-reduce 2(N-1)/N*B; N = the block's ranks for\n"
+              "  the hpz gathers):\n",
               human_bytes(t.total()).c_str(), human_bytes(t.total()).c_str(), world);
   std::printf("    gradient reductions %s, parameter gathers %s, step statistics and norms %s, each way\n",
               human_bytes(t.grads).c_str(), human_bytes(t.params).c_str(), human_bytes(t.stats).c_str());
   if (nodes == 1) return;
-  // Every collective spans all ranks, so each crosses the nodes.
+  // Every collective over all ranks crosses the nodes; one over a block of ranks (hpZ) only when
+  // the block spans nodes.
   const int local = world / nodes;
   double mpi = 0, nccl = 0;
+  size_t crossing = 0;
   for (const PlannedCollective& c : cs) {
     const double b = static_cast<double>(c.bytes);
-    mpi += node_send_bytes(CommBackend::MPI, CommOptions{}, c.op, b, world, local);
-    nccl += node_send_bytes(CommBackend::NCCL, CommOptions{}, c.op, b, world, local);
+    auto leaves = [&](CommBackend k) {
+      return c.ranks > 0 ? block_node_send_bytes(k, CommOptions{}, c.op, b, c.ranks, local)
+                         : node_send_bytes(k, CommOptions{}, c.op, b, world, local);
+    };
+    mpi += leaves(CommBackend::MPI);
+    nccl += leaves(CommBackend::NCCL);
+    crossing += c.ranks == 0 || local % c.ranks != 0 ? 1 : 0;
   }
-  std::printf("  across %d nodes of %d ranks, all %zu collectives cross nodes; each node sends the others per step\n"
+  std::printf("  across %d nodes of %d ranks, %zu of the %zu collectives cross nodes; each node sends the others per step\n"
               "    %s (%.0f B) with the MPI backend (direct exchange: %d*(N-%d)/N*B per reduce-scatter or all-gather)\n"
               "    %s (%.0f B) with NCCL (rings in rank order: (N-1)/N*B per reduce-scatter or all-gather)\n",
-              nodes, local, cs.size(), human_bytes(mpi).c_str(), mpi, local, local, human_bytes(nccl).c_str(), nccl);
+              nodes, local, crossing, cs.size(), human_bytes(mpi).c_str(), mpi, local, local, human_bytes(nccl).c_str(),
+              nccl);
 }
 
 // offload_optimizer: what crosses the host link per step and rank — each offload op's reduced

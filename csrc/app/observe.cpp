@@ -223,6 +223,7 @@ void CommLogWriter::write_completed() {
                         {"started_s", r->started_s}, {"completed_s", r->completed_s},
                         {"busy_ms", (r->completed_s - r->started_s) * 1e3}};
     if (across_nodes(comm_)) j["node_send_bytes"] = r->node_send_bytes;
+    if (r->ranks > 0) j["ranks"] = r->ranks;  // over a block of ranks (hpZ), not the world
     lines += j.dump() + "\n";
   }
   out_.write(lines);

@@ -51,7 +51,8 @@ double align_clocks(Communicator& comm);
 // --comm-log FILE: one JSON object per completed collective, appended as the run goes (rank r
 // writes FILE on rank 0 and FILE.rank<r> elsewhere). On several nodes placed blocked, each
 // record also says how many bytes each node sends to the others for it ("node_send_bytes",
-// Communicator::node_send_bytes).
+// Communicator::node_send_bytes). A collective over a block of ranks rather than the world (hpZ's
+// secondary gathers) says its block size ("ranks").
 class CommLogWriter {
  public:
   CommLogWriter(const std::string& path, const Communicator& comm);  // comm outlives the writer

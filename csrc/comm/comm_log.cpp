@@ -16,7 +16,8 @@ const char* comm_op_name(CommOp op) {
 
 std::string CommRecord::describe() const {
   char buf[160];
-  std::snprintf(buf, sizeof(buf), " (%zu bytes, %s)", bytes, dtype_name(dtype));
+  if (ranks > 0) std::snprintf(buf, sizeof(buf), " (%zu bytes, %s, block of %d ranks)", bytes, dtype_name(dtype), ranks);
+  else std::snprintf(buf, sizeof(buf), " (%zu bytes, %s)", bytes, dtype_name(dtype));
   return "#" + std::to_string(seq) + " " + comm_op_name(op) + " label=\"" + label + "\"" + buf;
 }
 
@@ -40,7 +41,7 @@ const CommRecord* CommLog::slot(uint64_t seq) const {
 }
 
 uint64_t CommLog::issue(CommOp op, const std::string& label, size_t count, size_t bytes, DType dt,
-                       double node_send_bytes) {
+                       double node_send_bytes, int ranks) {
   double t = now_s();
   std::lock_guard<std::mutex> lock(mu_);
   uint64_t seq = ++last_issued_;
@@ -53,6 +54,7 @@ uint64_t CommLog::issue(CommOp op, const std::string& label, size_t count, size_
   r.bytes = bytes;
   r.dtype = dt;
   r.node_send_bytes = node_send_bytes;
+  r.ranks = ranks;
   r.issued_s = t;
   inflight_ops_.push_back(op);
   CommOpStats& s = stats_[static_cast<int>(op)];

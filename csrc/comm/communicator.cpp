@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <numeric>
+#include <algorithm>
 #include <vector>
 
 #include "zerotrain/comm/mpi_env.h"
@@ -53,6 +55,11 @@ double node_send_bytes(CommBackend b, const CommOptions& o, CommOp op, double by
   }
 }
 
+double block_node_send_bytes(CommBackend b, const CommOptions& o, CommOp op, double bytes, int block, int local_size) {
+  if (block < 1 || local_size < 1 || local_size % block == 0) return 0.0;
+  return node_send_bytes(b, o, op, bytes, block, std::gcd(block, local_size));
+}
+
 Communicator::Communicator(const CommOptions& opts, int rank, int world_size, const NodeLocal& node)
     : opts_(opts), log_(opts.log_capacity), rank_(rank), world_size_(world_size), node_(node) {}
 
@@ -70,7 +77,11 @@ std::string where(CommOp op, const std::string& label) {
 
 uint64_t Communicator::issue(Call c, const std::string& label, size_t bytes, Event* done) {
   const bool across = node_.nodes > 1 && node_.blocked;
-  c.seq = log_.issue(c.op, label, c.count, bytes, c.dtype, across ? node_send_bytes(c.op, bytes) : 0.0);
+  const double leaves = !across ? 0.0
+                        : c.block ? block_node_send_bytes(backend(), opts_, c.op, static_cast<double>(bytes), c.block,
+                                                          node_.local_size)
+                                  : node_send_bytes(c.op, bytes);
+  c.seq = log_.issue(c.op, label, c.count, bytes, c.dtype, leaves, c.block);
   launch(c);
   if (done) record_done(*done);
   return c.seq;
@@ -135,6 +146,42 @@ uint64_t Communicator::all_gather(const void* send, void* recv, size_t send_coun
   c.count = send_count;
   c.dtype = dt;
   c.in_place = in_place;
+  return issue(c, label, recv_bytes, done);
+}
+
+void Communicator::prepare_block(int block) {
+  ZT_CHECK(block >= 1 && world_size_ % block == 0, "prepare_block: a block of " + std::to_string(block) +
+                                                       " ranks does not divide the world of " + std::to_string(world_size_));
+  if (block_prepared(block)) return;
+  prepare_block_backend(block);
+  blocks_.push_back(block);
+}
+
+bool Communicator::block_prepared(int block) const {
+  return std::find(blocks_.begin(), blocks_.end(), block) != blocks_.end();
+}
+
+uint64_t Communicator::all_gather_in_block(int block, const void* send, void* recv, size_t send_count, DType dt,
+                                           const std::string& label, Event* done) {
+  ZT_CHECK(block_prepared(block), where(CommOp::AllGather, label) + ": blocks of " + std::to_string(block) +
+                                      " ranks were not prepared (prepare_block)");
+  const size_t elt = dtype_size(dt);
+  const size_t recv_bytes = send_count * elt * static_cast<size_t>(block);
+  const size_t index = static_cast<size_t>(rank_ % block);
+  ZT_CHECK(send_count == 0 || (send && recv), where(CommOp::AllGather, label) + ": null buffer");
+  const char* own = send_count ? static_cast<const char*>(recv) + index * send_count * elt : nullptr;
+  const bool in_place = send_count > 0 && own == send;
+  ZT_CHECK(in_place || !overlaps(send, send_count * elt, recv, recv_bytes),
+           where(CommOp::AllGather, label) +
+               ": send overlaps recv; in place needs send == recv + (rank % block)*send_count");
+  Call c;
+  c.op = CommOp::AllGather;
+  c.send = send;
+  c.recv = recv;
+  c.count = send_count;
+  c.dtype = dt;
+  c.in_place = in_place;
+  c.block = block;
   return issue(c, label, recv_bytes, done);
 }
 

@@ -22,6 +22,8 @@
 //    other non-root ranks, chunk by chunk (4·chunk_bytes) as it arrives. Up to it, and at 2
 //    ranks (one receiver, no forwarding to share), MPI_Bcast.
 //  * barrier: MPI_Barrier.
+//  * over a block of ranks (prepare_block): all_gather's direct exchange among the block's ranks,
+//    on the same communicator (their tags differ from a world all_gather's).
 // Point-to-point messages of one collective carry a tag derived from (op, count, dtype, reduce
 // op), so two ranks that disagree on the collective do not silently exchange data: they wait,
 // and the watchdog reports them.
@@ -51,9 +53,9 @@ struct Tags {
   int reduce, gather;
 };
 
-Tags tags_for(CommOp op, size_t count, DType dt, ReduceOp red) {
+Tags tags_for(CommOp op, size_t count, DType dt, ReduceOp red, int block = 0) {
   uint64_t h = 1469598103934665603ull;  // FNV-1a over the collective's signature
-  for (uint64_t v : {uint64_t(op), uint64_t(count), uint64_t(dt), uint64_t(red)}) {
+  for (uint64_t v : {uint64_t(op), uint64_t(count), uint64_t(dt), uint64_t(red), uint64_t(block)}) {
     h = (h ^ v) * 1099511628211ull;
   }
   const int t = static_cast<int>(h % 16000);
@@ -267,19 +269,20 @@ class MpiCommunicator final : public Communicator {
   }
 
   // Direct exchange: rank r's block goes to every peer (rotated order) and every peer's block is
-  // received straight into place; out of place, the own block is then copied locally.
+  // received straight into place; out of place, the own block is then copied locally. Over a
+  // block of ranks (c.block) the peers are the block's ranks, base + 0..n−1, this rank at r.
   void run_all_gather(const Call& c) {
     if (c.count == 0) return;
-    const int n = world_size_, r = rank_;
+    const int n = c.block ? c.block : world_size_, r = rank_ % n, base = rank_ - r;
     const size_t elt = dtype_size(c.dtype), block = c.count * elt;
     char* recv = static_cast<char*>(c.recv);
     const char* mine = c.in_place ? recv + static_cast<size_t>(r) * block : static_cast<const char*>(c.send);
-    const int tag = tags_for(c.op, c.count, c.dtype, c.reduce).reduce;
+    const int tag = tags_for(c.op, c.count, c.dtype, c.reduce, c.block).reduce;
     std::vector<MPI_Request> reqs;
     for (int i = 1; i < n; ++i) {
       const int src = (r - i + n) % n, dst = (r + i) % n;
-      irecv(reqs, recv + static_cast<size_t>(src) * block, c.count, c.dtype, src, tag);
-      isend(reqs, mine, c.count, c.dtype, dst, tag);
+      irecv(reqs, recv + static_cast<size_t>(src) * block, c.count, c.dtype, base + src, tag);
+      isend(reqs, mine, c.count, c.dtype, base + dst, tag);
     }
     wait_all(reqs);
     if (!c.in_place) std::memcpy(recv + static_cast<size_t>(r) * block, mine, block);

@@ -59,7 +59,10 @@ class NcclCommunicator final : public Communicator {
     scratch_ = dev.alloc(sizeof(float), MemCategory::Communicator, true);
     CommWatchdog::Hooks hooks;
     hooks.poll = [this] { return poll(); };
-    hooks.on_abort = [this] { ncclCommAbort(nccl_); };
+    hooks.on_abort = [this] {
+      for (const BlockComm& b : blocks_) ncclCommAbort(b.comm);
+      ncclCommAbort(nccl_);
+    };
     watchdog_ = std::make_unique<CommWatchdog>(log_, opts_.timeout_s, comm_, hooks);
   }
   ~NcclCommunicator() override {
@@ -67,6 +70,7 @@ class NcclCommunicator final : public Communicator {
     ZT_CUDA_CHECK(cudaStreamSynchronize(cuda_stream_));
     watchdog_.reset();
     poll();  // marks everything complete and returns the events to the pool
+    for (const BlockComm& b : blocks_) ncclCommDestroy(b.comm);
     ncclCommDestroy(nccl_);
     add_outside_bytes(ordinal_, OutsideCategory::NcclInternal, -nccl_bytes_);
     for (cudaEvent_t e : pool_) cudaEventDestroy(e);
@@ -140,7 +144,7 @@ class NcclCommunicator final : public Communicator {
         ZT_NCCL_CHECK(ncclReduceScatter(c.send, c.recv, c.count, t, nccl_op(c.reduce), nccl_, cuda_stream_));
         break;
       case CommOp::AllGather:
-        ZT_NCCL_CHECK(ncclAllGather(c.send, c.recv, c.count, t, nccl_, cuda_stream_));
+        ZT_NCCL_CHECK(ncclAllGather(c.send, c.recv, c.count, t, c.block ? block_comm(c.block) : nccl_, cuda_stream_));
         break;
       case CommOp::Broadcast:
         ZT_NCCL_CHECK(ncclBroadcast(c.send, c.recv, c.count, t, c.root, nccl_, cuda_stream_));
@@ -167,6 +171,25 @@ class NcclCommunicator final : public Communicator {
   void record_done(Event& done) override {
     if (group_depth_ > 0) group_done_.push_back(&done);
     else done.record(*stream_);
+  }
+
+  // One communicator per block size: ranks with the same rank / block, ordered by rank. The split
+  // is collective over every rank (prepare_block's contract); its device memory is outside the
+  // tracker like the parent's. Blocks of the whole world use the parent communicator.
+  void prepare_block_backend(int block) override {
+    if (block == world_size_) return;
+    ZT_CUDA_CHECK(cudaSetDevice(ordinal_));
+    ZT_CUDA_CHECK(cudaStreamSynchronize(cuda_stream_));
+    size_t free_before = 0, free_after = 0, total = 0;
+    ZT_CUDA_CHECK(cudaMemGetInfo(&free_before, &total));
+    ncclComm_t sub = nullptr;
+    ZT_NCCL_CHECK(ncclCommSplit(nccl_, rank_ / block, rank_, &sub, nullptr));
+    ZT_CUDA_CHECK(cudaMemGetInfo(&free_after, &total));
+    const int64_t bytes = free_before > free_after ? static_cast<int64_t>(free_before - free_after) : 0;
+    add_outside_bytes(ordinal_, OutsideCategory::NcclInternal, bytes);
+    nccl_bytes_ += bytes;
+    std::lock_guard<std::mutex> lock(mu_);  // poll() reads blocks_ on the watchdog thread
+    blocks_.push_back({block, sub});
   }
 
   // The exchange runs on the host over MPI once every earlier collective has completed.
@@ -255,20 +278,40 @@ class NcclCommunicator final : public Communicator {
         pending_.pop_front();
       }
     }
-    ncclResult_t async = ncclSuccess;
-    if (ncclCommGetAsyncError(nccl_, &async) == ncclSuccess && async != ncclSuccess && async != ncclInProgress) {
-      const char* last = ncclGetLastError(nccl_);
-      return hang_report_line(log_, std::string("NCCL async error: ") + ncclGetErrorString(async) +
-                                        (last && *last ? std::string(" (") + last + ")" : "") + "; aborting the job");
+    std::vector<ncclComm_t> comms{nccl_};
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const BlockComm& b : blocks_) comms.push_back(b.comm);
+    }
+    for (ncclComm_t comm : comms) {
+      ncclResult_t async = ncclSuccess;
+      if (ncclCommGetAsyncError(comm, &async) == ncclSuccess && async != ncclSuccess && async != ncclInProgress) {
+        const char* last = ncclGetLastError(comm);
+        return hang_report_line(log_, std::string("NCCL async error: ") + ncclGetErrorString(async) +
+                                          (last && *last ? std::string(" (") + last + ")" : "") + "; aborting the job");
+      }
     }
     return {};
+  }
+
+  ncclComm_t block_comm(int block) const {
+    if (block == world_size_) return nccl_;
+    for (const BlockComm& b : blocks_)
+      if (b.block == block) return b.comm;
+    ZT_CHECK(false, "no NCCL communicator for blocks of " + std::to_string(block) + " ranks");
+    return nullptr;
   }
 
   Device& dev_;
   int ordinal_;
   MPI_Comm comm_;
+  struct BlockComm {
+    int block;
+    ncclComm_t comm;  // this rank's block of `block` ranks (ncclCommSplit of nccl_)
+  };
   ncclComm_t nccl_ = nullptr;
-  int64_t nccl_bytes_ = 0;              // ncclCommInitRank's device memory (outside the tracker)
+  std::vector<BlockComm> blocks_;       // per prepared block size; guarded by mu_ against poll()
+  int64_t nccl_bytes_ = 0;              // device memory of ncclCommInitRank and the splits (outside the tracker)
   std::unique_ptr<Stream> stream_;      // the comm stream (its own cudaStream_t)
   cudaStream_t cuda_stream_ = nullptr;
   DeviceBuffer scratch_;                // barrier()'s one float ("nccl barrier scalar"); comm stream only

@@ -148,9 +148,12 @@ double CostModel::copy_seconds(double bytes) const { return bytes / hw_.host_lin
 double CostModel::link_bytes_per_s() const { return ring_spans_nodes() ? hw_.inter_bytes_per_s : hw_.intra_bytes_per_s; }
 double CostModel::link_latency_s() const { return ring_spans_nodes() ? hw_.inter_latency_s : hw_.intra_latency_s; }
 
-CollectiveCost CostModel::collective(CommOp op, double bytes) const {
-  if (world_ <= 1) return {};
-  const double n = world_, k = nodes_, per_node = n / k;
+CollectiveCost CostModel::collective(CommOp op, double bytes, int ranks) const {
+  const int group = ranks > 0 ? ranks : world_, local = world_ / nodes_;
+  if (group <= 1) return {};
+  const int spans = group <= local ? 1 : (group + local - 1) / local;  // nodes the group spans
+  const double n = group, k = spans, per_node = n / k;
+  const double link = spans > 1 ? hw_.inter_bytes_per_s : hw_.intra_bytes_per_s;
   const bool all_reduce = op == CommOp::AllReduce;
   const bool ring_op = all_reduce || op == CommOp::ReduceScatter || op == CommOp::AllGather;
   // Ring: N-1 steps per pass (all-reduce: two passes); K-1 of each pass's steps cross a node
@@ -162,8 +165,8 @@ CollectiveCost CostModel::collective(CommOp op, double bytes) const {
   CollectiveCost ring;
   ring.algorithm = "ring";
   ring.latency_s = hw_.launch_latency_s + (steps - inter_steps) * hw_.intra_latency_s + inter_steps * hw_.inter_latency_s;
-  ring.seconds = ring.latency_s + (ring_op ? steps / n : 1.0) * bytes / link_bytes_per_s();
-  if (!all_reduce || nodes_ == 1) return ring;
+  ring.seconds = ring.latency_s + (ring_op ? steps / n : 1.0) * bytes / link;
+  if (!all_reduce || spans == 1) return ring;
   // Tree all-reduce across nodes (reduce up, broadcast down): a chain inside each node and a binary
   // tree over the nodes, each traversed twice; half the link bandwidth reaches the algorithm, and
   // the tree's pipelining reaches 0.9 of the ring's bus bandwidth (NCCL's tuning model).
@@ -174,7 +177,9 @@ CollectiveCost CostModel::collective(CommOp op, double bytes) const {
   return tree.seconds < ring.seconds ? tree : ring;
 }
 
-double CostModel::collective_seconds(CommOp op, double bytes) const { return collective(op, bytes).seconds; }
+double CostModel::collective_seconds(CommOp op, double bytes, int ranks) const {
+  return collective(op, bytes, ranks).seconds;
+}
 
 double optimizer_bytes_per_element(const EngineOptions& o, DType grad_dtype) {
   const double moments = o.optimizer.moment_count() * static_cast<double>(dtype_size(o.moments_dtype));

@@ -138,7 +138,7 @@ class ParamSync {
   // parameter ops do after an update, hand_off() and then every gather.
   virtual void start() = 0;
   virtual void hand_off() {}                 // HandOff: the comm stream waits for the written params
-  virtual void gather(int b, bool prefetch);  // Gather, Prefetch, Regather (stage 3)
+  virtual void gather(const StepOp& op);     // Gather, Prefetch, Regather (stage 3)
   virtual void wait(int id);                 // Wait: a gathered bucket (stage 3) or an all-gather group (1-2)
   virtual void bind(int pos) {}              // position pos's compute reads its params from here on
   // An evaluation's forward of `unit` reads its params from here on (its buckets gathered, no

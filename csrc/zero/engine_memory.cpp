@@ -43,6 +43,14 @@ PlanOptions plan_options_of(const EngineOptions& o, int world) {
   p.grad_accum = o.grad_accum_dtype;
   p.wire = o.wire_dtype;
   p.quantized_weights_block = o.quantized_weights_block;
+  if (o.stage == 3 && o.hpz_partition_size > 1) {
+    if (world % o.hpz_partition_size != 0)
+      throw InputError("zero_optimization.zero_hpz_partition_size is " + std::to_string(o.hpz_partition_size) +
+                       ", which does not divide the world size " + std::to_string(world) +
+                       ": hpZ keeps a secondary copy of the parameters sharded over blocks of that many consecutive "
+                       "ranks (usually the GPUs per node)");
+    p.hpz = o.hpz_partition_size;
+  }
   p.contiguous_gradients = o.contiguous_gradients;
   p.param_norms = o.optimizer.needs_param_norms();
   p.host_grads = o.offload.optimizer;
@@ -133,10 +141,14 @@ struct Prediction {
     const bool gathers = plan.flow.gather_before_use;
     // qwZ (stage3_gather.cpp): one send and one receive staging buffer of fp32 words, widest slice.
     const int64_t qwz = plan.quantized_weights_block > 0 ? 4 * (1 + plan.world) * plan.quantized_gather_words(plan.max_slice()) : 0;
-    at(MemCategory::Gather) = gathers ? bytes_of(persistent + plan.peak_live_elems, plan.compute) + qwz : 0;
+    // hpZ (stage3_gather.cpp): the secondary partition, 1/hpz of every non-persistent bucket.
+    const int64_t hpz = bytes_of(plan.secondary_numel, plan.compute);
+    at(MemCategory::Gather) = gathers ? bytes_of(persistent + plan.peak_live_elems, plan.compute) + qwz + hpz : 0;
     item("persistent buckets", gathers ? bytes_of(persistent, plan.compute) : 0, MemCategory::Gather);
     item("gather/prefetch peak", gathers ? bytes_of(plan.peak_live_elems, plan.compute) : 0, MemCategory::Gather);
     item("quantized gather staging (int8 codes + scales, send + receive)", gathers ? qwz : 0, MemCategory::Gather);
+    item("hpZ secondary partition (1/" + std::to_string(plan.hpz) + " of the gathered buckets)", gathers ? hpz : 0,
+         MemCategory::Gather);
   }
 
   // The model's buffers, the engine's step statistics and LAMB's norms.

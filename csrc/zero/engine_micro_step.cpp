@@ -41,9 +41,9 @@ void ZeroEngine::Impl::micro_body(const MicroStep& m) {
 
 void ZeroEngine::Impl::run_micro_op(const StepOp& op, bool first, float dloss) {
   switch (op.kind) {
-    case OpKind::Gather: return param_sync->gather(op.bucket, false);
+    case OpKind::Gather: return param_sync->gather(op);
     case OpKind::Wait: return param_sync->wait(op.bucket >= 0 ? op.bucket : op.group);
-    case OpKind::Prefetch: return param_sync->gather(op.bucket, true);
+    case OpKind::Prefetch: return param_sync->gather(op);
     case OpKind::Forward:
       param_sync->bind(cx.plan.position_of(op.unit, false));
       return cx.model.forward_unit(op.unit);
@@ -77,7 +77,7 @@ float ZeroEngine::Impl::run_eval(const std::vector<StepOp>& ops) {
   float loss = 0;
   for (const StepOp& op : ops) {
     switch (op.kind) {
-      case OpKind::Gather: param_sync->gather(op.bucket, false); break;
+      case OpKind::Gather: param_sync->gather(op); break;
       case OpKind::Wait: param_sync->wait(op.bucket >= 0 ? op.bucket : op.group); break;
       case OpKind::Forward:
         param_sync->bind_unit(op.unit);

@@ -22,7 +22,7 @@ namespace {
   throw std::logic_error("step program: '" + op_text(op) + "' is not an op of this ZeRO stage's parameter sync");
 }
 }  // namespace
-void ParamSync::gather(int b, bool prefetch) { no_such_op({prefetch ? OpKind::Prefetch : OpKind::Gather, -1, false, b}); }
+void ParamSync::gather(const StepOp& op) { no_such_op(op); }
 void ParamSync::wait(int id) { no_such_op({OpKind::Wait, -1, false, id}); }
 void ParamSync::release(int b) { no_such_op({OpKind::Release, -1, false, b}); }
 void ParamSync::gather_group(int g) { no_such_op({OpKind::GatherGroup, -1, false, -1, g}); }

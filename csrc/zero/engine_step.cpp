@@ -48,7 +48,7 @@ void ZeroEngine::Impl::run_boundary_op(const StepOp& op, StepVerdict& v) {
     case OpKind::ResetGrads: return grad_sync.reset_after_step();
     case OpKind::HandOff: return param_sync->hand_off();  // start_param_sync
     case OpKind::GatherGroup: return param_sync->gather_group(op.group);
-    case OpKind::Regather: return param_sync->gather(op.bucket, false);
+    case OpKind::Regather: return param_sync->gather(op);
     default: throw std::logic_error(std::string("step program: '") + op_text(op) + "' at the boundary");
   }
 }

@@ -14,6 +14,7 @@ std::string CollectiveLabel::to_string() const {
     case Kind::Grads: return "b" + std::to_string(bucket);
     case Kind::Gather: return "gather b" + std::to_string(bucket);
     case Kind::QuantizedGather: return "gather b" + std::to_string(bucket) + " int8";
+    case Kind::SecondaryGather: return "gather b" + std::to_string(bucket) + " hpz";
     case Kind::GroupGather: return "ag" + std::to_string(group) + ".b" + std::to_string(bucket);
     case Kind::StepStats: return "step stats";
     case Kind::LambNorms: return "lamb norms";

@@ -19,6 +19,13 @@
 // words into `qrecv` and dequantises every rank's part, its own included, into the gathered
 // buffer: all ranks compute with the same weights. qsend / qrecv are sized once for the widest
 // slice and used only on the comm stream, whose order serialises the gathers that share them.
+//
+// With zero_hpz_partition_size (plan.hpz > 1) every gather from the world copies the rank's part
+// of the gathered bucket (part rank % hpz, ZeroPlan::secondary_slice) into the secondary buffer,
+// and a `secondary` gather all-gathers the bucket from those parts over the rank's hpZ block
+// instead of the world (after qwZ, the parts hold the dequantised weights every rank computes
+// with). The secondary buffer is written and read only on the comm stream, whose order puts each
+// refresh before the secondary gathers that read it.
 #include <algorithm>
 
 #include "engine_impl.h"
@@ -38,6 +45,10 @@ class Stage3Gatherer final : public ParamSync {
       qsend_ = FlatBuffer(cx.dev, DType::F32, words, MemCategory::Gather);
       qrecv_ = FlatBuffer(cx.dev, DType::F32, words * cx.world, MemCategory::Gather);
     }
+    if (cx.plan.hpz > 1) {  // collective: every rank builds its gatherer at the same point
+      cx.comm.prepare_block(cx.plan.hpz);
+      secondary_ = FlatBuffer(cx.dev, cx.plan.compute, cx.plan.secondary_numel, MemCategory::Gather);
+    }
   }
   // Live buffers go back to the pool like any release: compute waits for their all-gather first.
   ~Stage3Gatherer() override {
@@ -51,12 +62,13 @@ class Stage3Gatherer final : public ParamSync {
   void start() override {
     hand_off();
     for (const PlanBucket& b : cx_.plan.buckets)
-      if (b.persistent) gather(b.id, false);
+      if (b.persistent) gather({OpKind::Regather, -1, false, b.id});
   }
 
   void hand_off() override { cx_.comm_waits_for_compute(); }
 
-  void gather(int b, bool prefetch) override {
+  void gather(const StepOp& op) override {
+    const int b = op.bucket;
     const PlanBucket& bk = cx_.plan.bucket(b);
     Slot& s = slots_[b];
     if (!s.buf) s.buf = take_buffer(bk.padded);
@@ -66,6 +78,7 @@ class Stage3Gatherer final : public ParamSync {
     // for it at once, its stall anchored at the hand-off.
     const int since = cx_.opt.overlap_comm ? -1 : cx_.comm_waits_for_compute();
     cx_.comm_work([&] {
+      if (op.secondary) return secondary_all_gather(b, s.buf.view());
       TensorView mine = shard;
       if (cx_.opt.offload.params) {  // offload_param: stage the host slice into place, on the comm stream
         mine = rank_slice(s.buf.view(), cx_.rank, cx_.world);
@@ -75,11 +88,13 @@ class Stage3Gatherer final : public ParamSync {
       if (cx_.plan.quantized_weights_block > 0) quantized_all_gather(b, mine, s.buf.view());
       else all_gather_view(cx_.comm, mine, s.buf.view(), CollectiveLabel{CollectiveLabel::Kind::Gather, b}.to_string(),
                            nullptr);
+      if (cx_.plan.hpz > 1 && !bk.persistent) copy_view(cx_.dev, secondary_part(b), block_part(b, s.buf.view()), cx_.comm.stream());
     });
     s.done->record(cx_.comm.stream());
     s.waited = false;
     ++stats_.gathers;
-    if (prefetch) ++stats_.prefetched;
+    if (op.kind == OpKind::Prefetch) ++stats_.prefetched;
+    if (op.secondary) ++stats_.secondary;
     if (!cx_.opt.overlap_comm) wait_since(b, since);
   }
 
@@ -136,6 +151,20 @@ class Stage3Gatherer final : public ParamSync {
     }
   }
 
+  // hpZ: bucket b's part in the secondary buffer, and this rank's part of the gathered bucket.
+  TensorView secondary_part(int b) const {
+    return secondary_.view({cx_.plan.secondary_offset[static_cast<size_t>(b)], cx_.plan.secondary_slice(b)});
+  }
+  TensorView block_part(int b, const TensorView& full) const {
+    return full.slice1d((cx_.rank % cx_.plan.hpz) * cx_.plan.secondary_slice(b), cx_.plan.secondary_slice(b));
+  }
+  // hpZ on the comm stream: the bucket from the secondary parts of the rank's hpZ block.
+  void secondary_all_gather(int b, const TensorView& full) {
+    const TensorView part = secondary_part(b);
+    cx_.comm.all_gather_in_block(cx_.plan.hpz, part.data, full.data, static_cast<size_t>(part.numel()), part.dtype,
+                                 CollectiveLabel{CollectiveLabel::Kind::SecondaryGather, b}.to_string());
+  }
+
   // `since`: the stall anchor of a gather issued directly before this wait (-1: none).
   void wait_since(int b, int since) {
     Slot& s = slots_[b];
@@ -156,6 +185,7 @@ class Stage3Gatherer final : public ParamSync {
   ModelStates& st_;
   std::vector<Slot> slots_;        // per bucket
   FlatBuffer qsend_, qrecv_;       // qwZ staging (fp32 words), comm stream only
+  FlatBuffer secondary_;           // hpZ: this rank's part of every non-persistent bucket, comm stream only
   GatherStats stats_;
   int64_t staged_slices_ = 0;      // offload_param: host slices copied in before their all-gather
 };

@@ -17,6 +17,8 @@ class Planner {
   MicroStep micro_step(bool first, bool last) {
     MicroStep m{first, last, {}};
     out_ = &m.ops;
+    // hpZ: every bucket's secondary part is current after the first micro-step's first gather of it.
+    fresh_.assign(plan_.buckets.size(), !first);
     std::vector<bool> waited(plan_.ag_groups.size(), false);
     for (int u = 0; u < plan_.num_units(); ++u) {
       if (first) group_waits(u, waited);
@@ -42,11 +44,12 @@ class Planner {
   std::vector<StepOp> eval() {
     std::vector<StepOp> ops;
     out_ = &ops;
+    fresh_.assign(plan_.buckets.size(), false);  // run after an update: the secondary parts are stale
     std::vector<bool> waited(plan_.ag_groups.size(), false);
     for (int u = 0; u < plan_.num_units(); ++u) {
       group_waits(u, waited);
       const std::vector<int> buckets = gathered_buckets(u);
-      for (int b : buckets) add({OpKind::Gather, u, false, b});
+      for (int b : buckets) add(gather_op(OpKind::Gather, u, false, b));
       for (int b : buckets) add({OpKind::Wait, u, false, b});
       add({OpKind::Forward, u, false});
       for (int b : buckets) add({OpKind::Release, u, false, b});
@@ -96,9 +99,16 @@ class Planner {
   void gathers(int u, bool backward) {
     if (!plan_.flow.gather_before_use) return;
     const GatherStep& g = plan_.gather_steps[plan_.position_of(u, backward)];
-    for (int b : g.gather) add({OpKind::Gather, u, backward, b});
+    for (int b : g.gather) add(gather_op(OpKind::Gather, u, backward, b));
     for (int b : g.need) add({OpKind::Wait, u, backward, b});
-    for (int b : g.prefetch) add({OpKind::Prefetch, u, backward, b});
+    for (int b : g.prefetch) add(gather_op(OpKind::Prefetch, u, backward, b));
+  }
+  // A Gather or Prefetch of bucket b: from the hpZ secondary partition once it is current.
+  StepOp gather_op(OpKind kind, int u, bool backward, int b) {
+    StepOp op{kind, u, backward, b};
+    op.secondary = plan_.hpz > 1 && fresh_[b];
+    fresh_[b] = true;
+    return op;
   }
   // Stage 3: the non-persistent buckets holding the unit's parameters, in parameter order, once each.
   std::vector<int> gathered_buckets(int u) const {
@@ -117,6 +127,7 @@ class Planner {
 
   const ZeroPlan& plan_;
   std::vector<StepOp>* out_ = nullptr;
+  std::vector<bool> fresh_;  // per bucket: its hpZ secondary part holds this step's parameters
 };
 
 std::string position_name(const StepOp& op) {
@@ -141,7 +152,7 @@ const char* op_kind_name(OpKind k) {
 std::string op_text(const StepOp& op) {
   std::string s = op_kind_name(op.kind);
   if (op.kind == OpKind::Forward || op.kind == OpKind::Backward) return s + " u" + std::to_string(op.unit);
-  if (op.bucket >= 0) return s + " b" + std::to_string(op.bucket);
+  if (op.bucket >= 0) return s + " b" + std::to_string(op.bucket) + (op.secondary ? " (hpz)" : "");
   if (op.group >= 0) return s + (op.kind == OpKind::Wait ? " group " : " ") + std::to_string(op.group);
   return s;
 }
@@ -167,9 +178,9 @@ std::vector<StepOp> eval_program(const ZeroPlan& plan) { return Planner(plan).ev
 
 std::vector<PlannedCollective> op_collectives(const ZeroPlan& plan, const StepOp& op) {
   std::vector<PlannedCollective> out;
-  auto add = [&](CommOp c, CollectiveLabel what, int64_t count, int64_t full_elems, DType t) {
+  auto add = [&](CommOp c, CollectiveLabel what, int64_t count, int64_t full_elems, DType t, int ranks = 0) {
     out.push_back({-1, phase_of(op), c, what, what.to_string(), static_cast<size_t>(count),
-                   static_cast<size_t>(full_elems) * dtype_size(t), t});
+                   static_cast<size_t>(full_elems) * dtype_size(t), t, ranks});
   };
   using K = CollectiveLabel::Kind;
   switch (op.kind) {
@@ -177,7 +188,10 @@ std::vector<PlannedCollective> op_collectives(const ZeroPlan& plan, const StepOp
     case OpKind::Prefetch:
     case OpKind::Regather: {  // one parameter bucket into its gathered buffer (compute dtype, or qwZ's words)
       const PlanBucket& k = plan.bucket(op.bucket);
-      if (plan.quantized_weights_block > 0) {
+      if (op.secondary) {
+        add(CommOp::AllGather, {K::SecondaryGather, op.bucket}, plan.secondary_slice(op.bucket), k.padded, plan.compute,
+            plan.hpz);
+      } else if (plan.quantized_weights_block > 0) {
         const int64_t words = plan.quantized_gather_words(k.slice);
         add(CommOp::AllGather, {K::QuantizedGather, op.bucket}, words, words * plan.world, DType::F32);
       } else {

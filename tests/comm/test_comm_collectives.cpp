@@ -139,6 +139,47 @@ TEST_P(Collectives, AllGather) {
       }
 }
 
+// Over blocks of consecutive ranks: every block size that divides the world, in and out of place,
+// interleaved with world all-gathers of the same count (their messages must not mix).
+TEST_P(Collectives, AllGatherInBlock) {
+  const int n = comm_->world_size(), r = comm_->rank();
+  uint64_t salt = 700;
+  int i = 0;
+  for (int block = 1; block <= n; ++block) {
+    if (n % block) continue;
+    comm_->prepare_block(block);
+    const int base = r - r % block;
+    for (DType dt : kDTypes)
+      for (size_t count : kCounts)
+        for (bool in_place : {false, true}) {
+          ++salt;
+          const size_t elt = dtype_size(dt);
+          std::vector<uint8_t> mine, recv(count * block * elt + 1, 0xAB), world(count * n * elt), want;
+          fill_input(mine, count, dt, r, salt);
+          for (int k = base; k < base + block; ++k) {
+            std::vector<uint8_t> theirs;
+            fill_input(theirs, count, dt, k, salt);
+            want.insert(want.end(), theirs.begin(), theirs.end());
+          }
+          const void* send = mine.data();
+          if (in_place) {
+            std::memcpy(recv.data() + count * (r % block) * elt, mine.data(), count * elt);
+            send = recv.data() + count * (r % block) * elt;
+          }
+          comm_->all_gather_in_block(block, send, recv.data(), count, dt, "blk");
+          comm_->all_gather(mine.data(), world.data(), count, dt, "ag", done_.get());
+          finish(++i);
+          EXPECT_TRUE(same_bits(recv.data(), want.data(), count * block, dt))
+              << "block " << block << " " << dtype_name(dt) << " count " << count << (in_place ? " in place" : "");
+          EXPECT_EQ(recv.back(), 0xAB) << "wrote past the end";
+          const CommRecord rec = comm_->log().recent(2).front();
+          EXPECT_EQ(rec.ranks, block);
+          EXPECT_EQ(rec.bytes, count * block * elt);
+        }
+  }
+  EXPECT_TRUE(comm_->block_prepared(n));
+}
+
 TEST_P(Collectives, Broadcast) {
   const int n = comm_->world_size(), r = comm_->rank();
   uint64_t salt = 400;

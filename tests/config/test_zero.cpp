@@ -239,7 +239,6 @@ TEST(Zero, KnownButUnsupportedRejectedWhenEnabled) {  // docs/config.md rule 5
   EXPECT_ZERO_REJECTED(R"({"stage": 3, "offload_param": {"device": "nvme", "nvme_path": "/x"}})", "nvme", "not supported");
   EXPECT_ZERO_REJECTED(R"({"stage": 3, "offload_optimizer": {"device": "nvme"}})", "nvme", "not supported");
   EXPECT_ZERO_REJECTED(R"({"stage": 3, "zero_quantized_gradients": true})", "zero_quantized_gradients");
-  EXPECT_ZERO_REJECTED(R"({"stage": 3, "zero_hpz_partition_size": 8})", "zero_hpz_partition_size", "hpZ");
   EXPECT_ZERO_REJECTED(R"({"stage": 3, "mics_shard_size": 4})", "MiCS");
   EXPECT_ZERO_REJECTED(R"({"stage": 2, "zenflow": {}})", "ZenFlow");
   EXPECT_ZERO_REJECTED(R"({"stage": 1, "legacy_stage1": true})", "legacy_stage1");
@@ -247,6 +246,12 @@ TEST(Zero, KnownButUnsupportedRejectedWhenEnabled) {  // docs/config.md rule 5
   zt::DsConfig ok = zero(R"({"stage": 3, "zero_quantized_weights": false, "zero_hpz_partition_size": 1,
                              "mics_shard_size": -1, "zenflow": null, "offload_param": {"device": "none"}})");
   EXPECT_EQ(ok.zero.stage, 3);
+}
+
+TEST(Zero, HpzPartitionIsAccepted) {
+  EXPECT_EQ(zero(R"({"stage": 3, "zero_hpz_partition_size": 8})").zero.zero_hpz_partition_size, 8);
+  EXPECT_EQ(zero(R"({"stage": 3})").zero.zero_hpz_partition_size, 1);
+  EXPECT_ZERO_REJECTED(R"({"stage": 3, "zero_hpz_partition_size": -1})", "zero_hpz_partition_size");
 }
 
 TEST(Zero, QuantizedWeightsAreAccepted) {

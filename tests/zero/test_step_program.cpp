@@ -187,3 +187,64 @@ TEST(StepProgram, RingTrafficIsEqualAtStagesZeroToTwo) {
   EXPECT_DOUBLE_EQ(ring_bytes_per_rank(CommOp::ReduceScatter, 1200, 3), 800.0);
   EXPECT_DOUBLE_EQ(ring_bytes_per_rank(CommOp::AllGather, 1200, 1), 0.0);
 }
+
+// hpZ (zero_hpz_partition_size): the first gather of each bucket in a step's first micro-step comes
+// from the world and refreshes the rank's secondary part; every later gather of the step is over
+// the rank's hpZ block, from those parts. Weights bitwise equal to plain stage 3 (the gathered
+// values are the same copies); the engine ran exactly the program; the comm log's block gathers say
+// their block; the secondary buffer is in the memory prediction, which equals the measured peak.
+TEST(StepProgram, HpzGathersFromTheSecondaryPartitionAfterTheFirst) {
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  for (int hpz = 2; hpz <= world; ++hpz) {
+    if (world % hpz) continue;
+    for (int gas : {1, 3}) {
+      const std::string what = "hpz " + std::to_string(hpz) + " gas " + std::to_string(gas);
+      RunSpec spec = program_spec(3, true, gas);
+      spec.opt.max_reuse_distance = 0;  // backward re-gathers what forward released
+      const RunResult plain = run_engine(spec, MPI_COMM_WORLD);
+      spec.opt.hpz_partition_size = hpz;
+      const RunResult r = run_engine(spec, MPI_COMM_WORLD);
+      EXPECT_TRUE(bitwise_equal(r, plain)) << what;
+      ASSERT_EQ(r.plan.hpz, hpz) << what;
+
+      const StepProgram program = step_program(r.plan, gas);
+      int secondary = 0, from_world = 0;
+      for (const MicroStep& m : program.kinds) {
+        std::vector<bool> seen(r.plan.buckets.size(), !m.first);
+        for (const StepOp& op : m.ops) {
+          if (op.kind != OpKind::Gather && op.kind != OpKind::Prefetch) continue;
+          EXPECT_EQ(op.secondary, static_cast<bool>(seen[op.bucket])) << what << " " << op_text(op);
+          seen[op.bucket] = true;
+          (op.secondary ? secondary : from_world) += 1;
+        }
+      }
+      EXPECT_GT(secondary, 0) << what;
+      EXPECT_GT(from_world, 0) << what;
+      std::vector<StepOp> planned;
+      for (int k = 0; k < spec.steps; ++k) program.for_each([&](int, const StepOp& op) { planned.push_back(op); });
+      EXPECT_TRUE(r.ops == planned) << what;
+      EXPECT_EQ(logged_collectives(r), collectives_of(r.plan, r.ops)) << what;
+      int block_records = 0;
+      for (const CommRecord& c : r.records) {
+        const bool hpz_label = c.label.size() > 4 && c.label.compare(c.label.size() - 4, 4, " hpz") == 0;
+        EXPECT_EQ(c.ranks, hpz_label ? hpz : 0) << what << " " << c.label;
+        block_records += hpz_label ? 1 : 0;
+      }
+      EXPECT_EQ(block_records, secondary * spec.steps) << what;
+
+      int64_t secondary_elems = 0;
+      for (const PlanBucket& b : r.plan.buckets) secondary_elems += b.persistent ? 0 : b.padded / hpz;
+      EXPECT_EQ(r.plan.secondary_numel, secondary_elems) << what;
+      int64_t gather_plain = -1, gather_hpz = -1;
+      for (const MemoryLine& l : plain.memory)
+        if (l.category == MemCategory::Gather) gather_plain = l.peak;
+      for (const MemoryLine& l : r.memory)
+        if (l.category == MemCategory::Gather) {
+          EXPECT_EQ(l.peak, l.predicted) << what;
+          gather_hpz = l.peak;
+        }
+      EXPECT_EQ(gather_hpz - gather_plain, secondary_elems * 4) << what << ": the fp32 secondary partition";
+    }
+  }
+}

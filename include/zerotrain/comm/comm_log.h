@@ -36,6 +36,7 @@ struct CommRecord {
   size_t bytes = 0;    // full buffer size S, as nccl-tests defines it (n·count·elt for RS/AG)
   DType dtype = DType::F32;
   double node_send_bytes = 0;  // bytes each node sends to the others for it (0 on one node)
+  int ranks = 0;       // a collective over a block of ranks (Communicator::prepare_block): its size; 0: the world
   // Seconds since the log was created; < 0 while the event has not happened.
   double issued_s = -1, started_s = -1, completed_s = -1;
   bool started() const { return started_s >= 0; }
@@ -57,8 +58,9 @@ class CommLog {
 
   // Assigns the next sequence number and records the issue time.
   // node_send_bytes: what each node sends to the others for it (Communicator::node_send_bytes).
+  // ranks: the block size of a collective over a block of ranks (0: the world).
   uint64_t issue(CommOp op, const std::string& label, size_t count, size_t bytes, DType dt,
-                 double node_send_bytes = 0);
+                 double node_send_bytes = 0, int ranks = 0);
   void mark_started(uint64_t seq);
   void mark_completed(uint64_t seq);  // seq must be last_completed() + 1 (in-order completion)
 

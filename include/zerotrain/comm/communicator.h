@@ -121,6 +121,10 @@ std::vector<CommBufferSpec> comm_buffer_plan(CommBackend b, int world, const Com
 //  * the control exchanges (barrier, verify_same, gather_strings, max_over_ranks): 0 — a few
 //    bytes each.
 double node_send_bytes(CommBackend b, const CommOptions& o, CommOp op, double bytes, int world, int local_size);
+// The same for a collective over blocks of `block` consecutive ranks (Communicator::prepare_block):
+// 0 when each block lies inside a node (block divides local_size); else the formula above over
+// the block's ranks, with gcd(block, local_size) of them on each of its nodes.
+double block_node_send_bytes(CommBackend b, const CommOptions& o, CommOp op, double bytes, int block, int local_size);
 
 // Thrown by verify_same_across_ranks on every rank when the ranks disagree.
 class CommMismatchError : public std::runtime_error {
@@ -160,6 +164,22 @@ class Communicator {
                       const std::string& label = {}, Event* done = nullptr);
   uint64_t broadcast(void* buf, size_t count, DType dt, int root, const std::string& label = {},
                      Event* done = nullptr);
+
+  // ---- Blocks of ranks ----
+  // The block of `block` consecutive ranks holding this rank: ranks [rank − rank % block, + block),
+  // this rank at index rank % block. Under blocked placement (NodeLocal::blocked) a block that
+  // divides the ranks per node lies inside one node: ZeRO++'s hpZ partition. prepare_block is
+  // collective over every rank (the same value everywhere) and must run before the first
+  // collective over blocks of that size; block divides the world size. NCCL splits its
+  // communicator once per block size (ncclCommSplit); the MPI backend exchanges with the block's
+  // ranks over its own communicator. A block collective is sequence-numbered, logged (its record
+  // says the block size) and watched like any other.
+  void prepare_block(int block);
+  bool block_prepared(int block) const;
+  // all_gather over this rank's block: `send_count` per rank, recv holds block·send_count; in
+  // place when send == recv + (rank % block)·send_count.
+  uint64_t all_gather_in_block(int block, const void* send, void* recv, size_t send_count, DType dt,
+                               const std::string& label = {}, Event* done = nullptr);
   uint64_t barrier(const std::string& label = {}, Event* done = nullptr);
 
   // Later collectives wait until `ready` (recorded on a producer stream) is complete.
@@ -204,6 +224,7 @@ class Communicator {
     ReduceOp reduce = ReduceOp::Sum;
     int root = 0;
     bool in_place = false;
+    int block = 0;               // ranks of the block it runs over (prepare_block); 0: the world
   };
   Communicator(const CommOptions& opts, int rank, int world_size, const NodeLocal& node);
   // Enqueue the collective on the comm stream; it marks the log started/completed.
@@ -219,6 +240,8 @@ class Communicator {
   // Make `done` complete when every collective launched so far has (NCCL defers it to group_end
   // inside a group, where the fused launch happens).
   virtual void record_done(Event& done) { done.record(stream()); }
+  // prepare_block's backend part (collective over every rank; called once per block size).
+  virtual void prepare_block_backend(int /*block*/) {}
 
   CommOptions opts_;
   std::vector<CommBufferSpec> buffers_;  // set by the backend's constructor, before it allocates
@@ -228,6 +251,7 @@ class Communicator {
 
  private:
   uint64_t issue(Call c, const std::string& label, size_t bytes, Event* done);
+  std::vector<int> blocks_;  // prepared block sizes
 };
 
 // Scope guard for group_start/group_end.

@@ -117,8 +117,10 @@ ZT_ZERO_KEY(Z, legacy_stage1, bool, false, kFlag, "", 0, "legacy_stage1 (also re
             kRejected, "legacy stage 1 (DeepSpeed rejects it too)", "true", "", "")
 ZT_ZERO_KEY(Z, round_robin_gradients, bool, false, kFlag, "", kNever, "", kNotUsed,
             "gradients are not copied to a CPU buffer; nothing to round-robin", "true", "", "")
-ZT_ZERO_KEY(Z, zero_hpz_partition_size, int64_t, 1, kCount, "", 1, "ZeRO++ hierarchical partitioning (hpZ > 1)",
-            kRejected, "ZeRO++ hierarchical partitioning", "2", "", "")
+ZT_ZERO_KEY(Z, zero_hpz_partition_size, int64_t, 1, kCount, "", kNever, "", kImplemented,
+            "ZeRO++ hpZ: a secondary copy of the parameters sharded over blocks of this many consecutive ranks "
+            "(usually the GPUs per node); a bucket's gathers after its first of a step stay inside the block",
+            "2", "MC", R"({"zero_optimization":{"stage":3,"stage3_param_persistence_threshold":0,"stage3_max_reuse_distance":0}})")
 ZT_ZERO_KEY(Z, zero_quantized_weights, bool, false, kFlag, "", kNever, "", kImplemented,
             "ZeRO++ qwZ: stage 3's parameter all-gathers send block-wise int8 (blocks of 8000 elements, one fp32 "
             "scale each), dequantised on arrival; master weights never quantised", "true", "LMC", kStage3)

@@ -64,9 +64,11 @@ class CostModel {
   double optimizer_seconds(double bytes) const;      // device optimizer
   double host_optimizer_seconds(double bytes) const;  // this rank's share of the node's DRAM
   double copy_seconds(double bytes) const;            // host link
-  // One collective of a buffer of `bytes` (the whole buffer, as PlannedCollective::bytes).
-  CollectiveCost collective(CommOp op, double bytes) const;
-  double collective_seconds(CommOp op, double bytes) const;
+  // One collective of a buffer of `bytes` (the whole buffer, as PlannedCollective::bytes), over
+  // every rank or (ranks > 0) over a block of that many consecutive ranks: inside one node when
+  // it fits there (the intra-node link), else spanning ranks / per-node nodes.
+  CollectiveCost collective(CommOp op, double bytes, int ranks = 0) const;
+  double collective_seconds(CommOp op, double bytes, int ranks = 0) const;
   bool ring_spans_nodes() const { return nodes_ > 1; }
   double link_bytes_per_s() const;
   double link_latency_s() const;

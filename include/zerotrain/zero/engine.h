@@ -79,6 +79,10 @@ struct EngineOptions {
   // Stage 3 zero_quantized_weights (ZeRO++ qwZ): parameter all-gathers send block-wise int8 with
   // one fp32 scale per this many elements (0: off; master weights are never quantised).
   int64_t quantized_weights_block = 0;
+  // Stage 3 zero_hpz_partition_size (ZeRO++ hpZ): a secondary copy of the parameters sharded over
+  // blocks of this many consecutive ranks (usually the GPUs per node), which the gathers after a
+  // bucket's first of a step read over the block instead of the world (1: off; must divide the world).
+  int hpz_partition_size = 1;
   bool contiguous_gradients = true;
   int64_t reduce_bucket_size = 500000000;          // elements, >= 1 (config clamps)
   int64_t allgather_bucket_size = 500000000;       // elements (stages 1-2 post-step all-gather groups)
@@ -129,6 +133,7 @@ struct StepStats {
 struct GatherStats {
   int64_t gathers = 0;              // all-gathers of parameter buckets issued
   int64_t prefetched = 0;           // of which issued ahead of need
+  int64_t secondary = 0;            // of which from the hpZ secondary partition (over the rank's hpZ block)
   int64_t peak_live_elems = 0;      // peak gathered (non-persistent) elements, including the current unit
   int64_t peak_live_beyond_current = 0;  // peak gathered elements not needed by the running unit
   int64_t reused = 0;               // gathers into a released buffer (no allocation)

@@ -81,9 +81,10 @@ inline bool reduces_now(const StageFlow& f, bool boundary) { return f.reduce_eve
 // What one collective of a step moves. to_string() is the label the engine passes to the
 // communicator (and the comm log shows): "b4" (a bucket's gradients), "gather b4" (stage 3),
 // "gather b4 int8" (stage 3 with quantised weights: the int8 codes and block scales as fp32 words),
+// "gather b4 hpz" (stage 3 with hpZ: from the secondary partition, over the rank's hpZ block),
 // "ag0.b4" (post-step all-gather group 0), "step stats", "lamb norms".
 struct CollectiveLabel {
-  enum class Kind : uint8_t { Grads, Gather, QuantizedGather, GroupGather, StepStats, LambNorms };
+  enum class Kind : uint8_t { Grads, Gather, QuantizedGather, SecondaryGather, GroupGather, StepStats, LambNorms };
   Kind kind = Kind::Grads;
   int bucket = -1;  // Grads, Gather, GroupGather
   int group = -1;   // GroupGather
@@ -147,6 +148,7 @@ struct PlannedCollective {
   std::string label;       // what.to_string(): the label the engine passes ("b3", "gather b3", ...)
   size_t count = 0, bytes = 0;
   DType dtype = DType::F32;
+  int ranks = 0;           // over a block of this many ranks (Communicator::all_gather_in_block); 0: the world
 };
 
 // Which region of each bucket ZeroPlan::pieces intersects with the parameters.
@@ -178,6 +180,7 @@ struct PlanOptions {
   bool param_norms = false;                 // LAMB: per-parameter norms summed across ranks each step
   bool host_grads = false;                  // offload_optimizer: the reduced gradients accumulate on the host
   int64_t quantized_weights_block = 0;      // stage 3 zero_quantized_weights: int8 blocks of this size (0: off)
+  int hpz = 1;                              // stage 3 zero_hpz_partition_size: secondary partition ranks (1: off)
 };
 
 struct ZeroPlan {
@@ -267,6 +270,17 @@ struct ZeroPlan {
   // [codes, padded to a whole word | scales]. 0: gathers send the compute dtype.
   int64_t quantized_weights_block = 0;
   int64_t quantized_gather_words(int64_t slice_elems) const;  // words per rank of one gather
+  // ---- stage 3 with zero_hpz_partition_size (ZeRO++ hpZ) ----
+  // A secondary copy of every non-persistent bucket, sharded over the rank's block of hpz
+  // consecutive ranks (under blocked placement, inside its node): rank r keeps part r % hpz of the
+  // gathered bucket, secondary_slice(b) = padded / hpz elements (a multiple of A) at
+  // secondary_offset[b] of one buffer of secondary_numel compute-dtype elements. A gather from the
+  // world refreshes the part; the step program's `secondary` gathers all-gather the bucket over
+  // the block from it (step_program.h says which). 1: off (no secondary buffer).
+  int hpz = 1;
+  std::vector<int64_t> secondary_offset;  // per bucket; -1 for persistent buckets (never released)
+  int64_t secondary_numel = 0;
+  int64_t secondary_slice(int b) const { return bucket(b).padded / hpz; }
   int64_t owned_flat_begin(int b, int rank) const { return slice(b, rank, Layout::Full).begin; }
   // real_slice of every bucket in rank's shard, as (shard offset, count) runs (empty ones left out).
   std::vector<std::pair<int64_t, int64_t>> real_shard_runs(int rank) const;

@@ -6,7 +6,8 @@
 //
 // A micro-step's ops, per schedule position (forward u0..U-1, then the loss, then backward
 // U-1..0):
-//   gather b* (stage 3)  wait b* | wait group g (stages 1-2, first micro-step only)
+//   gather b* (stage 3; hpZ: "(hpz)" from the secondary partition)  wait b* | wait group g
+//   (stages 1-2, first micro-step only)
 //   prefetch b* (stage 3)  open b* (backward)  forward u | backward u
 //   reduce b* [offload b*] | close b* (backward: the buckets it completes)  release b* (stage 3)
 // The accumulation boundary: finish reductions, step stats, update, loss scale, reset grads,
@@ -54,12 +55,17 @@ struct StepOp {
   int bucket = -1;        // Gather, Wait (stage 3), Prefetch, Open, Close, Reduce, Release, Regather
   int group = -1;         // Wait (stages 1-2), GatherGroup
   bool unless_skipped = false;  // boundary: not run when the step is skipped (overflow)
+  // Gather, Prefetch with hpZ (plan.hpz > 1): all-gather the bucket over the rank's hpZ block from
+  // the secondary partition, which holds this step's parameters: an earlier gather of the bucket
+  // in this step came from the world and refreshed it. The first gather of each bucket in the
+  // first micro-step (and every gather of an evaluation) comes from the world.
+  bool secondary = false;
   bool operator==(const StepOp& o) const {
     return kind == o.kind && unit == o.unit && backward == o.backward && bucket == o.bucket && group == o.group &&
-           unless_skipped == o.unless_skipped;
+           unless_skipped == o.unless_skipped && secondary == o.secondary;
   }
 };
-// "gather b4", "wait group 1", "forward u2", "reduce b3", "step stats", "all-gather group 0", ...
+// "gather b4", "gather b4 (hpz)", "wait group 1", "forward u2", "reduce b3", "step stats", ...
 std::string op_text(const StepOp& op);
 
 // One kind of micro-step: the first of the accumulation window, a middle one, the last one
