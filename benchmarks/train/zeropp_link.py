@@ -1,16 +1,19 @@
 #!/usr/bin/env python3
-"""ZeRO-3 across two emulated nodes over a shaped link, with and without zero_quantized_weights.
+"""ZeRO-3 across two emulated nodes over a shaped link: plain, and with ZeRO++'s hpZ and qwZ.
 
-Each round runs both configurations back to back on tests/multinode/emulated-cluster.sh (2 nodes x 2
-ranks, each node's outgoing link limited to --rate by tc): `zerotrain train`, fp32, ZeRO stage 3 with
-every parameter gathered before each unit's forward and backward (stage3_param_persistence_threshold
-0), AdamW, the same Markov data; GPT of --layers x --embd (vocab 1024, T=64, micro-batch 4). A run's
-step time is the median step_ms after the first --skip steps; its bytes per step are the busiest
-node's mean eth0 tx_bytes over steps 2.. (--tx-report). Prints per round and the medians: step ms,
-tokens/s, MiB each node sends per step, and quantised / plain. Needs root (network namespaces).
+Each round runs every variant back to back on tests/multinode/emulated-cluster.sh (2 nodes x 2 ranks,
+each node's outgoing link limited to --rate by tc): `zerotrain train`, fp32, ZeRO stage 3 with every
+parameter released after each use and gathered again before each unit's forward and backward
+(stage3_param_persistence_threshold 0, stage3_max_reuse_distance 0: what a model too large to keep
+gathered does), AdamW, the same Markov data; GPT of --layers x --embd (vocab 1024, T=64, micro-batch
+4). Variants: plain; hpz (zero_hpz_partition_size 2, one node's ranks); qwz (zero_quantized_weights);
+hpz+qwz. A run's step time is the median step_ms after the first --skip steps; its bytes per step
+are the busiest node's mean eth0 tx_bytes over steps 2.. (--tx-report). Prints per round and the
+medians: step ms, tokens/s, MiB each node sends per step, and each variant / plain. Needs root
+(network namespaces).
 
 usage: zeropp_link.py [--bin build/zerotrain] [--rate 1gbit] [--rounds 3] [--steps 10] [--skip 3]
-                      [--layers 4] [--embd 256]
+                      [--layers 4] [--embd 256] [--variants plain,hpz,qwz,hpz+qwz]
 """
 import argparse
 import json
@@ -24,16 +27,19 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
 CLUSTER = os.path.join(REPO, "tests", "multinode", "emulated-cluster.sh")
 T, BATCH, RANKS = 64, 4, 4
+# What each variant adds to zero_optimization.
+VARIANTS = {"plain": {}, "hpz": {"zero_hpz_partition_size": 2}, "qwz": {"zero_quantized_weights": True},
+            "hpz+qwz": {"zero_hpz_partition_size": 2, "zero_quantized_weights": True}}
 
 
-def run(args, d, quantized, rnd):
-    name = "%s%d" % ("q" if quantized else "p", rnd)
+def run(args, d, variant, rnd):
+    name = "%s%d" % (variant.replace("+", "_"), rnd)
     cfg = os.path.join(d, name + ".json")
+    zero = {"stage": 3, "stage3_param_persistence_threshold": 0, "stage3_max_reuse_distance": 0}
+    zero.update(VARIANTS[variant])
     with open(cfg, "w") as f:
         json.dump({"train_micro_batch_size_per_gpu": BATCH, "gradient_accumulation_steps": 1, "gradient_clipping": 1.0,
-                   "zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0,
-                                         "zero_quantized_weights": quantized},
-                   "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}}, f)
+                   "zero_optimization": zero, "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}}, f)
     model = os.path.join(d, "model.json")
     metrics, tx = os.path.join(d, name + ".jsonl"), os.path.join(d, name + ".tx.jsonl")
     cmd = ["bash", CLUSTER, "--rate", args.rate, "--tx-report", tx, "--", "-q", "train", "--config", cfg, "--model",
@@ -59,9 +65,16 @@ def main():
     ap.add_argument("--skip", type=int, default=3)
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--embd", type=int, default=256)
+    ap.add_argument("--variants", default="plain,hpz,qwz,hpz+qwz")
     args = ap.parse_args()
+    variants = args.variants.split(",")
+    for v in variants:
+        if v not in VARIANTS:
+            sys.exit("--variants: unknown variant %r (expected some of %s)" % (v, ", ".join(VARIANTS)))
+    if variants[0] != "plain":
+        variants.insert(0, "plain")
     tokens = RANKS * BATCH * T
-    res = {False: [], True: []}
+    res = {v: [] for v in variants}
     with tempfile.TemporaryDirectory() as d:
         with open(os.path.join(d, "model.json"), "w") as f:
             json.dump({"type": "gpt", "vocab_size": 1024, "n_ctx": T, "n_layer": args.layers, "n_head": 4,
@@ -69,19 +82,20 @@ def main():
         print("rate %s, 2 nodes x 2 ranks, ZeRO-3 fp32, GPT %d x %d; %d tokens per step" % (args.rate, args.layers,
                                                                                            args.embd, tokens))
         for rnd in range(args.rounds):
-            for q in (False, True):
-                res[q].append(run(args, d, q, rnd))
-            (pm, pb), (qm, qb) = res[False][-1], res[True][-1]
-            print("round %d: plain %.1f ms %.2f MiB/node/step, quantised %.1f ms %.2f MiB/node/step: "
-                  "throughput x%.3f, bytes x%.3f" % (rnd + 1, pm, pb / 2**20, qm, qb / 2**20, pm / qm, qb / pb),
-                  flush=True)
-    med = {q: (statistics.median(m for m, _ in res[q]), statistics.median(b for _, b in res[q])) for q in res}
-    for q, label in ((False, "plain    "), (True, "quantised")):
-        print("%s median step %.1f ms, %.0f tokens/s, %.2f MiB per node per step"
-              % (label, med[q][0], tokens / med[q][0] * 1000, med[q][1] / 2**20))
-    print("quantised / plain: throughput x%.3f, bytes per node x%.3f (median of rounds: x%.3f)"
-          % (med[False][0] / med[True][0], med[True][1] / med[False][1],
-             statistics.median(p[0] / q[0] for p, q in zip(res[False], res[True]))))
+            for v in variants:
+                res[v].append(run(args, d, v, rnd))
+            pm, pb = res["plain"][-1]
+            print("round %d: " % (rnd + 1) + "; ".join(
+                "%s %.1f ms %.2f MiB/node/step (throughput x%.3f, bytes x%.3f)"
+                % (v, res[v][-1][0], res[v][-1][1] / 2**20, pm / res[v][-1][0], res[v][-1][1] / pb) for v in variants),
+                flush=True)
+    med = {v: (statistics.median(m for m, _ in res[v]), statistics.median(b for _, b in res[v])) for v in variants}
+    for v in variants:
+        per_round = [p[0] / q[0] for p, q in zip(res["plain"], res[v])]
+        print("%-8s median step %.1f ms, %.0f tokens/s, %.2f MiB per node per step; vs plain: throughput x%.3f "
+              "(rounds %s), bytes per node x%.3f"
+              % (v, med[v][0], tokens / med[v][0] * 1000, med[v][1] / 2**20, med["plain"][0] / med[v][0],
+                 ", ".join("%.2f" % x for x in per_round), med[v][1] / med["plain"][1]))
 
 
 if __name__ == "__main__":

@@ -95,7 +95,7 @@ void print_collectives(const std::vector<PlannedCollective>& cs, int world, int 
     std::printf("  %4d  %-9s %-11s %-15s %-14s count %-9zu %12zu B  %s\n", ++k, when.c_str(), c.phase.c_str(),
                 comm_op_name(c.op), c.label.c_str(), c.count, c.bytes, dtype_name(c.dtype));
     total += static_cast<double>(c.bytes);
-    const double moved = ring_bytes_per_rank(c.op, c.bytes, c.ranks > 0 ? c.ranks : world);
+    const double moved = ring_bytes_per_rank(c.op, c.bytes, c.group.size(world));
     using K = CollectiveLabel::Kind;
     const bool params = c.what.kind == K::Gather || c.what.kind == K::QuantizedGather ||
                         c.what.kind == K::SecondaryGather || c.what.kind == K::GroupGather;
@@ -116,13 +116,10 @@ void print_collectives(const std::vector<PlannedCollective>& cs, int world, int 
   size_t crossing = 0;
   for (const PlannedCollective& c : cs) {
     const double b = static_cast<double>(c.bytes);
-    auto leaves = [&](CommBackend k) {
-      return c.ranks > 0 ? block_node_send_bytes(k, CommOptions{}, c.op, b, c.ranks, local)
-                         : node_send_bytes(k, CommOptions{}, c.op, b, world, local);
-    };
-    mpi += leaves(CommBackend::MPI);
-    nccl += leaves(CommBackend::NCCL);
-    crossing += c.ranks == 0 || local % c.ranks != 0 ? 1 : 0;
+    const double m = group_node_send_bytes(CommBackend::MPI, CommOptions{}, c.op, b, world, local, c.group);
+    mpi += m;
+    nccl += group_node_send_bytes(CommBackend::NCCL, CommOptions{}, c.op, b, world, local, c.group);
+    crossing += c.group.block == 0 || m > 0 ? 1 : 0;
   }
   std::printf("  across %d nodes of %d ranks, %zu of the %zu collectives cross nodes; each node sends the others per step\n"
               "    %s (%.0f B) with the MPI backend (direct exchange: %d*(N-%d)/N*B per reduce-scatter or all-gather)\n"

@@ -9,14 +9,17 @@ namespace zt {
 
 const char* comm_op_name(CommOp op) {
   static const char* kNames[kNumCommOps] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast",
-                                            "barrier", "verify_same", "gather_strings", "max_over_ranks"};
+                                            "barrier", "verify_same", "gather_strings", "max_over_ranks",
+                                            "all_to_all"};
   int i = static_cast<int>(op);
   return i >= 0 && i < kNumCommOps ? kNames[i] : "?";
 }
 
 std::string CommRecord::describe() const {
   char buf[160];
-  if (ranks > 0) std::snprintf(buf, sizeof(buf), " (%zu bytes, %s, block of %d ranks)", bytes, dtype_name(dtype), ranks);
+  if (ranks > 0)
+    std::snprintf(buf, sizeof(buf), " (%zu bytes, %s, %s of %d ranks)", bytes, dtype_name(dtype),
+                  across ? "one rank of each block: group" : "block", ranks);
   else std::snprintf(buf, sizeof(buf), " (%zu bytes, %s)", bytes, dtype_name(dtype));
   return "#" + std::to_string(seq) + " " + comm_op_name(op) + " label=\"" + label + "\"" + buf;
 }
@@ -41,7 +44,7 @@ const CommRecord* CommLog::slot(uint64_t seq) const {
 }
 
 uint64_t CommLog::issue(CommOp op, const std::string& label, size_t count, size_t bytes, DType dt,
-                       double node_send_bytes, int ranks) {
+                       double node_send_bytes, int ranks, bool across) {
   double t = now_s();
   std::lock_guard<std::mutex> lock(mu_);
   uint64_t seq = ++last_issued_;
@@ -55,6 +58,7 @@ uint64_t CommLog::issue(CommOp op, const std::string& label, size_t count, size_
   r.dtype = dt;
   r.node_send_bytes = node_send_bytes;
   r.ranks = ranks;
+  r.across = across;
   r.issued_s = t;
   inflight_ops_.push_back(op);
   CommOpStats& s = stats_[static_cast<int>(op)];

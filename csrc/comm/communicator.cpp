@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
-#include <numeric>
 #include <algorithm>
 #include <vector>
 
@@ -45,6 +44,7 @@ double node_send_bytes(CommBackend b, const CommOptions& o, CommOp op, double by
     case CommOp::ReduceScatter:
     case CommOp::AllGather:
       return b == CommBackend::NCCL ? (n - 1) / n * bytes : L * (n - L) / n * bytes;
+    case CommOp::AllToAll: return L * (n - L) / n * bytes;  // every rank's blocks straight to every peer
     case CommOp::AllReduce:
       if (b == CommBackend::NCCL) return 2 * (n - 1) / n * bytes;
       return bytes <= static_cast<double>(o.small_all_reduce_bytes) ? L * (n - L) * bytes : 2 * L * (n - L) / n * bytes;
@@ -55,9 +55,24 @@ double node_send_bytes(CommBackend b, const CommOptions& o, CommOp op, double by
   }
 }
 
-double block_node_send_bytes(CommBackend b, const CommOptions& o, CommOp op, double bytes, int block, int local_size) {
-  if (block < 1 || local_size < 1 || local_size % block == 0) return 0.0;
-  return node_send_bytes(b, o, op, bytes, block, std::gcd(block, local_size));
+double group_node_send_bytes(CommBackend b, const CommOptions& o, CommOp op, double bytes, int world, int local_size,
+                             RankGroup group) {
+  if (group.block == 0) return node_send_bytes(b, o, op, bytes, world, local_size);
+  if (local_size < 1 || local_size >= world) return 0.0;
+  const int g = group.size(world);
+  double off_members = 0, off_links = 0;  // over node 0's ranks: group members elsewhere, ring successors elsewhere
+  for (int r = 0; r < local_size; ++r) {
+    for (int j = 0; j < g; ++j) off_members += group.member(r, j) / local_size != 0 ? 1 : 0;
+    off_links += group.member(r, (group.index(r) + 1) % g) / local_size != 0 ? 1 : 0;
+  }
+  const double share = bytes / g, ring = static_cast<double>(g - 1) / g * bytes;
+  switch (op) {
+    case CommOp::AllToAll: return off_members * share;
+    case CommOp::ReduceScatter:
+    case CommOp::AllGather: return b == CommBackend::NCCL ? off_links * ring : off_members * share;
+    case CommOp::AllReduce: return 2 * (b == CommBackend::NCCL ? off_links * ring : off_members * share);
+    default: return 0.0;
+  }
 }
 
 Communicator::Communicator(const CommOptions& opts, int rank, int world_size, const NodeLocal& node)
@@ -78,10 +93,11 @@ std::string where(CommOp op, const std::string& label) {
 uint64_t Communicator::issue(Call c, const std::string& label, size_t bytes, Event* done) {
   const bool across = node_.nodes > 1 && node_.blocked;
   const double leaves = !across ? 0.0
-                        : c.block ? block_node_send_bytes(backend(), opts_, c.op, static_cast<double>(bytes), c.block,
-                                                          node_.local_size)
-                                  : node_send_bytes(c.op, bytes);
-  c.seq = log_.issue(c.op, label, c.count, bytes, c.dtype, leaves, c.block);
+                        : c.group.block ? group_node_send_bytes(backend(), opts_, c.op, static_cast<double>(bytes),
+                                                                world_size_, node_.local_size, c.group)
+                                        : node_send_bytes(c.op, bytes);
+  c.seq = log_.issue(c.op, label, c.count, bytes, c.dtype, leaves, c.group.block ? c.group.size(world_size_) : 0,
+                     c.group.across);
   launch(c);
   if (done) record_done(*done);
   return c.seq;
@@ -181,8 +197,26 @@ uint64_t Communicator::all_gather_in_block(int block, const void* send, void* re
   c.count = send_count;
   c.dtype = dt;
   c.in_place = in_place;
-  c.block = block;
+  c.group = RankGroup::within(block);
   return issue(c, label, recv_bytes, done);
+}
+
+uint64_t Communicator::all_to_all(const void* send, void* recv, size_t count, DType dt, RankGroup group,
+                                  const std::string& label, Event* done) {
+  ZT_CHECK(group.block == 0 || block_prepared(group.block),
+           where(CommOp::AllToAll, label) + ": blocks of " + std::to_string(group.block) +
+               " ranks were not prepared (prepare_block)");
+  const size_t bytes = count * dtype_size(dt) * static_cast<size_t>(group.size(world_size_));
+  ZT_CHECK(count == 0 || (send && recv), where(CommOp::AllToAll, label) + ": null buffer");
+  ZT_CHECK(!overlaps(send, bytes, recv, bytes), where(CommOp::AllToAll, label) + ": send and recv overlap");
+  Call c;
+  c.op = CommOp::AllToAll;
+  c.send = send;
+  c.recv = recv;
+  c.count = count;
+  c.dtype = dt;
+  c.group = group;
+  return issue(c, label, bytes, done);
 }
 
 uint64_t Communicator::broadcast(void* buf, size_t count, DType dt, int root, const std::string& label, Event* done) {

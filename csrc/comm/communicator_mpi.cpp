@@ -22,8 +22,10 @@
 //    other non-root ranks, chunk by chunk (4·chunk_bytes) as it arrives. Up to it, and at 2
 //    ranks (one receiver, no forwarding to share), MPI_Bcast.
 //  * barrier: MPI_Barrier.
-//  * over a block of ranks (prepare_block): all_gather's direct exchange among the block's ranks,
-//    on the same communicator (their tags differ from a world all_gather's).
+//  * all_to_all: direct exchange, block k of send to member k, block k of recv from it.
+//  * over a group of ranks (RankGroup, prepare_block): all_gather's and all_to_all's direct
+//    exchange among the group's members, on the same communicator (their tags differ from a world
+//    collective's).
 // Point-to-point messages of one collective carry a tag derived from (op, count, dtype, reduce
 // op), so two ranks that disagree on the collective do not silently exchange data: they wait,
 // and the watchdog reports them.
@@ -53,9 +55,9 @@ struct Tags {
   int reduce, gather;
 };
 
-Tags tags_for(CommOp op, size_t count, DType dt, ReduceOp red, int block = 0) {
+Tags tags_for(CommOp op, size_t count, DType dt, ReduceOp red, RankGroup g = {}) {
   uint64_t h = 1469598103934665603ull;  // FNV-1a over the collective's signature
-  for (uint64_t v : {uint64_t(op), uint64_t(count), uint64_t(dt), uint64_t(red), uint64_t(block)}) {
+  for (uint64_t v : {uint64_t(op), uint64_t(count), uint64_t(dt), uint64_t(red), uint64_t(g.block), uint64_t(g.across)}) {
     h = (h ^ v) * 1099511628211ull;
   }
   const int t = static_cast<int>(h % 16000);
@@ -142,6 +144,7 @@ class MpiCommunicator final : public Communicator {
       case CommOp::AllReduce: run_all_reduce(c); break;
       case CommOp::ReduceScatter: run_reduce_scatter(c); break;
       case CommOp::AllGather: run_all_gather(c); break;
+      case CommOp::AllToAll: run_all_to_all(c); break;
       case CommOp::Broadcast: run_broadcast(c); break;
       case CommOp::Barrier: ZT_MPI_CHECK(MPI_Barrier(comm_)); break;
       case CommOp::VerifySame:
@@ -270,22 +273,41 @@ class MpiCommunicator final : public Communicator {
 
   // Direct exchange: rank r's block goes to every peer (rotated order) and every peer's block is
   // received straight into place; out of place, the own block is then copied locally. Over a
-  // block of ranks (c.block) the peers are the block's ranks, base + 0..n−1, this rank at r.
+  // group of ranks (c.group) the peers are its members, this rank at its index r.
   void run_all_gather(const Call& c) {
     if (c.count == 0) return;
-    const int n = c.block ? c.block : world_size_, r = rank_ % n, base = rank_ - r;
+    const int n = c.group.size(world_size_), r = c.group.index(rank_);
     const size_t elt = dtype_size(c.dtype), block = c.count * elt;
     char* recv = static_cast<char*>(c.recv);
     const char* mine = c.in_place ? recv + static_cast<size_t>(r) * block : static_cast<const char*>(c.send);
-    const int tag = tags_for(c.op, c.count, c.dtype, c.reduce, c.block).reduce;
+    const int tag = tags_for(c.op, c.count, c.dtype, c.reduce, c.group).reduce;
     std::vector<MPI_Request> reqs;
     for (int i = 1; i < n; ++i) {
       const int src = (r - i + n) % n, dst = (r + i) % n;
-      irecv(reqs, recv + static_cast<size_t>(src) * block, c.count, c.dtype, base + src, tag);
-      isend(reqs, mine, c.count, c.dtype, base + dst, tag);
+      irecv(reqs, recv + static_cast<size_t>(src) * block, c.count, c.dtype, c.group.member(rank_, src), tag);
+      isend(reqs, mine, c.count, c.dtype, c.group.member(rank_, dst), tag);
     }
     wait_all(reqs);
     if (!c.in_place) std::memcpy(recv + static_cast<size_t>(r) * block, mine, block);
+  }
+
+  // Direct exchange over the group: block dst of send to member dst, block src of recv from member
+  // src (rotated order); the own block copied.
+  void run_all_to_all(const Call& c) {
+    if (c.count == 0) return;
+    const int n = c.group.size(world_size_), r = c.group.index(rank_);
+    const size_t block = c.count * dtype_size(c.dtype);
+    const char* send = static_cast<const char*>(c.send);
+    char* recv = static_cast<char*>(c.recv);
+    const int tag = tags_for(c.op, c.count, c.dtype, c.reduce, c.group).reduce;
+    std::vector<MPI_Request> reqs;
+    for (int i = 1; i < n; ++i) {
+      const int src = (r - i + n) % n, dst = (r + i) % n;
+      irecv(reqs, recv + static_cast<size_t>(src) * block, c.count, c.dtype, c.group.member(rank_, src), tag);
+      isend(reqs, send + static_cast<size_t>(dst) * block, c.count, c.dtype, c.group.member(rank_, dst), tag);
+    }
+    wait_all(reqs);
+    std::memcpy(recv + static_cast<size_t>(r) * block, send + static_cast<size_t>(r) * block, block);
   }
 
   // Scatter + all-gather (van de Geijn) on n near-equal blocks: the root sends block k to rank k

@@ -144,8 +144,19 @@ class NcclCommunicator final : public Communicator {
         ZT_NCCL_CHECK(ncclReduceScatter(c.send, c.recv, c.count, t, nccl_op(c.reduce), nccl_, cuda_stream_));
         break;
       case CommOp::AllGather:
-        ZT_NCCL_CHECK(ncclAllGather(c.send, c.recv, c.count, t, c.block ? block_comm(c.block) : nccl_, cuda_stream_));
+        ZT_NCCL_CHECK(ncclAllGather(c.send, c.recv, c.count, t, group_comm(c.group), cuda_stream_));
         break;
+      case CommOp::AllToAll: {  // member j's block to member j, as one fused group of sends and receives
+        ncclComm_t comm = group_comm(c.group);
+        const size_t block = c.count * dtype_size(c.dtype);
+        ZT_NCCL_CHECK(ncclGroupStart());
+        for (int j = 0; j < c.group.size(world_size_); ++j) {
+          ZT_NCCL_CHECK(ncclSend(static_cast<const char*>(c.send) + j * block, c.count, t, j, comm, cuda_stream_));
+          ZT_NCCL_CHECK(ncclRecv(static_cast<char*>(c.recv) + j * block, c.count, t, j, comm, cuda_stream_));
+        }
+        ZT_NCCL_CHECK(ncclGroupEnd());
+        break;
+      }
       case CommOp::Broadcast:
         ZT_NCCL_CHECK(ncclBroadcast(c.send, c.recv, c.count, t, c.root, nccl_, cuda_stream_));
         break;
@@ -173,23 +184,26 @@ class NcclCommunicator final : public Communicator {
     else done.record(*stream_);
   }
 
-  // One communicator per block size: ranks with the same rank / block, ordered by rank. The split
-  // is collective over every rank (prepare_block's contract); its device memory is outside the
-  // tracker like the parent's. Blocks of the whole world use the parent communicator.
+  // Two communicators per block size, split by rank / block (the block) and by rank % block (one
+  // rank of each block), members ordered by rank so a member's NCCL rank is its RankGroup index.
+  // The splits are collective over every rank (prepare_block's contract); their device memory is
+  // outside the tracker like the parent's. A group of the whole world uses the parent.
   void prepare_block_backend(int block) override {
-    if (block == world_size_) return;
     ZT_CUDA_CHECK(cudaSetDevice(ordinal_));
     ZT_CUDA_CHECK(cudaStreamSynchronize(cuda_stream_));
-    size_t free_before = 0, free_after = 0, total = 0;
-    ZT_CUDA_CHECK(cudaMemGetInfo(&free_before, &total));
-    ncclComm_t sub = nullptr;
-    ZT_NCCL_CHECK(ncclCommSplit(nccl_, rank_ / block, rank_, &sub, nullptr));
-    ZT_CUDA_CHECK(cudaMemGetInfo(&free_after, &total));
-    const int64_t bytes = free_before > free_after ? static_cast<int64_t>(free_before - free_after) : 0;
-    add_outside_bytes(ordinal_, OutsideCategory::NcclInternal, bytes);
-    nccl_bytes_ += bytes;
-    std::lock_guard<std::mutex> lock(mu_);  // poll() reads blocks_ on the watchdog thread
-    blocks_.push_back({block, sub});
+    for (bool across : {false, true}) {
+      if (RankGroup{block, across}.size(world_size_) == world_size_) continue;
+      size_t free_before = 0, free_after = 0, total = 0;
+      ZT_CUDA_CHECK(cudaMemGetInfo(&free_before, &total));
+      ncclComm_t sub = nullptr;
+      ZT_NCCL_CHECK(ncclCommSplit(nccl_, across ? rank_ % block : rank_ / block, rank_, &sub, nullptr));
+      ZT_CUDA_CHECK(cudaMemGetInfo(&free_after, &total));
+      const int64_t bytes = free_before > free_after ? static_cast<int64_t>(free_before - free_after) : 0;
+      add_outside_bytes(ordinal_, OutsideCategory::NcclInternal, bytes);
+      nccl_bytes_ += bytes;
+      std::lock_guard<std::mutex> lock(mu_);  // poll() reads blocks_ on the watchdog thread
+      blocks_.push_back({block, across, sub});
+    }
   }
 
   // The exchange runs on the host over MPI once every earlier collective has completed.
@@ -294,11 +308,11 @@ class NcclCommunicator final : public Communicator {
     return {};
   }
 
-  ncclComm_t block_comm(int block) const {
-    if (block == world_size_) return nccl_;
+  ncclComm_t group_comm(RankGroup g) const {
+    if (g.size(world_size_) == world_size_) return nccl_;
     for (const BlockComm& b : blocks_)
-      if (b.block == block) return b.comm;
-    ZT_CHECK(false, "no NCCL communicator for blocks of " + std::to_string(block) + " ranks");
+      if (b.block == g.block && b.across == g.across) return b.comm;
+    ZT_CHECK(false, "no NCCL communicator for blocks of " + std::to_string(g.block) + " ranks");
     return nullptr;
   }
 
@@ -307,7 +321,8 @@ class NcclCommunicator final : public Communicator {
   MPI_Comm comm_;
   struct BlockComm {
     int block;
-    ncclComm_t comm;  // this rank's block of `block` ranks (ncclCommSplit of nccl_)
+    bool across;      // RankGroup::spanning(block), else within(block)
+    ncclComm_t comm;  // this rank's group (ncclCommSplit of nccl_)
   };
   ncclComm_t nccl_ = nullptr;
   std::vector<BlockComm> blocks_;       // per prepared block size; guarded by mu_ against poll()

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "zerotrain/core/check.h"
 #include "zerotrain/model/gpt.h"
@@ -148,14 +149,20 @@ double CostModel::copy_seconds(double bytes) const { return bytes / hw_.host_lin
 double CostModel::link_bytes_per_s() const { return ring_spans_nodes() ? hw_.inter_bytes_per_s : hw_.intra_bytes_per_s; }
 double CostModel::link_latency_s() const { return ring_spans_nodes() ? hw_.inter_latency_s : hw_.intra_latency_s; }
 
-CollectiveCost CostModel::collective(CommOp op, double bytes, int ranks) const {
-  const int group = ranks > 0 ? ranks : world_, local = world_ / nodes_;
-  if (group <= 1) return {};
-  const int spans = group <= local ? 1 : (group + local - 1) / local;  // nodes the group spans
-  const double n = group, k = spans, per_node = n / k;
+CollectiveCost CostModel::collective(CommOp op, double bytes, RankGroup group) const {
+  const int g = group.size(world_), local = world_ / nodes_;
+  if (g <= 1) return {};
+  std::vector<bool> node_seen(static_cast<size_t>(nodes_), false);  // nodes rank 0's group spans
+  int spans = 0;
+  for (int j = 0; j < g; ++j) {
+    const int node = group.member(0, j) / local;
+    if (!node_seen[static_cast<size_t>(node)]) ++spans;
+    node_seen[static_cast<size_t>(node)] = true;
+  }
+  const double n = g, k = spans, per_node = n / k;
   const double link = spans > 1 ? hw_.inter_bytes_per_s : hw_.intra_bytes_per_s;
   const bool all_reduce = op == CommOp::AllReduce;
-  const bool ring_op = all_reduce || op == CommOp::ReduceScatter || op == CommOp::AllGather;
+  const bool ring_op = all_reduce || op == CommOp::ReduceScatter || op == CommOp::AllGather || op == CommOp::AllToAll;
   // Ring: N-1 steps per pass (all-reduce: two passes); K-1 of each pass's steps cross a node
   // boundary and pay the inter-node hop latency, the rest the intra-node one. Every rank moves
   // steps/N of the buffer through its slowest link.
@@ -177,8 +184,8 @@ CollectiveCost CostModel::collective(CommOp op, double bytes, int ranks) const {
   return tree.seconds < ring.seconds ? tree : ring;
 }
 
-double CostModel::collective_seconds(CommOp op, double bytes, int ranks) const {
-  return collective(op, bytes, ranks).seconds;
+double CostModel::collective_seconds(CommOp op, double bytes, RankGroup group) const {
+  return collective(op, bytes, group).seconds;
 }
 
 double optimizer_bytes_per_element(const EngineOptions& o, DType grad_dtype) {

@@ -62,9 +62,9 @@ Done SimLanes::collective(const PlannedCollective& c, int world, const Done& dep
   s.collective = true;
   s.bucket = c.what.bucket;
   s.bytes = static_cast<double>(c.bytes);
-  s.ring_bytes = ring_bytes_per_rank(c.op, c.bytes, c.ranks > 0 ? c.ranks : world);
+  s.ring_bytes = ring_bytes_per_rank(c.op, c.bytes, c.group.size(world));
   s.handoff_s = handoff_s;
-  return place(std::move(s), cost_.collective_seconds(c.op, static_cast<double>(c.bytes), c.ranks) + extra_s, dep);
+  return place(std::move(s), cost_.collective_seconds(c.op, static_cast<double>(c.bytes), c.group) + extra_s, dep);
 }
 
 Done SimLanes::copy(const std::string& name, const char* op, double bytes, double seconds, const Done& dep) {

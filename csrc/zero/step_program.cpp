@@ -178,9 +178,9 @@ std::vector<StepOp> eval_program(const ZeroPlan& plan) { return Planner(plan).ev
 
 std::vector<PlannedCollective> op_collectives(const ZeroPlan& plan, const StepOp& op) {
   std::vector<PlannedCollective> out;
-  auto add = [&](CommOp c, CollectiveLabel what, int64_t count, int64_t full_elems, DType t, int ranks = 0) {
+  auto add = [&](CommOp c, CollectiveLabel what, int64_t count, int64_t full_elems, DType t, RankGroup g = {}) {
     out.push_back({-1, phase_of(op), c, what, what.to_string(), static_cast<size_t>(count),
-                   static_cast<size_t>(full_elems) * dtype_size(t), t, ranks});
+                   static_cast<size_t>(full_elems) * dtype_size(t), t, g});
   };
   using K = CollectiveLabel::Kind;
   switch (op.kind) {
@@ -190,7 +190,7 @@ std::vector<PlannedCollective> op_collectives(const ZeroPlan& plan, const StepOp
       const PlanBucket& k = plan.bucket(op.bucket);
       if (op.secondary) {
         add(CommOp::AllGather, {K::SecondaryGather, op.bucket}, plan.secondary_slice(op.bucket), k.padded, plan.compute,
-            plan.hpz);
+            RankGroup::within(plan.hpz));
       } else if (plan.quantized_weights_block > 0) {
         const int64_t words = plan.quantized_gather_words(k.slice);
         add(CommOp::AllGather, {K::QuantizedGather, op.bucket}, words, words * plan.world, DType::F32);

@@ -1,10 +1,15 @@
-"""ZeRO++ quantised weights (zero_quantized_weights, stage 3) end to end, 2 ranks:
+"""ZeRO++ quantised weights (zero_quantized_weights) and the secondary partition
+(zero_hpz_partition_size), stage 3, end to end, 2 ranks:
 
 * explain's collective list (gathers as "gather bN int8", fp32 words) == the comm log of a run;
 * the gather bytes shrink by the codes+scales ratio: about 1/4 of fp32's, 1/2 of bf16's;
 * the memory report's gather category: predicted == measured, staging included;
 * training stays close to unquantised: mean loss of the last 20 of 200 steps within 2%;
-* other stages accept the key and ignore it (as DeepSpeed does).
+* other stages accept the key and ignore it (as DeepSpeed does);
+* hpZ: explain's program marks the gathers after each bucket's first "(hpz)", its collectives
+  ("gather bN hpz", over a block of 2 ranks) == the comm log, which records the block; the trace
+  names them; weights bitwise those of plain stage 3; the secondary partition in the memory report
+  (predicted == measured) and in estimate; a partition that does not divide the world exits 2.
 """
 import json
 import os
@@ -75,6 +80,59 @@ class QuantizedWeights(ObserveCase):
         for stage in (1, 2):
             entries = self.comm_log(qwz(stage))
             self.assertFalse(any(e["label"].endswith(" int8") for e in entries), stage)
+
+
+def hpz(size, **zero):
+    cfg = ds(3)
+    cfg["zero_optimization"].update({"stage3_param_persistence_threshold": 0, "stage3_max_reuse_distance": 0,
+                                     "zero_hpz_partition_size": size})
+    cfg["zero_optimization"].update(zero)
+    return cfg
+
+
+class SecondaryPartition(ObserveCase):
+
+    def test_explain_equals_the_run_and_weights_are_plain_stage3s(self):
+        out = self.explain(hpz(2))
+        self.assertRegex(out, r"bwd u\d+: gather b\d+ \(hpz\)")
+        planned = explain_collectives(out)
+        in_block = [c for c in planned if c[1].endswith(" hpz")]
+        self.assertGreater(len(in_block), 0, out)
+        trace = os.path.join(self.d, "trace")
+        clog = os.path.join(self.d, "hpz.jsonl")
+        w_hpz, w_plain = os.path.join(self.d, "h.safetensors"), os.path.join(self.d, "p.safetensors")
+        self.train(hpz(2), 3, "--comm-log", clog, "--save-weights", w_hpz, "--trace", trace, "--trace-steps", "2:3")
+        with open(clog) as f:
+            entries = [e for e in map(json.loads, f) if e["op"] not in ("gather_strings", "max_over_ranks")]
+        got = [(e["op"], e["label"], e["count"], e["bytes"], e["dtype"]) for e in entries][-len(planned):]
+        self.assertEqual(got, planned)
+        for e in entries:
+            self.assertEqual(e.get("ranks"), 2 if e["label"].endswith(" hpz") else None, e)
+        with open(os.path.join(trace, "trace.json")) as f:
+            names = {ev.get("name", "") for ev in json.load(f)["traceEvents"]}
+        self.assertTrue(any(n.endswith(" hpz") for n in names), sorted(names)[:40])
+        self.train(hpz(1), 3, "--save-weights", w_plain)
+        with open(w_hpz, "rb") as a, open(w_plain, "rb") as b:
+            self.assertEqual(a.read(), b.read(), "hpZ changed the weights")
+
+    def test_memory_report_and_estimate_show_the_secondary_partition(self):
+        report = os.path.join(self.d, "mem.json")
+        self.train(hpz(2), 2, "--memory-report", report)
+        with open(report) as f:
+            gather = json.load(f)["ranks"][0]["categories"]["gather"]
+        self.assertEqual(gather["predicted_bytes"], gather["peak_bytes"])
+        p = self.run_cmd([BIN, "estimate", "--config", self.write("e.json", hpz(2)), "--model", self.model,
+                          "--world-size", "4"])
+        self.assertRegex(p.stdout, r"hpZ secondary partition \(1/2 of the gathered buckets\)")
+
+    def test_a_partition_that_does_not_divide_the_world_exits_2(self):
+        p = self.train(hpz(3), 1, check=False)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("zero_hpz_partition_size is 3, which does not divide the world size 2", p.stderr)
+        p = self.run_cmd([BIN, "explain", "--config", self.write("bad.json", hpz(3)), "--model", self.model,
+                          "--world-size", "4"], check=False)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("zero_hpz_partition_size", p.stderr)
 
 
 if __name__ == "__main__":

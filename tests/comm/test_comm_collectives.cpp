@@ -180,6 +180,63 @@ TEST_P(Collectives, AllGatherInBlock) {
   EXPECT_TRUE(comm_->block_prepared(n));
 }
 
+// all_to_all over the world and over both kinds of group of every block size that divides it.
+TEST_P(Collectives, AllToAll) {
+  const int n = comm_->world_size(), r = comm_->rank();
+  uint64_t salt = 800;
+  int i = 0;
+  std::vector<RankGroup> groups{RankGroup::world()};
+  for (int block = 1; block <= n; ++block)
+    if (n % block == 0) {
+      comm_->prepare_block(block);
+      groups.push_back(RankGroup::within(block));
+      groups.push_back(RankGroup::spanning(block));
+    }
+  for (const RankGroup& g : groups)
+    for (DType dt : kDTypes)
+      for (size_t count : kCounts) {
+        ++salt;
+        const int m = g.size(n), me = g.index(r);
+        const size_t elt = dtype_size(dt);
+        std::vector<uint8_t> mine, recv(count * m * elt + 1, 0xAB), want;
+        fill_input(mine, count * m, dt, r, salt);  // block j for member j
+        for (int j = 0; j < m; ++j) {               // block me of member j's input
+          std::vector<uint8_t> theirs;
+          fill_input(theirs, count * m, dt, g.member(r, j), salt);
+          want.insert(want.end(), theirs.begin() + count * me * elt, theirs.begin() + count * (me + 1) * elt);
+        }
+        comm_->all_to_all(mine.data(), recv.data(), count, dt, g, "a2a", done_.get());
+        finish(++i);
+        EXPECT_TRUE(same_bits(recv.data(), want.data(), count * m, dt))
+            << "group block " << g.block << (g.across ? " across" : "") << " " << dtype_name(dt) << " count " << count;
+        EXPECT_EQ(recv.back(), 0xAB) << "wrote past the end";
+        const CommRecord rec = comm_->log().recent(1).front();
+        EXPECT_EQ(rec.op, CommOp::AllToAll);
+        EXPECT_EQ(rec.ranks, g.block ? m : 0);
+        EXPECT_EQ(rec.across, g.across);
+        EXPECT_EQ(rec.bytes, count * m * elt);
+      }
+}
+
+// What leaves a node, per group kind (4 ranks on 2 nodes of 2, blocked): a node's block sends
+// nothing out; one rank of each block sends everything but its own share; the world as before.
+TEST(GroupNodeSendBytes, FollowTheGroupsMembers) {
+  const CommOptions o;
+  for (CommBackend b : {CommBackend::MPI, CommBackend::NCCL}) {
+    EXPECT_EQ(group_node_send_bytes(b, o, CommOp::AllGather, 1000, 4, 2, RankGroup::within(2)), 0.0);
+    EXPECT_EQ(group_node_send_bytes(b, o, CommOp::AllToAll, 1000, 4, 2, RankGroup::within(2)), 0.0);
+    // each of the node's 2 ranks sends its other member 1000/2
+    EXPECT_EQ(group_node_send_bytes(b, o, CommOp::AllToAll, 1000, 4, 2, RankGroup::spanning(2)), 1000.0);
+    EXPECT_EQ(group_node_send_bytes(b, o, CommOp::AllGather, 1000, 4, 2, RankGroup::spanning(2)), 1000.0);
+    for (CommOp op : {CommOp::AllGather, CommOp::ReduceScatter, CommOp::AllReduce})
+      EXPECT_EQ(group_node_send_bytes(b, o, op, 1 << 20, 4, 2, RankGroup::world()), node_send_bytes(b, o, op, 1 << 20, 4, 2));
+  }
+  EXPECT_EQ(group_node_send_bytes(CommBackend::NCCL, o, CommOp::AllToAll, 1000, 4, 2, RankGroup::world()), 1000.0);
+  // a block of 4 on nodes of 2 spans both: MPI 2 ranks x 2 off-node members x 1000/4; NCCL one ring link x 3/4
+  EXPECT_EQ(group_node_send_bytes(CommBackend::MPI, o, CommOp::AllGather, 1000, 8, 2, RankGroup::within(4)), 1000.0);
+  EXPECT_EQ(group_node_send_bytes(CommBackend::NCCL, o, CommOp::AllGather, 1000, 8, 2, RankGroup::within(4)), 750.0);
+}
+
 TEST_P(Collectives, Broadcast) {
   const int n = comm_->world_size(), r = comm_->rank();
   uint64_t salt = 400;

@@ -128,6 +128,54 @@ TEST_F(NcclComm, AllCollectives) {
   comm_->verify_same_across_ranks(42, "nccl schedule");
 }
 
+// Groups of ranks (hpZ, qgZ): every block size dividing the world, all_gather over the block and
+// all_to_all over both group kinds; groups smaller than the world run on a communicator split once
+// per size and kind (ncclCommSplit), the whole world's on the parent.
+TEST_F(NcclComm, GroupCollectives) {
+  const int n = comm_->world_size(), r = comm_->rank();
+  auto done = comm_->create_event();
+  uint64_t salt = 900;
+  for (int block = 1; block <= n; ++block) {
+    if (n % block) continue;
+    comm_->prepare_block(block);
+    const int base = r - r % block;
+    for (DType dt : {DType::F32, DType::BF16})
+      for (size_t count : {size_t(1), size_t(1023), size_t(300007)}) {
+        const size_t elt = dtype_size(dt);
+        std::vector<uint8_t> mine, want;
+        fill_input(mine, count, dt, r, ++salt);
+        for (int k = base; k < base + block; ++k) {
+          std::vector<uint8_t> t;
+          fill_input(t, count, dt, k, salt);
+          want.insert(want.end(), t.begin(), t.end());
+        }
+        DeviceBuffer recv = upload({}, count * block * elt), send = upload(mine, count * elt);
+        comm_->all_gather_in_block(block, send.data(), recv.data(), count, dt, "blk", done.get());
+        stream_->wait(*done);
+        EXPECT_TRUE(same_bits(download(recv.data(), count * block * elt).data(), want.data(), count * block, dt))
+            << "block " << block << " " << dtype_name(dt) << " count " << count;
+        EXPECT_EQ(comm_->log().recent(1).front().ranks, block);
+        for (RankGroup g : {RankGroup::within(block), RankGroup::spanning(block)}) {  // all_to_all
+          const int m = g.size(n), me = g.index(r);
+          std::vector<uint8_t> in, expect;
+          fill_input(in, count * m, dt, r, ++salt);
+          for (int j = 0; j < m; ++j) {
+            std::vector<uint8_t> t;
+            fill_input(t, count * m, dt, g.member(r, j), salt);
+            expect.insert(expect.end(), t.begin() + count * me * elt, t.begin() + count * (me + 1) * elt);
+          }
+          DeviceBuffer a2a_in = upload(in, count * m * elt), a2a_out = upload({}, count * m * elt);
+          comm_->all_to_all(a2a_in.data(), a2a_out.data(), count, dt, g, "a2a", done.get());
+          stream_->wait(*done);
+          EXPECT_TRUE(same_bits(download(a2a_out.data(), count * m * elt).data(), expect.data(), count * m, dt))
+              << "all_to_all block " << block << (g.across ? " across" : "") << " count " << count;
+        }
+      }
+  }
+  comm_->synchronize();
+  EXPECT_EQ(comm_->log().last_completed(), comm_->log().last_issued());
+}
+
 // The host-side control exchanges run after the comm stream drained, in the log (so the watchdog
 // sees them) between the collectives around them, and complete in order.
 TEST_F(NcclComm, ControlExchangesAreLoggedInOrder) {

@@ -23,10 +23,29 @@ namespace zt {
 // GatherStrings and MaxOverRanks are the host-side control exchanges (Communicator::gather_strings,
 // max_over_ranks): logged and watched like the data collectives, no data-stream buffers.
 enum class CommOp : uint8_t {
-  AllReduce = 0, ReduceScatter, AllGather, Broadcast, Barrier, VerifySame, GatherStrings, MaxOverRanks, kCount
+  AllReduce = 0, ReduceScatter, AllGather, Broadcast, Barrier, VerifySame, GatherStrings, MaxOverRanks, AllToAll,
+  kCount
 };
 constexpr int kNumCommOps = static_cast<int>(CommOp::kCount);
 const char* comm_op_name(CommOp op);  // "all_reduce", "reduce_scatter", "all_gather", ...
+
+// A group of ranks a collective runs over (Communicator::prepare_block): the world (block 0); the
+// block of `block` consecutive ranks holding this rank, ranks [rank − rank % block, + block) at
+// index rank % block; or `across`, one rank of each block — the world / block ranks sharing
+// rank % block, at index rank / block. Under blocked placement with block = the ranks per node,
+// the first is this rank's node and the second its peers of the same local rank on every node
+// (ZeRO++'s hpZ partition and qgZ's two hops).
+struct RankGroup {
+  int block = 0;
+  bool across = false;
+  static RankGroup world() { return {}; }
+  static RankGroup within(int block) { return {block, false}; }
+  static RankGroup spanning(int block) { return {block, true}; }
+  int size(int world) const { return block == 0 ? world : across ? world / block : block; }
+  int index(int rank) const { return block == 0 ? rank : across ? rank / block : rank % block; }
+  // The world rank of member j of `rank`'s group.
+  int member(int rank, int j) const { return block == 0 ? j : across ? j * block + rank % block : rank - rank % block + j; }
+};
 
 struct CommRecord {
   uint64_t seq = 0;
@@ -36,7 +55,8 @@ struct CommRecord {
   size_t bytes = 0;    // full buffer size S, as nccl-tests defines it (n·count·elt for RS/AG)
   DType dtype = DType::F32;
   double node_send_bytes = 0;  // bytes each node sends to the others for it (0 on one node)
-  int ranks = 0;       // a collective over a block of ranks (Communicator::prepare_block): its size; 0: the world
+  int ranks = 0;       // a collective over a group of ranks (Communicator::prepare_block): its size; 0: the world
+  bool across = false;  // the group is one rank of each block (the ranks sharing rank % block), not a block
   // Seconds since the log was created; < 0 while the event has not happened.
   double issued_s = -1, started_s = -1, completed_s = -1;
   bool started() const { return started_s >= 0; }
@@ -58,9 +78,9 @@ class CommLog {
 
   // Assigns the next sequence number and records the issue time.
   // node_send_bytes: what each node sends to the others for it (Communicator::node_send_bytes).
-  // ranks: the block size of a collective over a block of ranks (0: the world).
+  // ranks, across: the group of a collective over part of the ranks (CommRecord; 0: the world).
   uint64_t issue(CommOp op, const std::string& label, size_t count, size_t bytes, DType dt,
-                 double node_send_bytes = 0, int ranks = 0);
+                 double node_send_bytes = 0, int ranks = 0, bool across = false);
   void mark_started(uint64_t seq);
   void mark_completed(uint64_t seq);  // seq must be last_completed() + 1 (in-order completion)
 

@@ -118,13 +118,20 @@ std::vector<CommBufferSpec> comm_buffer_plan(CommBackend b, int world, const Com
 //    the MPI backend's one MPI_Bcast (up to small_broadcast_bytes, or at 2 ranks: Open MPI's tree
 //    takes the buffer off a node about once); above that the MPI backend's scatter + all-gather
 //    sends L·(n−L)/n·S from the root's node, the busiest (the others send L·(n−L−1)/n·S);
+//  * all_to_all (both backends: every block straight to its member): L·(n−L)/n·S;
 //  * the control exchanges (barrier, verify_same, gather_strings, max_over_ranks): 0 — a few
 //    bytes each.
 double node_send_bytes(CommBackend b, const CommOptions& o, CommOp op, double bytes, int world, int local_size);
-// The same for a collective over blocks of `block` consecutive ranks (Communicator::prepare_block):
-// 0 when each block lies inside a node (block divides local_size); else the formula above over
-// the block's ranks, with gcd(block, local_size) of them on each of its nodes.
-double block_node_send_bytes(CommBackend b, const CommOptions& o, CommOp op, double bytes, int block, int local_size);
+
+// node_send_bytes of a collective over `group` (all_gather, reduce_scatter, all_reduce,
+// all_to_all; bytes = the group's full buffer, as the log records it), per node of `local_size`
+// ranks placed blocked: the ranks of one node each send their share S/g to every member of their
+// group on another node (MPI's direct exchange, and all_to_all on both backends: Σ over the node's
+// ranks of off-node members · S/g), or, NCCL's rings for the others, (g−1)/g·S over each ring link
+// that leaves the node (one per node rank whose ring successor is elsewhere); all_reduce twice.
+// 0 when every group lies inside a node. For the world group it equals node_send_bytes.
+double group_node_send_bytes(CommBackend b, const CommOptions& o, CommOp op, double bytes, int world, int local_size,
+                             RankGroup group);
 
 // Thrown by verify_same_across_ranks on every rank when the ranks disagree.
 class CommMismatchError : public std::runtime_error {
@@ -165,21 +172,24 @@ class Communicator {
   uint64_t broadcast(void* buf, size_t count, DType dt, int root, const std::string& label = {},
                      Event* done = nullptr);
 
-  // ---- Blocks of ranks ----
-  // The block of `block` consecutive ranks holding this rank: ranks [rank − rank % block, + block),
-  // this rank at index rank % block. Under blocked placement (NodeLocal::blocked) a block that
-  // divides the ranks per node lies inside one node: ZeRO++'s hpZ partition. prepare_block is
-  // collective over every rank (the same value everywhere) and must run before the first
-  // collective over blocks of that size; block divides the world size. NCCL splits its
-  // communicator once per block size (ncclCommSplit); the MPI backend exchanges with the block's
-  // ranks over its own communicator. A block collective is sequence-numbered, logged (its record
-  // says the block size) and watched like any other.
+  // ---- Groups of ranks (RankGroup) ----
+  // prepare_block is collective over every rank (the same value everywhere) and must run before
+  // the first collective over RankGroup::within(block) or spanning(block); block divides the world
+  // size. NCCL splits its communicator once per block size and group kind (ncclCommSplit); the
+  // MPI backend exchanges with the group's ranks over its own communicator (tags distinct from a
+  // world collective's). A group collective is sequence-numbered, logged (its record says the
+  // group's size) and watched like any other.
   void prepare_block(int block);
   bool block_prepared(int block) const;
   // all_gather over this rank's block: `send_count` per rank, recv holds block·send_count; in
   // place when send == recv + (rank % block)·send_count.
   uint64_t all_gather_in_block(int block, const void* send, void* recv, size_t send_count, DType dt,
                                const std::string& label = {}, Event* done = nullptr);
+  // all_to_all over `group` (g = group.size(world) members): send holds g blocks of `count`
+  // elements, block j for member j; recv gets g blocks, block j from member j (its own block
+  // copied). Out of place only.
+  uint64_t all_to_all(const void* send, void* recv, size_t count, DType dt, RankGroup group,
+                      const std::string& label = {}, Event* done = nullptr);
   uint64_t barrier(const std::string& label = {}, Event* done = nullptr);
 
   // Later collectives wait until `ready` (recorded on a producer stream) is complete.
@@ -224,7 +234,7 @@ class Communicator {
     ReduceOp reduce = ReduceOp::Sum;
     int root = 0;
     bool in_place = false;
-    int block = 0;               // ranks of the block it runs over (prepare_block); 0: the world
+    RankGroup group;             // the ranks it runs over (prepare_block); default: the world
   };
   Communicator(const CommOptions& opts, int rank, int world_size, const NodeLocal& node);
   // Enqueue the collective on the comm stream; it marks the log started/completed.
@@ -240,7 +250,8 @@ class Communicator {
   // Make `done` complete when every collective launched so far has (NCCL defers it to group_end
   // inside a group, where the fused launch happens).
   virtual void record_done(Event& done) { done.record(stream()); }
-  // prepare_block's backend part (collective over every rank; called once per block size).
+  // prepare_block's backend part (collective over every rank; called once per block size): what
+  // collectives over RankGroup::within(block) and spanning(block) need.
   virtual void prepare_block_backend(int /*block*/) {}
 
   CommOptions opts_;

@@ -65,10 +65,11 @@ class CostModel {
   double host_optimizer_seconds(double bytes) const;  // this rank's share of the node's DRAM
   double copy_seconds(double bytes) const;            // host link
   // One collective of a buffer of `bytes` (the whole buffer, as PlannedCollective::bytes), over
-  // every rank or (ranks > 0) over a block of that many consecutive ranks: inside one node when
-  // it fits there (the intra-node link), else spanning ranks / per-node nodes.
-  CollectiveCost collective(CommOp op, double bytes, int ranks = 0) const;
-  double collective_seconds(CommOp op, double bytes, int ranks = 0) const;
+  // every rank or a group of them (RankGroup): on the intra-node link when the group lies inside a
+  // node, else at the inter-node link, its steps crossing as many node boundaries as the group
+  // spans nodes. all_to_all: g−1 direct exchanges of bytes/g each.
+  CollectiveCost collective(CommOp op, double bytes, RankGroup group = {}) const;
+  double collective_seconds(CommOp op, double bytes, RankGroup group = {}) const;
   bool ring_spans_nodes() const { return nodes_ > 1; }
   double link_bytes_per_s() const;
   double link_latency_s() const;

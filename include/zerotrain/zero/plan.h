@@ -148,7 +148,7 @@ struct PlannedCollective {
   std::string label;       // what.to_string(): the label the engine passes ("b3", "gather b3", ...)
   size_t count = 0, bytes = 0;
   DType dtype = DType::F32;
-  int ranks = 0;           // over a block of this many ranks (Communicator::all_gather_in_block); 0: the world
+  RankGroup group;         // the ranks it spans (comm_log.h); default: the world
 };
 
 // Which region of each bucket ZeroPlan::pieces intersects with the parameters.
