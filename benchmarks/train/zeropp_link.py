@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""ZeRO-3 across two emulated nodes over a shaped link: plain, and with ZeRO++'s hpZ and qwZ.
+"""ZeRO-3 across two emulated nodes over a shaped link: plain, and with ZeRO++'s hpZ, qwZ and qgZ.
 
 Each round runs every variant back to back on tests/multinode/emulated-cluster.sh (2 nodes x 2 ranks,
 each node's outgoing link limited to --rate by tc): `zerotrain train`, fp32, ZeRO stage 3 with every
@@ -7,13 +7,13 @@ parameter released after each use and gathered again before each unit's forward 
 (stage3_param_persistence_threshold 0, stage3_max_reuse_distance 0: what a model too large to keep
 gathered does), AdamW, the same Markov data; GPT of --layers x --embd (vocab 1024, T=64, micro-batch
 4). Variants: plain; hpz (zero_hpz_partition_size 2, one node's ranks); qwz (zero_quantized_weights);
-hpz+qwz. A run's step time is the median step_ms after the first --skip steps; its bytes per step
+qgz (zero_quantized_gradients); all (the three together). A run's step time is the median step_ms after the first --skip steps; its bytes per step
 are the busiest node's mean eth0 tx_bytes over steps 2.. (--tx-report). Prints per round and the
 medians: step ms, tokens/s, MiB each node sends per step, and each variant / plain. Needs root
 (network namespaces).
 
 usage: zeropp_link.py [--bin build/zerotrain] [--rate 1gbit] [--rounds 3] [--steps 10] [--skip 3]
-                      [--layers 4] [--embd 256] [--variants plain,hpz,qwz,hpz+qwz]
+                      [--layers 4] [--embd 256] [--variants plain,hpz,qwz,qgz,all]
 """
 import argparse
 import json
@@ -29,11 +29,12 @@ CLUSTER = os.path.join(REPO, "tests", "multinode", "emulated-cluster.sh")
 T, BATCH, RANKS = 64, 4, 4
 # What each variant adds to zero_optimization.
 VARIANTS = {"plain": {}, "hpz": {"zero_hpz_partition_size": 2}, "qwz": {"zero_quantized_weights": True},
-            "hpz+qwz": {"zero_hpz_partition_size": 2, "zero_quantized_weights": True}}
+            "qgz": {"zero_quantized_gradients": True},
+            "all": {"zero_hpz_partition_size": 2, "zero_quantized_weights": True, "zero_quantized_gradients": True}}
 
 
 def run(args, d, variant, rnd):
-    name = "%s%d" % (variant.replace("+", "_"), rnd)
+    name = "%s%d" % (variant, rnd)
     cfg = os.path.join(d, name + ".json")
     zero = {"stage": 3, "stage3_param_persistence_threshold": 0, "stage3_max_reuse_distance": 0}
     zero.update(VARIANTS[variant])
@@ -65,7 +66,7 @@ def main():
     ap.add_argument("--skip", type=int, default=3)
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--embd", type=int, default=256)
-    ap.add_argument("--variants", default="plain,hpz,qwz,hpz+qwz")
+    ap.add_argument("--variants", default="plain,hpz,qwz,qgz,all")
     args = ap.parse_args()
     variants = args.variants.split(",")
     for v in variants:

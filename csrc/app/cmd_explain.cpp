@@ -96,10 +96,7 @@ void print_collectives(const std::vector<PlannedCollective>& cs, int world, int 
                 comm_op_name(c.op), c.label.c_str(), c.count, c.bytes, dtype_name(c.dtype));
     total += static_cast<double>(c.bytes);
     const double moved = ring_bytes_per_rank(c.op, c.bytes, c.group.size(world));
-    using K = CollectiveLabel::Kind;
-    const bool params = c.what.kind == K::Gather || c.what.kind == K::QuantizedGather ||
-                        c.what.kind == K::SecondaryGather || c.what.kind == K::GroupGather;
-    (c.what.kind == K::Grads ? t.grads : params ? t.params : t.stats) += moved;
+    (c.what.grads() ? t.grads : c.what.params() ? t.params : t.stats) += moved;
   }
   std::printf("  total: %d collectives, %s per rank per step\n", k, human_bytes(total).c_str());
   std::printf("  each rank sends %s and receives %s per step (ring algorithms over %d ranks: reduce-scatter and\n"
@@ -166,7 +163,7 @@ int run(const ExplainArgs& a) {
   std::unique_ptr<Model> model = load_model(a.model, mopt);
   std::vector<std::string> names;
   for (const ParamSpec& p : model->params()) names.push_back(p.name);
-  const ZeroPlan plan = plan_for_model(*model, eopt, a.world);
+  const ZeroPlan plan = plan_for_model(*model, eopt, a.world, a.nodes);
 
   const int gas = eopt.gradient_accumulation_steps;
   std::printf("model: %s\n", model->describe().c_str());

@@ -133,7 +133,8 @@ nlohmann::json trace_events(int rank, const std::vector<StepTimeline>& steps, do
       ev.push_back(e);
       // Flow: the bucket's latest hand-off before this reduction (gradient accumulation at
       // stages 2-3 hands a bucket over once per micro-step).
-      const bool reduction = s.lane == Lane::Comm && (s.op == "reduce_scatter" || s.op == "all_reduce");
+      const bool reduction =
+          s.lane == Lane::Comm && (s.op == "reduce_scatter" || s.op == "all_reduce" || s.op == "all_to_all");
       if (!reduction || s.bucket < 0) continue;
       const TimelineSlice* src = nullptr;
       for (const TimelineSlice& c : st.slices)
@@ -223,7 +224,8 @@ void CommLogWriter::write_completed() {
                         {"started_s", r->started_s}, {"completed_s", r->completed_s},
                         {"busy_ms", (r->completed_s - r->started_s) * 1e3}};
     if (across_nodes(comm_)) j["node_send_bytes"] = r->node_send_bytes;
-    if (r->ranks > 0) j["ranks"] = r->ranks;  // over a block of ranks (hpZ), not the world
+    if (r->ranks > 0) j["ranks"] = r->ranks;  // over a group of ranks (hpZ, qgZ), not the world
+    if (r->across) j["across"] = true;         // the group is one rank of each block (qgZ's second hop)
     lines += j.dump() + "\n";
   }
   out_.write(lines);

@@ -267,6 +267,7 @@ EngineOptions engine_options_from(const DsConfig& cfg, const ClientOptimizer& cl
   o.param_persistence_threshold = z.stage3_param_persistence_threshold;
   o.quantized_weights_block = z.zero_quantized_weights ? kQuantizedWeightsBlock : 0;
   o.hpz_partition_size = static_cast<int>(std::min<int64_t>(z.zero_hpz_partition_size, 1 << 30));
+  o.quantized_grads_block = z.zero_quantized_gradients ? kQuantizedGradientsBlock : 0;
   o.gradient_accumulation_steps = static_cast<int>(cfg.gradient_accumulation_steps);
   o.gradient_clipping = cfg.gradient_clipping;
   o.prescale_gradients = cfg.prescale_gradients;

@@ -76,7 +76,9 @@ ZeroEngine::ZeroEngine(Model& model, Device& dev, Stream& compute, Communicator&
   ZT_CHECK(!opt_.offload.optimizer || opt_.stage >= 1, "offload_optimizer needs ZeRO stage 1, 2 or 3");
   ZT_CHECK(!opt_.offload.params || (opt_.stage == 3 && opt_.offload.optimizer),
            "offload_param needs ZeRO stage 3 with offload_optimizer");
-  plan_ = plan_for_model(model, opt_, comm.world_size());  // memory_predict.h
+  // qgZ's two hops follow the nodes when the ranks are placed node by node; else one hop.
+  const int nodes = comm.node().blocked ? comm.node().nodes : 1;
+  plan_ = plan_for_model(model, opt_, comm.world_size(), nodes);  // memory_predict.h
   // One static schedule: every rank must hold the same plan, units and settings.
   comm.verify_same_across_ranks(plan_.hash(), "ZeRO bucket plan and unit order");
   impl_ = std::make_unique<Impl>(*this, model, dev, compute, comm, std::move(schedule));

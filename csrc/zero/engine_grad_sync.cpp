@@ -4,6 +4,8 @@
 //   stage 1:    reduce-scatter it; the sum lands in this rank's slice of the full buffer (boundary)
 //   stages 2-3: reduce-scatter the bucket's ring region every micro-step; the owned slice is added
 //               into the shard accumulator on the comm stream, then the region is free again.
+// qgZ (plan.quantized_grads_block > 0, stage 3): the reduce-scatter is quantized_reduce.h's two
+// int4 all_to_all hops; its scratch is used only on the comm stream, in bucket order.
 // offload_optimizer (plan.host_grads): the reduced slice is not accumulated on the device; the
 // Offload op right after the Reduce takes it down into the host gradient shard
 // (HostOptimizer::grads_down), and the region or slot it lives in is free once the copy is done.
@@ -27,7 +29,25 @@ GradSync::GradSync(EngineContext& cx, ModelStates& st, HostOptimizer* offload)
     wire_.push_back({FlatBuffer(cx.dev, plan.wire, plan.wire_slot_elems, MemCategory::Buckets), cx.comm.create_event()});
   if (plan.flow.grads == Layout::Full)
     for (size_t b = 0; b < plan.buckets.size(); ++b) reduce_done_.push_back(cx.comm.create_event());
+  if (plan.quantized_grads_block > 0) {  // collective: every rank builds its GradSync at the same point
+    cx.comm.prepare_block(plan.qgz_local);
+    const QuantizedReduceSizes z = quantized_reduce_sizes(qgz_shape(-1));
+    qgz_ = FlatBuffer(cx.dev, DType::F32, z.total(), MemCategory::Buckets);
+    int64_t at = 0;
+    for (auto [view, n] : {std::pair{&qgz_scratch_.send1, z.send1}, {&qgz_scratch_.recv1, z.recv1},
+                           {&qgz_scratch_.partial, z.partial}, {&qgz_scratch_.send2, z.send2},
+                           {&qgz_scratch_.recv2, z.recv2}, {&qgz_scratch_.sum, z.sum}}) {
+      *view = qgz_.view({at, n});
+      at += n;
+    }
+  }
   bind_grads();
+}
+
+// Bucket b's qgZ reduce-scatter (b < 0: the widest slice, which sizes the scratch).
+QuantizedReduceShape GradSync::qgz_shape(int b) const {
+  const ZeroPlan& plan = cx_.plan;
+  return {plan.qgz_local, plan.qgz_nodes(), b < 0 ? plan.max_slice() : plan.bucket(b).slice, plan.quantized_grads_block};
 }
 
 // Backward writes into the full gradient buffer (stages 0-1; in fp32 with plan.fp32_backward_grads),
@@ -99,6 +119,9 @@ TensorView GradSync::issue(int b, const TensorView& src, const TensorView& on_wi
   TensorView reduced = on_wire;
   if (plan.flow.all_reduce_grads) {
     all_reduce_view(cx_.comm, on_wire, label);
+  } else if (plan.quantized_grads_block > 0) {
+    reduced = rank_slice(on_wire, cx_.rank, cx_.world);
+    quantized_reduce_scatter(cx_.comm, cx_.comm.stream(), qgz_shape(b), on_wire, reduced, qgz_scratch_, b);
   } else {
     reduced = rank_slice(on_wire, cx_.rank, cx_.world);
     reduce_scatter_view(cx_.comm, on_wire, reduced, label);

@@ -17,6 +17,7 @@
 #include "zerotrain/kernels/host_optim.h"
 #include "zerotrain/zero/engine.h"
 #include "zerotrain/zero/engine_testing.h"
+#include "zerotrain/zero/quantized_reduce.h"
 #include "zerotrain/zero/step_graph.h"
 #include "zerotrain/zero/step_program.h"
 
@@ -110,9 +111,13 @@ class GradSync {
   Event& consumed(int b);  // recorded once bucket b's reduced bytes may be reused
   void consumed_on(Stream& s, int b, Slot* ws, int handoff);
 
+  QuantizedReduceShape qgz_shape(int b) const;  // qgZ: bucket b's reduce-scatter
+
   EngineContext& cx_;
   ModelStates& st_;
   FlatBuffer ring_;          // stages 2-3: the ring arena (plan.ring_elems)
+  FlatBuffer qgz_;           // qgZ scratch (fp32, quantized_reduce_sizes of the widest slice), comm stream only
+  QuantizedReduceScratch qgz_scratch_;  // views into qgz_
   std::vector<std::unique_ptr<Event>> ring_free_;  // per bucket: its reduction consumed its region
   std::vector<Slot> wire_;   // wire dtype slots, double buffered, reused only after `free`
   int wire_next_ = 0;

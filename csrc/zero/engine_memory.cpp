@@ -29,7 +29,7 @@ int64_t OffloadSlots::bytes(const ZeroPlan& plan) const {
   return count * bytes_of(elems, plan.compute) + grad_count * bytes_of(grad_elems, plan.reduced_dtype());
 }
 
-PlanOptions plan_options_of(const EngineOptions& o, int world) {
+PlanOptions plan_options_of(const EngineOptions& o, int world, int nodes) {
   PlanOptions p;
   p.stage = o.stage;
   p.world = world;
@@ -43,6 +43,8 @@ PlanOptions plan_options_of(const EngineOptions& o, int world) {
   p.grad_accum = o.grad_accum_dtype;
   p.wire = o.wire_dtype;
   p.quantized_weights_block = o.quantized_weights_block;
+  p.quantized_grads_block = o.stage == 3 ? o.quantized_grads_block : 0;
+  p.nodes = nodes;
   if (o.stage == 3 && o.hpz_partition_size > 1) {
     if (world % o.hpz_partition_size != 0)
       throw InputError("zero_optimization.zero_hpz_partition_size is " + std::to_string(o.hpz_partition_size) +
@@ -57,10 +59,10 @@ PlanOptions plan_options_of(const EngineOptions& o, int world) {
   return p;
 }
 
-ZeroPlan plan_for_model(const Model& model, const EngineOptions& o, int world) {
+ZeroPlan plan_for_model(const Model& model, const EngineOptions& o, int world, int nodes) {
   std::vector<std::vector<int>> units;
   for (int u = 0; u < model.num_units(); ++u) units.push_back(model.unit_params(u));
-  return make_engine_plan(model.params(), units, plan_options_of(o, world));
+  return make_engine_plan(model.params(), units, plan_options_of(o, world, nodes));
 }
 
 bool is_host_category(MemCategory c) {
@@ -133,9 +135,15 @@ struct Prediction {
   // The bucket ring and wire slots (gradients), stage 3's gathered buffers (parameters).
   void schedule_buffers(const ZeroPlan& plan) {
     const int64_t ring = bytes_of(plan.ring_elems, plan.compute), wire = plan.wire_slots * bytes_of(plan.wire_slot_elems, plan.wire);
-    at(MemCategory::Buckets) = ring + wire;
+    // qgZ (engine_grad_sync.cpp): the two hops' fp32 words and partial sums, widest slice.
+    const int64_t qgz = plan.quantized_grads_block > 0
+                            ? 4 * quantized_reduce_sizes({plan.qgz_local, plan.qgz_nodes(), plan.max_slice(),
+                                                          plan.quantized_grads_block}).total()
+                            : 0;
+    at(MemCategory::Buckets) = ring + wire + qgz;
     item("bucket ring arena", ring, MemCategory::Buckets);
     item("wire slots", wire, MemCategory::Buckets);
+    item("quantized gradient staging (int4 codes + scales, partial sums)", qgz, MemCategory::Buckets);
     int64_t persistent = 0;
     for (const PlanBucket& b : plan.buckets) persistent += b.persistent ? b.padded : 0;
     const bool gathers = plan.flow.gather_before_use;

@@ -156,7 +156,8 @@ uint64_t ZeroPlan::hash() const {
   for (auto v : {int64_t(flow.stage), int64_t(world), reduce_bucket_size, persistence_threshold, int64_t(compute),
                  int64_t(grad_dtype), int64_t(wire), int64_t(staged_grads), int64_t(fp32_backward_grads),
                  int64_t(param_norms_all_reduce), ring_elems,
-                 int64_t(wire_slots), wire_slot_elems, quantized_weights_block, int64_t(hpz), secondary_numel})
+                 int64_t(wire_slots), wire_slot_elems, quantized_weights_block, int64_t(hpz), secondary_numel,
+                 quantized_grads_block, int64_t(qgz_local)})
     h = mix(h, v);
   for (const PlanBucket& b : buckets) {
     for (auto v : {int64_t(b.unit), int64_t(b.persistent), b.flat_begin, b.numel, b.span, b.padded, int64_t(b.opens_at),

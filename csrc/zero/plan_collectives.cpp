@@ -15,6 +15,8 @@ std::string CollectiveLabel::to_string() const {
     case Kind::Gather: return "gather b" + std::to_string(bucket);
     case Kind::QuantizedGather: return "gather b" + std::to_string(bucket) + " int8";
     case Kind::SecondaryGather: return "gather b" + std::to_string(bucket) + " hpz";
+    case Kind::QuantizedGradsIntra: return "b" + std::to_string(bucket) + " int4 intra";
+    case Kind::QuantizedGradsInter: return "b" + std::to_string(bucket) + " int4 inter";
     case Kind::GroupGather: return "ag" + std::to_string(group) + ".b" + std::to_string(bucket);
     case Kind::StepStats: return "step stats";
     case Kind::LambNorms: return "lamb norms";
@@ -24,6 +26,10 @@ std::string CollectiveLabel::to_string() const {
 
 int64_t ZeroPlan::quantized_gather_words(int64_t slice_elems) const {
   return (quant::payload_bytes(slice_elems, 8) + 3) / 4 + quant::num_blocks(slice_elems, quantized_weights_block);
+}
+
+int64_t ZeroPlan::quantized_grad_words(int64_t slice_elems) const {
+  return (quant::payload_bytes(slice_elems, 4) + 3) / 4 + quant::num_blocks(slice_elems, quantized_grads_block);
 }
 
 double ring_bytes_per_rank(CommOp op, size_t buffer_bytes, int world) {

@@ -181,14 +181,24 @@ class GatherSimulation {
   int64_t live_elems_ = 0;  // Σ padded of live non-persistent buckets
 };
 
-// hpZ: every non-persistent bucket's part of the secondary buffer, in bucket order.
-void lay_out_secondary(ZeroPlan& plan, int hpz) {
-  ZT_CHECK(plan.world % hpz == 0,
-           "hpZ partition of " + std::to_string(hpz) + " ranks does not divide the world of " + std::to_string(plan.world));
-  plan.hpz = hpz;
-  for (const PlanBucket& b : plan.buckets) {
-    plan.secondary_offset.push_back(b.persistent ? -1 : plan.secondary_numel);
-    if (!b.persistent) plan.secondary_numel += plan.secondary_slice(b.id);
+// Stage 3's ZeRO++ options: qwZ's block; hpZ's secondary buffer, every non-persistent bucket's
+// part in bucket order; qgZ's block and the ranks of its first hop.
+void apply_zeropp(ZeroPlan& plan, const PlanOptions& o) {
+  plan.quantized_weights_block = o.quantized_weights_block;
+  if (o.hpz > 1) {
+    ZT_CHECK(plan.world % o.hpz == 0, "hpZ partition of " + std::to_string(o.hpz) +
+                                          " ranks does not divide the world of " + std::to_string(plan.world));
+    plan.hpz = o.hpz;
+    for (const PlanBucket& b : plan.buckets) {
+      plan.secondary_offset.push_back(b.persistent ? -1 : plan.secondary_numel);
+      if (!b.persistent) plan.secondary_numel += plan.secondary_slice(b.id);
+    }
+  }
+  if (o.quantized_grads_block > 0 && plan.world > 1) {
+    ZT_CHECK(o.nodes >= 1 && plan.world % o.nodes == 0,
+             "qgZ: " + std::to_string(plan.world) + " ranks on " + std::to_string(o.nodes) + " nodes");
+    plan.quantized_grads_block = o.quantized_grads_block;
+    plan.qgz_local = plan.world / o.nodes;
   }
 }
 
@@ -205,8 +215,7 @@ ZeroPlan make_engine_plan(const std::vector<ParamSpec>& params, const std::vecto
   plan.compute = o.compute;
   plan.grad_dtype = o.grad_accum;
   plan.wire = o.wire;
-  plan.quantized_weights_block = flow.gather_before_use ? o.quantized_weights_block : 0;
-  if (flow.gather_before_use && o.hpz > 1) lay_out_secondary(plan, o.hpz);
+  if (flow.gather_before_use) apply_zeropp(plan, o);
   // Backward writes its grads in the compute dtype, or in fp32 straight into the full buffer
   // (stages 0-1, bf16 compute, fp32 accumulation). They are staged per parameter when they cannot
   // go straight into the buffer that is reduced (contiguous_gradients off, or stages 0-1

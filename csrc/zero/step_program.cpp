@@ -176,53 +176,77 @@ StepProgram step_program(const ZeroPlan& plan, int gradient_accumulation_steps) 
 
 std::vector<StepOp> eval_program(const ZeroPlan& plan) { return Planner(plan).eval(); }
 
-std::vector<PlannedCollective> op_collectives(const ZeroPlan& plan, const StepOp& op) {
+namespace {
+
+// op_collectives' builder: one PlannedCollective of `op`, count as passed and the full buffer's bytes.
+struct Collectives {
+  const StepOp& op;
   std::vector<PlannedCollective> out;
-  auto add = [&](CommOp c, CollectiveLabel what, int64_t count, int64_t full_elems, DType t, RankGroup g = {}) {
+  void add(CommOp c, CollectiveLabel what, int64_t count, int64_t full_elems, DType t, RankGroup g = {}) {
     out.push_back({-1, phase_of(op), c, what, what.to_string(), static_cast<size_t>(count),
                    static_cast<size_t>(full_elems) * dtype_size(t), t, g});
-  };
-  using K = CollectiveLabel::Kind;
+  }
+};
+using K = CollectiveLabel::Kind;
+
+// One parameter bucket into its gathered buffer: the compute dtype, qwZ's words, or hpZ's block gather.
+void add_gather(Collectives& c, const ZeroPlan& plan, int b, bool secondary) {
+  const PlanBucket& k = plan.bucket(b);
+  if (secondary) {
+    c.add(CommOp::AllGather, {K::SecondaryGather, b}, plan.secondary_slice(b), k.padded, plan.compute,
+          RankGroup::within(plan.hpz));
+  } else if (plan.quantized_weights_block > 0) {
+    const int64_t words = plan.quantized_gather_words(k.slice);
+    c.add(CommOp::AllGather, {K::QuantizedGather, b}, words, words * plan.world, DType::F32);
+  } else {
+    c.add(CommOp::AllGather, {K::Gather, b}, k.slice, k.padded, plan.compute);
+  }
+}
+
+// A bucket's gradients: all-reduce (stage 0) or reduce-scatter in the wire dtype; qgZ: its hops.
+void add_reduce(Collectives& c, const ZeroPlan& plan, int b) {
+  const PlanBucket& k = plan.bucket(b);
+  if (plan.flow.all_reduce_grads) {
+    c.add(CommOp::AllReduce, {K::Grads, b}, k.padded, k.padded, plan.wire);
+  } else if (plan.quantized_grads_block > 0) {
+    const int64_t w = plan.quantized_grad_words(k.slice), local = plan.qgz_local, nodes = plan.qgz_nodes();
+    if (local > 1)
+      c.add(CommOp::AllToAll, {K::QuantizedGradsIntra, b}, nodes * w, local * nodes * w, DType::F32,
+            RankGroup::within(plan.qgz_local));
+    if (nodes > 1)
+      c.add(CommOp::AllToAll, {K::QuantizedGradsInter, b}, w, nodes * w, DType::F32, RankGroup::spanning(plan.qgz_local));
+  } else {
+    c.add(CommOp::ReduceScatter, {K::Grads, b}, k.slice, k.padded, plan.wire);
+  }
+}
+
+}  // namespace
+
+std::vector<PlannedCollective> op_collectives(const ZeroPlan& plan, const StepOp& op) {
+  Collectives c{op, {}};
   switch (op.kind) {
     case OpKind::Gather:
     case OpKind::Prefetch:
-    case OpKind::Regather: {  // one parameter bucket into its gathered buffer (compute dtype, or qwZ's words)
-      const PlanBucket& k = plan.bucket(op.bucket);
-      if (op.secondary) {
-        add(CommOp::AllGather, {K::SecondaryGather, op.bucket}, plan.secondary_slice(op.bucket), k.padded, plan.compute,
-            RankGroup::within(plan.hpz));
-      } else if (plan.quantized_weights_block > 0) {
-        const int64_t words = plan.quantized_gather_words(k.slice);
-        add(CommOp::AllGather, {K::QuantizedGather, op.bucket}, words, words * plan.world, DType::F32);
-      } else {
-        add(CommOp::AllGather, {K::Gather, op.bucket}, k.slice, k.padded, plan.compute);
-      }
-      break;
-    }
-    case OpKind::Reduce: {  // all-reduce (stage 0) or reduce-scatter, in the wire dtype
-      const PlanBucket& k = plan.bucket(op.bucket);
-      if (plan.flow.all_reduce_grads) add(CommOp::AllReduce, {K::Grads, op.bucket}, k.padded, k.padded, plan.wire);
-      else add(CommOp::ReduceScatter, {K::Grads, op.bucket}, k.slice, k.padded, plan.wire);
-      break;
-    }
+    case OpKind::Regather: add_gather(c, plan, op.bucket, op.secondary); break;
+    case OpKind::Reduce: add_reduce(c, plan, op.bucket); break;
     case OpKind::StepStats: {
       const int64_t words = plan.step_stats().words();
-      add(CommOp::AllGather, {K::StepStats}, words, words * plan.world, DType::F32);
+      c.add(CommOp::AllGather, {K::StepStats}, words, words * plan.world, DType::F32);
       break;
     }
     case OpKind::Update:  // LambNorms: ||p||², ||u||² per parameter
       if (plan.param_norms_all_reduce) {
         const int64_t n = 2 * static_cast<int64_t>(plan.params.size());
-        add(CommOp::AllReduce, {K::LambNorms}, n, n, DType::F32);
+        c.add(CommOp::AllReduce, {K::LambNorms}, n, n, DType::F32);
       }
       break;
     case OpKind::GatherGroup:
       for (int b = static_cast<int>(plan.ag_groups[op.group].begin); b < plan.ag_groups[op.group].end(); ++b)
-        add(CommOp::AllGather, {K::GroupGather, b, op.group}, plan.bucket(b).slice, plan.bucket(b).padded, plan.compute);
+        c.add(CommOp::AllGather, {K::GroupGather, b, op.group}, plan.bucket(b).slice, plan.bucket(b).padded, plan.compute);
       break;
     default: break;
   }
-  return out;
+  return c.out;
 }
 
 std::vector<PlannedCollective> ZeroPlan::step_collectives(int gradient_accumulation_steps) const {

@@ -9,7 +9,9 @@
 * hpZ: explain's program marks the gathers after each bucket's first "(hpz)", its collectives
   ("gather bN hpz", over a block of 2 ranks) == the comm log, which records the block; the trace
   names them; weights bitwise those of plain stage 3; the secondary partition in the memory report
-  (predicted == measured) and in estimate; a partition that does not divide the world exits 2.
+  (predicted == measured) and in estimate; a partition that does not divide the world exits 2;
+* qgZ: explain's reductions are "bN int4 intra" all_to_alls == the comm log; training within 2% of
+  unquantised after 200 steps; the staging predicted == measured; estimate lists it.
 """
 import json
 import os
@@ -122,7 +124,7 @@ class SecondaryPartition(ObserveCase):
             gather = json.load(f)["ranks"][0]["categories"]["gather"]
         self.assertEqual(gather["predicted_bytes"], gather["peak_bytes"])
         p = self.run_cmd([BIN, "estimate", "--config", self.write("e.json", hpz(2)), "--model", self.model,
-                          "--world-size", "4"])
+                          "--world-size", "2"])
         self.assertRegex(p.stdout, r"hpZ secondary partition \(1/2 of the gathered buckets\)")
 
     def test_a_partition_that_does_not_divide_the_world_exits_2(self):
@@ -130,9 +132,57 @@ class SecondaryPartition(ObserveCase):
         self.assertEqual(p.returncode, 2, p.stderr)
         self.assertIn("zero_hpz_partition_size is 3, which does not divide the world size 2", p.stderr)
         p = self.run_cmd([BIN, "explain", "--config", self.write("bad.json", hpz(3)), "--model", self.model,
-                          "--world-size", "4"], check=False)
+                          "--world-size", "2"], check=False)
         self.assertEqual(p.returncode, 2, p.stderr)
         self.assertIn("zero_hpz_partition_size", p.stderr)
+
+
+class QuantizedGradients(QuantizedWeights):
+    """zero_quantized_gradients; inherits comm_log() from QuantizedWeights, none of its tests."""
+
+    def test_explain_equals_the_run_and_training_stays_close(self):
+        cfg = ds(3)
+        cfg["zero_optimization"]["zero_quantized_gradients"] = True
+        planned = explain_collectives(self.explain(cfg))
+        hops = [c for c in planned if c[0] == "all_to_all"]
+        self.assertGreater(len(hops), 0, planned)
+        self.assertTrue(all(c[1].endswith(" int4 intra") for c in hops), hops)
+        self.assertFalse(any(c[0] == "reduce_scatter" for c in planned), planned)
+        entries = self.comm_log(cfg)
+        got = [(e["op"], e["label"], e["count"], e["bytes"], e["dtype"]) for e in entries][-len(planned):]
+        self.assertEqual(got, planned)
+        plain = [c for c in explain_collectives(self.explain(ds(3))) if c[0] == "reduce_scatter"]
+        q, p = sum(c[3] for c in hops), sum(c[3] for c in plain)
+        print("gradient bytes per step: %d int4 vs %d fp32 (%.3f)" % (q, p, q / p))
+        self.assertLess(q / p, 0.135)
+        means = []
+        for on in (False, True):
+            m = os.path.join(self.d, "g%d.jsonl" % on)
+            c = ds(3)
+            c["zero_optimization"]["zero_quantized_gradients"] = on
+            self.train(c, 200, "--metrics", m)
+            with open(m) as f:
+                losses = [json.loads(l)["loss"] for l in f]
+            means.append(sum(losses[-20:]) / 20)
+        print("mean loss of steps 181-200: %.5f fp32 gradients, %.5f int4 gradients (%+.2f%%)"
+              % (means[0], means[1], 100 * (means[1] - means[0]) / means[0]))
+        self.assertLess(abs(means[1] - means[0]) / means[0], 0.02, means)
+
+    def test_memory_report_counts_the_staging(self):
+        cfg = ds(3)
+        cfg["zero_optimization"]["zero_quantized_gradients"] = True
+        report = os.path.join(self.d, "mem.json")
+        self.train(cfg, 2, "--memory-report", report)
+        with open(report) as f:
+            buckets = json.load(f)["ranks"][0]["categories"]["buckets"]
+        self.assertEqual(buckets["predicted_bytes"], buckets["measured_bytes"])
+        p = self.run_cmd([BIN, "estimate", "--config", self.write("e.json", cfg), "--model", self.model,
+                          "--world-size", "2"])
+        self.assertRegex(p.stdout, r"quantized gradient staging")
+
+    test_explain_equals_the_run_and_gathers_shrink = None
+    test_training_stays_close_to_unquantised = None
+    test_other_stages_ignore_the_key = None
 
 
 if __name__ == "__main__":

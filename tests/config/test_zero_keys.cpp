@@ -112,7 +112,7 @@ TEST(ZeroKeys, RefusedKeysEndTheRun) {
     ASSERT_NE(e, nullptr) << d.path;
     EXPECT_EQ(e->use, zt::KeyUse::kRejected) << d.path;
   }
-  EXPECT_EQ(refused, 4);  // legacy_stage1, quantized gradients and non-trainable weights, MiCS
+  EXPECT_EQ(refused, 3);  // legacy_stage1, quantized non-trainable weights, MiCS
 }
 
 TEST(ZeroKeys, KeyTableRowsComeFromTheDeclaration) {

@@ -248,3 +248,40 @@ TEST(StepProgram, HpzGathersFromTheSecondaryPartitionAfterTheFirst) {
     }
   }
 }
+
+// qgZ (zero_quantized_gradients): every Reduce is the two-hop int4 reduce-scatter — here one node,
+// so the one all_to_all among its ranks. The engine ran the program, the comm log holds exactly
+// its collectives (no plain reduce-scatter of a bucket is left), the staging is predicted, the
+// first step's loss is plain stage 3's (its forward precedes any quantised gradient) and the
+// gradient norm stays within a few percent of it.
+TEST(StepProgram, QgzReducesEachBucketInQuantisedHops) {
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  for (int gas : {1, 3}) {
+    const std::string what = "gas " + std::to_string(gas);
+    RunSpec spec = program_spec(3, true, gas);
+    const RunResult plain = run_engine(spec, MPI_COMM_WORLD);
+    spec.opt.quantized_grads_block = 64;
+    const RunResult r = run_engine(spec, MPI_COMM_WORLD);
+    EXPECT_EQ(r.plan.quantized_grads_block, world > 1 ? 64 : 0) << what;
+    const StepProgram program = step_program(r.plan, gas);
+    std::vector<StepOp> planned;
+    for (int k = 0; k < spec.steps; ++k) program.for_each([&](int, const StepOp& op) { planned.push_back(op); });
+    EXPECT_TRUE(r.ops == planned) << what;
+    EXPECT_EQ(logged_collectives(r), collectives_of(r.plan, r.ops)) << what;
+    int hops = 0;
+    for (const CommRecord& c : r.records) {
+      if (world > 1 && c.op == CommOp::ReduceScatter) ADD_FAILURE() << what << ": plain reduce-scatter " << c.label;
+      if (c.op == CommOp::AllToAll) {
+        ++hops;
+        EXPECT_EQ(c.ranks, world) << what << " " << c.label;
+      }
+    }
+    EXPECT_EQ(hops, world > 1 ? static_cast<int>(r.plan.buckets.size()) * gas * spec.steps : 0) << what;
+    for (const MemoryLine& l : r.memory)
+      if (l.category == MemCategory::Buckets) EXPECT_EQ(l.measured, l.predicted) << what;
+    EXPECT_EQ(r.steps[0].loss, plain.steps[0].loss) << what;
+    for (size_t k = 0; k < r.steps.size(); ++k)
+      EXPECT_NEAR(r.steps[k].grad_norm, plain.steps[k].grad_norm, 0.05 * plain.steps[k].grad_norm) << what << " step " << k;
+  }
+}

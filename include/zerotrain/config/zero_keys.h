@@ -126,10 +126,15 @@ ZT_ZERO_KEY(Z, zero_quantized_weights, bool, false, kFlag, "", kNever, "", kImpl
             "scale each), dequantised on arrival; master weights never quantised", "true", "LMC", kStage3)
 ZT_ZERO_KEY(Z, zero_quantized_nontrainable_weights, bool, false, kFlag, "", 0, "ZeRO++ quantized weights", kRejected,
             "ZeRO++ quantized weights", "true", "", "")
-ZT_ZERO_KEY(Z, zero_quantized_gradients, bool, false, kFlag, "", 0, "ZeRO++ quantized gradients (qgZ)", kRejected,
-            "ZeRO++ quantized gradients", "true", "", "")
+ZT_ZERO_KEY(Z, zero_quantized_gradients, bool, false, kFlag, "", kNever, "", kImplemented,
+            "ZeRO++ qgZ: stage 3's gradient reduce-scatter as two all_to_all hops (inside each node, then across "
+            "nodes) of int4 blocks of 2048 elements with one fp32 scale each, summed in fp32", "true", "LMC", kStage3)
 ZT_ZERO_SPECIAL(Z, "zeropp_loco_param", read_loco, kRejected, "ZeRO++ LoCo", R"({"err_beta":0.8})", "", "", "", false, "")
-ZT_ZERO_KEY(Z, mics_shard_size, int64_t, -1, kInt, "", 0, "MiCS (mics_shard_size > 0)", kRejected, "MiCS", "2", "", "")
+ZT_ZERO_KEY(Z, mics_shard_size, int64_t, -1, kInt, "", 0,
+            "MiCS (mics_shard_size > 0: sharding within groups of ranks, replicas across them); for gathers that stay "
+            "inside a node use zero_hpz_partition_size",
+            kRejected, "MiCS: sharding within groups and replicating across them; zero_hpz_partition_size keeps "
+            "ZeRO-3's gathers inside a node instead", "2", "", "")
 ZT_ZERO_KEY(Z, mics_hierarchical_params_gather, bool, false, kFlag, "", kNever, "", kNotUsed, "MiCS is not supported",
             "true", "", "")
 ZT_ZERO_KEY(Z, memory_efficient_linear, bool, true, kFlag, "", kNever, "", kNotUsed, kNoHooks, "false", "", "")

@@ -72,6 +72,8 @@ struct OffloadOptions {
 // zero_quantized_weights' block: DeepSpeed's quantiser aims at groups of about this many
 // elements (its target group size); zerotrain uses fixed blocks of it.
 constexpr int64_t kQuantizedWeightsBlock = 8000;
+// zero_quantized_gradients' block: int4 codes with one fp32 scale per this many elements.
+constexpr int64_t kQuantizedGradientsBlock = 2048;
 
 struct EngineOptions {
   int stage = 0;
@@ -83,6 +85,10 @@ struct EngineOptions {
   // blocks of this many consecutive ranks (usually the GPUs per node), which the gathers after a
   // bucket's first of a step read over the block instead of the world (1: off; must divide the world).
   int hpz_partition_size = 1;
+  // Stage 3 zero_quantized_gradients (ZeRO++ qgZ): each bucket's gradient reduce-scatter is two
+  // all_to_all hops (inside each node, then across nodes) of int4 blocks of this many elements
+  // with one fp32 scale each, summed in fp32 (0: off).
+  int64_t quantized_grads_block = 0;
   bool contiguous_gradients = true;
   int64_t reduce_bucket_size = 500000000;          // elements, >= 1 (config clamps)
   int64_t allgather_bucket_size = 500000000;       // elements (stages 1-2 post-step all-gather groups)

@@ -58,9 +58,10 @@ struct OffloadSlots {
 };
 OffloadSlots offload_slots(const ZeroPlan& plan, const EngineOptions& o, int rank);
 
-// The engine's plan for a model (its params and units) under these options at `world` ranks —
-// what ZeroEngine builds at start-up; the estimate calls it on a plan-only model.
-PlanOptions plan_options_of(const EngineOptions& o, int world);
-ZeroPlan plan_for_model(const Model& model, const EngineOptions& o, int world);
+// The engine's plan for a model (its params and units) under these options at `world` ranks on
+// `nodes` nodes (placed blocked; qgZ's hops follow them) — what ZeroEngine builds at start-up; the
+// estimate calls it on a plan-only model.
+PlanOptions plan_options_of(const EngineOptions& o, int world, int nodes = 1);
+ZeroPlan plan_for_model(const Model& model, const EngineOptions& o, int world, int nodes = 1);
 
 }  // namespace zt

@@ -82,9 +82,18 @@ inline bool reduces_now(const StageFlow& f, bool boundary) { return f.reduce_eve
 // communicator (and the comm log shows): "b4" (a bucket's gradients), "gather b4" (stage 3),
 // "gather b4 int8" (stage 3 with quantised weights: the int8 codes and block scales as fp32 words),
 // "gather b4 hpz" (stage 3 with hpZ: from the secondary partition, over the rank's hpZ block),
+// "b4 int4 intra" / "b4 int4 inter" (stage 3 with qgZ: the gradient reduce-scatter's all_to_all
+// inside each node and across nodes, int4 codes and block scales as fp32 words),
 // "ag0.b4" (post-step all-gather group 0), "step stats", "lamb norms".
 struct CollectiveLabel {
-  enum class Kind : uint8_t { Grads, Gather, QuantizedGather, SecondaryGather, GroupGather, StepStats, LambNorms };
+  enum class Kind : uint8_t {
+    Grads, Gather, QuantizedGather, SecondaryGather, QuantizedGradsIntra, QuantizedGradsInter, GroupGather, StepStats,
+    LambNorms
+  };
+  bool grads() const { return kind == Kind::Grads || kind == Kind::QuantizedGradsIntra || kind == Kind::QuantizedGradsInter; }
+  bool params() const {
+    return kind == Kind::Gather || kind == Kind::QuantizedGather || kind == Kind::SecondaryGather || kind == Kind::GroupGather;
+  }
   Kind kind = Kind::Grads;
   int bucket = -1;  // Grads, Gather, GroupGather
   int group = -1;   // GroupGather
@@ -181,6 +190,8 @@ struct PlanOptions {
   bool host_grads = false;                  // offload_optimizer: the reduced gradients accumulate on the host
   int64_t quantized_weights_block = 0;      // stage 3 zero_quantized_weights: int8 blocks of this size (0: off)
   int hpz = 1;                              // stage 3 zero_hpz_partition_size: secondary partition ranks (1: off)
+  int64_t quantized_grads_block = 0;        // stage 3 zero_quantized_gradients: int4 blocks of this size (0: off)
+  int nodes = 1;                            // nodes the world's ranks are placed on, blocked (qgZ's two hops)
 };
 
 struct ZeroPlan {
@@ -281,6 +292,16 @@ struct ZeroPlan {
   std::vector<int64_t> secondary_offset;  // per bucket; -1 for persistent buckets (never released)
   int64_t secondary_numel = 0;
   int64_t secondary_slice(int b) const { return bucket(b).padded / hpz; }
+  // ---- stage 3 with zero_quantized_gradients (ZeRO++ qgZ) ----
+  // Every Reduce is a two-hop quantised reduce-scatter (quantized_reduce.h): each destination
+  // slice in int4 blocks of quantized_grads_block elements (one fp32 scale each), all_to_all among
+  // the qgz_local ranks of a node, the node's partial sums (fp32) re-quantised and all_to_all'd
+  // among the ranks of the same local rank on every node, the arrivals summed in fp32. A hop over
+  // one rank is left out (one node: no second hop). 0: plain reduce-scatter in the wire dtype.
+  int64_t quantized_grads_block = 0;
+  int qgz_local = 1;   // L: ranks per node (the first hop's group); world / L nodes in the second
+  int qgz_nodes() const { return world / qgz_local; }
+  int64_t quantized_grad_words(int64_t slice_elems) const;  // fp32 words of one quantised slice
   int64_t owned_flat_begin(int b, int rank) const { return slice(b, rank, Layout::Full).begin; }
   // real_slice of every bucket in rank's shard, as (shard offset, count) runs (empty ones left out).
   std::vector<std::pair<int64_t, int64_t>> real_shard_runs(int rank) const;
