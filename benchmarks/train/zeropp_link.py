@@ -2,7 +2,7 @@
 """ZeRO-3 across two emulated nodes over a shaped link: plain, and with ZeRO++'s hpZ, qwZ and qgZ.
 
 Each round runs every variant back to back on tests/multinode/emulated-cluster.sh (2 nodes x 2 ranks,
-each node's outgoing link limited to --rate by tc): `zerotrain train`, fp32, ZeRO stage 3 with every
+each node's outgoing link limited to --rate by tc): `zerotrain train`, fp32 (--bf16: bf16 compute, fp32 master weights), ZeRO stage 3 with every
 parameter released after each use and gathered again before each unit's forward and backward
 (stage3_param_persistence_threshold 0, stage3_max_reuse_distance 0: what a model too large to keep
 gathered does), AdamW, the same Markov data; GPT of --layers x --embd (vocab 1024, T=64, micro-batch
@@ -13,7 +13,7 @@ medians: step ms, tokens/s, MiB each node sends per step, and each variant / pla
 (network namespaces).
 
 usage: zeropp_link.py [--bin build/zerotrain] [--rate 1gbit] [--rounds 3] [--steps 10] [--skip 3]
-                      [--layers 4] [--embd 256] [--variants plain,hpz,qwz,qgz,all]
+                      [--layers 4] [--embd 256] [--variants plain,hpz,qwz,qgz,all] [--bf16]
 """
 import argparse
 import json
@@ -38,9 +38,12 @@ def run(args, d, variant, rnd):
     cfg = os.path.join(d, name + ".json")
     zero = {"stage": 3, "stage3_param_persistence_threshold": 0, "stage3_max_reuse_distance": 0}
     zero.update(VARIANTS[variant])
+    ds = {"train_micro_batch_size_per_gpu": BATCH, "gradient_accumulation_steps": 1, "gradient_clipping": 1.0,
+          "zero_optimization": zero, "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}}
+    if args.bf16:
+        ds["bf16"] = {"enabled": True}
     with open(cfg, "w") as f:
-        json.dump({"train_micro_batch_size_per_gpu": BATCH, "gradient_accumulation_steps": 1, "gradient_clipping": 1.0,
-                   "zero_optimization": zero, "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}}, f)
+        json.dump(ds, f)
     model = os.path.join(d, "model.json")
     metrics, tx = os.path.join(d, name + ".jsonl"), os.path.join(d, name + ".tx.jsonl")
     cmd = ["bash", CLUSTER, "--rate", args.rate, "--tx-report", tx, "--", "-q", "train", "--config", cfg, "--model",
@@ -67,6 +70,7 @@ def main():
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--embd", type=int, default=256)
     ap.add_argument("--variants", default="plain,hpz,qwz,qgz,all")
+    ap.add_argument("--bf16", action="store_true", help="bf16 compute (the gathers and reductions in bf16)")
     args = ap.parse_args()
     variants = args.variants.split(",")
     for v in variants:
@@ -80,8 +84,8 @@ def main():
         with open(os.path.join(d, "model.json"), "w") as f:
             json.dump({"type": "gpt", "vocab_size": 1024, "n_ctx": T, "n_layer": args.layers, "n_head": 4,
                        "n_embd": args.embd}, f)
-        print("rate %s, 2 nodes x 2 ranks, ZeRO-3 fp32, GPT %d x %d; %d tokens per step" % (args.rate, args.layers,
-                                                                                           args.embd, tokens))
+        print("rate %s, 2 nodes x 2 ranks, ZeRO-3 %s, GPT %d x %d; %d tokens per step"
+              % (args.rate, "bf16" if args.bf16 else "fp32", args.layers, args.embd, tokens))
         for rnd in range(args.rounds):
             for v in variants:
                 res[v].append(run(args, d, v, rnd))
