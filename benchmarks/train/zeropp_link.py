@@ -2,15 +2,16 @@
 """ZeRO-3 across two emulated nodes over a shaped link: plain, and with ZeRO++'s hpZ, qwZ and qgZ.
 
 Each round runs every variant back to back on tests/multinode/emulated-cluster.sh (2 nodes x 2 ranks,
-each node's outgoing link limited to --rate by tc): `zerotrain train`, fp32 (--bf16: bf16 compute, fp32 master weights), ZeRO stage 3 with every
-parameter released after each use and gathered again before each unit's forward and backward
-(stage3_param_persistence_threshold 0, stage3_max_reuse_distance 0: what a model too large to keep
-gathered does), AdamW, the same Markov data; GPT of --layers x --embd (vocab 1024, T=64, micro-batch
-4). Variants: plain; hpz (zero_hpz_partition_size 2, one node's ranks); qwz (zero_quantized_weights);
-qgz (zero_quantized_gradients); all (the three together). A run's step time is the median step_ms after the first --skip steps; its bytes per step
-are the busiest node's mean eth0 tx_bytes over steps 2.. (--tx-report). Prints per round and the
-medians: step ms, tokens/s, MiB each node sends per step, and each variant / plain. Needs root
-(network namespaces).
+each node's outgoing link limited to --rate by tc): `zerotrain train`, fp32 (--bf16: bf16 compute,
+fp32 master weights), ZeRO stage 3 with every parameter released after each use and gathered again
+before each unit's forward and backward (stage3_param_persistence_threshold 0,
+stage3_max_reuse_distance 0: what a model too large to keep gathered does), AdamW, the same Markov
+data; GPT of --layers x --embd (vocab 1024, T=64, micro-batch 4). Variants: plain; hpz
+(zero_hpz_partition_size 2, one node's ranks); qwz (zero_quantized_weights); qgz
+(zero_quantized_gradients); all (the three together). A run's step time is the median step_ms after
+the first --skip steps; its bytes per step are the busiest node's mean eth0 tx_bytes over steps 2..
+(--tx-report). Prints per round and the medians: step ms, tokens/s, MiB each node sends per step,
+and each variant / plain. Needs root (network namespaces).
 
 usage: zeropp_link.py [--bin build/zerotrain] [--rate 1gbit] [--rounds 3] [--steps 10] [--skip 3]
                       [--layers 4] [--embd 256] [--variants plain,hpz,qwz,qgz,all] [--bf16]

@@ -12,7 +12,8 @@ namespace zt {
 
 namespace {
 
-nlohmann::json memory_json(const ZeroEngine& engine, int rank) {
+nlohmann::json memory_json(const ZeroEngine& engine, const Communicator& comm) {
+  const int rank = comm.rank();
   nlohmann::json cats = nlohmann::json::object();
   for (const MemoryLine& l : engine.memory_lines()) {
     nlohmann::json c;
@@ -45,6 +46,9 @@ nlohmann::json memory_json(const ZeroEngine& engine, int rank) {
   nlohmann::json host = off.optimizer ? nlohmann::json{{"optimizer_pinned", off.pin_memory}} : nlohmann::json();
   if (off.params) host["params_pinned"] = off.param_pin_memory;
   return {{"rank", rank},
+          {"host", process_info().host},  // where the rank ran: its node by host name, index and local rank
+          {"node", comm.node().node},
+          {"local_rank", comm.local_rank()},
           {"categories", cats},
           {"host_memory", host},  // null without offload
           {"device", device},
@@ -82,7 +86,7 @@ void MetricsWriter::write_step(const StepStats& st, const StepThroughput& tp, in
 }
 
 void write_memory_report(const std::string& path, const ZeroEngine& engine, Communicator& comm, int stage) {
-  std::vector<std::string> per_rank = comm.gather_strings(memory_json(engine, comm.rank()).dump(), 0, "memory report");
+  std::vector<std::string> per_rank = comm.gather_strings(memory_json(engine, comm).dump(), 0, "memory report");
   if (comm.rank() != 0) return;
   nlohmann::json ranks = nlohmann::json::array();
   for (const std::string& r : per_rank) ranks.push_back(nlohmann::json::parse(r));

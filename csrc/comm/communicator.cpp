@@ -147,14 +147,20 @@ uint64_t Communicator::reduce_scatter(const void* send, void* recv, size_t recv_
 
 uint64_t Communicator::all_gather(const void* send, void* recv, size_t send_count, DType dt,
                                   const std::string& label, Event* done) {
+  return all_gather_over(RankGroup::world(), send, recv, send_count, dt, label, done);
+}
+
+uint64_t Communicator::all_gather_over(RankGroup group, const void* send, void* recv, size_t send_count, DType dt,
+                                       const std::string& label, Event* done) {
   const size_t elt = dtype_size(dt);
-  const size_t recv_bytes = send_count * elt * static_cast<size_t>(world_size_);
+  const size_t recv_bytes = send_count * elt * static_cast<size_t>(group.size(world_size_));
+  const size_t index = static_cast<size_t>(group.index(rank_));
   ZT_CHECK(send_count == 0 || (send && recv), where(CommOp::AllGather, label) + ": null buffer");
-  const char* own = send_count ? static_cast<const char*>(recv) + static_cast<size_t>(rank_) * send_count * elt
-                               : nullptr;
+  const char* own = send_count ? static_cast<const char*>(recv) + index * send_count * elt : nullptr;
   const bool in_place = send_count > 0 && own == send;
   ZT_CHECK(in_place || !overlaps(send, send_count * elt, recv, recv_bytes),
-           where(CommOp::AllGather, label) + ": send overlaps recv; in place needs send == recv + rank*send_count");
+           where(CommOp::AllGather, label) +
+               ": send overlaps recv; in place needs send == recv + index*send_count (index: the rank's in its group)");
   Call c;
   c.op = CommOp::AllGather;
   c.send = send;
@@ -162,6 +168,7 @@ uint64_t Communicator::all_gather(const void* send, void* recv, size_t send_coun
   c.count = send_count;
   c.dtype = dt;
   c.in_place = in_place;
+  c.group = group;
   return issue(c, label, recv_bytes, done);
 }
 
@@ -181,24 +188,7 @@ uint64_t Communicator::all_gather_in_block(int block, const void* send, void* re
                                            const std::string& label, Event* done) {
   ZT_CHECK(block_prepared(block), where(CommOp::AllGather, label) + ": blocks of " + std::to_string(block) +
                                       " ranks were not prepared (prepare_block)");
-  const size_t elt = dtype_size(dt);
-  const size_t recv_bytes = send_count * elt * static_cast<size_t>(block);
-  const size_t index = static_cast<size_t>(rank_ % block);
-  ZT_CHECK(send_count == 0 || (send && recv), where(CommOp::AllGather, label) + ": null buffer");
-  const char* own = send_count ? static_cast<const char*>(recv) + index * send_count * elt : nullptr;
-  const bool in_place = send_count > 0 && own == send;
-  ZT_CHECK(in_place || !overlaps(send, send_count * elt, recv, recv_bytes),
-           where(CommOp::AllGather, label) +
-               ": send overlaps recv; in place needs send == recv + (rank % block)*send_count");
-  Call c;
-  c.op = CommOp::AllGather;
-  c.send = send;
-  c.recv = recv;
-  c.count = send_count;
-  c.dtype = dt;
-  c.in_place = in_place;
-  c.group = RankGroup::within(block);
-  return issue(c, label, recv_bytes, done);
+  return all_gather_over(RankGroup::within(block), send, recv, send_count, dt, label, done);
 }
 
 uint64_t Communicator::all_to_all(const void* send, void* recv, size_t count, DType dt, RankGroup group,

@@ -31,15 +31,8 @@ GradSync::GradSync(EngineContext& cx, ModelStates& st, HostOptimizer* offload)
     for (size_t b = 0; b < plan.buckets.size(); ++b) reduce_done_.push_back(cx.comm.create_event());
   if (plan.quantized_grads_block > 0) {  // collective: every rank builds its GradSync at the same point
     cx.comm.prepare_block(plan.qgz_local);
-    const QuantizedReduceSizes z = quantized_reduce_sizes(qgz_shape(-1));
-    qgz_ = FlatBuffer(cx.dev, DType::F32, z.total(), MemCategory::Buckets);
-    int64_t at = 0;
-    for (auto [view, n] : {std::pair{&qgz_scratch_.send1, z.send1}, {&qgz_scratch_.recv1, z.recv1},
-                           {&qgz_scratch_.partial, z.partial}, {&qgz_scratch_.send2, z.send2},
-                           {&qgz_scratch_.recv2, z.recv2}, {&qgz_scratch_.sum, z.sum}}) {
-      *view = qgz_.view({at, n});
-      at += n;
-    }
+    qgz_ = FlatBuffer(cx.dev, DType::F32, quantized_reduce_sizes(qgz_shape(-1)).total(), MemCategory::Buckets);
+    qgz_scratch_ = quantized_reduce_scratch(qgz_.view(), qgz_shape(-1));
   }
   bind_grads();
 }

@@ -57,6 +57,20 @@ QuantizedReduceSizes quantized_reduce_sizes(const QuantizedReduceShape& sh) {
   return z;
 }
 
+QuantizedReduceScratch quantized_reduce_scratch(const TensorView& buffer, const QuantizedReduceShape& sh) {
+  const QuantizedReduceSizes z = quantized_reduce_sizes(sh);
+  ZT_CHECK(buffer.dtype == DType::F32 && buffer.numel() >= z.total(),
+           "qgZ scratch of " + std::to_string(buffer.numel()) + " elements, " + std::to_string(z.total()) + " fp32 needed");
+  QuantizedReduceScratch sc;
+  int64_t at = 0;
+  for (auto [view, n] : {std::pair{&sc.send1, z.send1}, {&sc.recv1, z.recv1}, {&sc.partial, z.partial},
+                         {&sc.send2, z.send2}, {&sc.recv2, z.recv2}, {&sc.sum, z.sum}}) {
+    *view = buffer.slice1d(at, n);
+    at += n;
+  }
+  return sc;
+}
+
 void quantized_reduce_scatter(Communicator& comm, Stream& s, const QuantizedReduceShape& sh, const TensorView& full,
                               const TensorView& out, const QuantizedReduceScratch& scratch, int bucket) {
   const int L = sh.local, K = sh.nodes, r = comm.rank();

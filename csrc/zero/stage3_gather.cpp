@@ -88,7 +88,8 @@ class Stage3Gatherer final : public ParamSync {
       if (cx_.plan.quantized_weights_block > 0) quantized_all_gather(b, mine, s.buf.view());
       else all_gather_view(cx_.comm, mine, s.buf.view(), CollectiveLabel{CollectiveLabel::Kind::Gather, b}.to_string(),
                            nullptr);
-      if (cx_.plan.hpz > 1 && !bk.persistent) copy_view(cx_.dev, secondary_part(b), block_part(b, s.buf.view()), cx_.comm.stream());
+      if (cx_.plan.hpz > 1 && !bk.persistent)  // refresh this rank's secondary part
+        copy_view(cx_.dev, secondary_part(b), block_part(b, s.buf.view()), cx_.comm.stream());
     });
     s.done->record(cx_.comm.stream());
     s.waited = false;

@@ -5,6 +5,8 @@ use and gathered again: stage3_param_persistence_threshold 0, stage3_max_reuse_d
 without zero_hpz_partition_size 2 (one node's ranks), with --comm-log and --tx-report (each node's
 eth0 tx_bytes per step). Checks:
 * the weights saved after the run and the losses are bitwise those of plain ZeRO-3;
+* the memory report says each rank's host, node and local rank, and its gather memory (the
+  secondary partition included) is predicted exactly;
 * the comm log: each bucket's first gather of a step spans the world; every later one is labelled
   `gather bN hpz`, spans 2 ranks and sends 0 B to the other node;
 * the bytes leaving each node per step, measured on its interface: at most 2/3 of plain ZeRO-3's, and
@@ -13,16 +15,12 @@ Exits 77 (skipped) when this machine cannot create namespaces.
 """
 import json
 import os
-import re
-import statistics
-import subprocess
 import unittest
 
-from mn_common import CLUSTER, REPO, TempDirTest, exit_if_no_cluster, leftovers, run, zerotrain_env
+from mn_common import ClusterRun, TempDirTest, exit_if_no_cluster, explain_node_bytes
 from test_train import fp32_config, losses, train_args
 
 STEPS = 6
-MODEL = os.path.join(REPO, "configs", "models", "gpt-tiny.json")
 
 
 def config(hpz):
@@ -39,34 +37,19 @@ class HpzAcrossNodes(TempDirTest):
             json.dump(config(hpz), f)
         return path
 
-    def predicted(self, cfg):
-        """Bytes each node sends per step with the MPI backend, by explain."""
-        env = zerotrain_env()
-        p = subprocess.run([env["ZT_BIN"], "explain", "--config", cfg, "--model", MODEL, "--world-size", "4",
-                            "--nodes", "2"], capture_output=True, text=True, env=env, timeout=60)
-        self.assertEqual(p.returncode, 0, p.stderr)
-        m = re.search(r"\((\d+) B\) with the MPI backend", p.stdout)
-        self.assertIsNotNone(m, p.stdout)
-        return int(m.group(1))
-
     def train(self, hpz):
-        name = "h%d" % hpz
-        report, log = os.path.join(self.dir, name + ".tx.jsonl"), os.path.join(self.dir, name + ".comm.jsonl")
-        prefix = os.path.join(self.dir, name)
-        rc, out = run(["bash", CLUSTER, "--tx-report", report, "--", "-q"]
-                      + train_args(self.write_config(hpz), prefix, steps=STEPS) + ["--comm-log", log],
-                      self.dir, timeout=120)
-        self.assertEqual(rc, 0, out)
-        self.assertEqual(leftovers(), [])
-        with open(report) as f:
-            rows = [json.loads(ln) for ln in f]
-        self.assertEqual([r["step"] for r in rows], list(range(1, STEPS + 1)), out)
-        sent = max(statistics.mean(r["tx_bytes"][node] for r in rows[1:]) for node in rows[0]["tx_bytes"])
-        with open(log) as f:
-            records = [json.loads(ln) for ln in f]
+        prefix = os.path.join(self.dir, "h%d" % hpz)
+        argv = train_args(self.write_config(hpz), prefix, steps=STEPS) + ["--memory-report", prefix + ".mem.json"]
+        r = ClusterRun(self, self.dir, "h%d" % hpz, argv, STEPS, comm_log=True)
+        with open(prefix + ".mem.json") as f:  # each rank's place, and the secondary partition predicted
+            ranks = json.load(f)["ranks"]
+        self.assertEqual([(m["host"], m["node"], m["local_rank"]) for m in ranks],
+                         [("node%d" % (k // 2), k // 2, k % 2) for k in range(4)])
+        for m in ranks:
+            self.assertEqual(m["categories"]["gather"]["predicted_bytes"], m["categories"]["gather"]["peak_bytes"])
         with open(prefix + ".safetensors", "rb") as f:
             weights = f.read()
-        return sent, losses(prefix + ".jsonl"), records, weights
+        return r.sent, losses(prefix + ".jsonl"), r.records, weights
 
     def test_backward_gathers_stay_in_the_node(self):
         plain_sent, plain_losses, plain_log, plain_weights = self.train(1)
@@ -90,7 +73,7 @@ class HpzAcrossNodes(TempDirTest):
                 self.assertNotIn("ranks", r)
                 self.assertGreater(r["node_send_bytes"], 0, r)
 
-        p0, p1 = self.predicted(self.write_config(1)), self.predicted(self.write_config(2))
+        p0, p1 = explain_node_bytes(self, self.write_config(1)), explain_node_bytes(self, self.write_config(2))
         print("bytes per step leaving the busiest node: %.0f plain ZeRO-3, %.0f with hpZ: ratio %.3f (explain "
               "predicts %d -> %d B, %.3f)" % (plain_sent, sent, sent / plain_sent, p0, p1, p1 / p0), flush=True)
         self.assertLessEqual(sent, 2 / 3 * plain_sent)

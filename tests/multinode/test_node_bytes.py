@@ -13,28 +13,16 @@ Exits 77 (skipped) when this machine cannot create namespaces.
 """
 import json
 import os
-import re
 import statistics
-import subprocess
 import unittest
 
-from mn_common import CLUSTER, REPO, TempDirTest, exit_if_no_cluster, leftovers, run, zerotrain_env
+from mn_common import ClusterRun, TempDirTest, exit_if_no_cluster, explain_node_bytes
 from test_train import fp32_config, train_args
 
 STEPS = 6
-MODEL = os.path.join(REPO, "configs", "models", "gpt-tiny.json")
 
 
 class NodeBytes(TempDirTest):
-    def predicted(self, cfg):
-        env = zerotrain_env()
-        p = subprocess.run([env["ZT_BIN"], "explain", "--config", cfg, "--model", MODEL, "--world-size", "4",
-                            "--nodes", "2"], capture_output=True, text=True, env=env, timeout=60)
-        self.assertEqual(p.returncode, 0, p.stderr)
-        m = re.search(r"\((\d+) B\) with the MPI backend", p.stdout)
-        self.assertIsNotNone(m, p.stdout)
-        return int(m.group(1))
-
     def check_stage(self, stage):
         name = "s%d" % stage
         cfg = os.path.join(self.dir, name + ".json")
@@ -43,34 +31,24 @@ class NodeBytes(TempDirTest):
             config["zero_optimization"]["stage3_param_persistence_threshold"] = 0
         with open(cfg, "w") as f:
             json.dump(config, f)
-        report, log = os.path.join(self.dir, name + ".tx.jsonl"), os.path.join(self.dir, name + ".comm.jsonl")
-        rc, out = run(["bash", CLUSTER, "--tx-report", report, "--", "-q"]
-                      + train_args(cfg, os.path.join(self.dir, name), steps=STEPS) + ["--comm-log", log],
-                      self.dir, timeout=120)
-        self.assertEqual(rc, 0, out)
-        self.assertEqual(leftovers(), [])
+        run = ClusterRun(self, self.dir, name, train_args(cfg, os.path.join(self.dir, name), steps=STEPS), STEPS,
+                         comm_log=True)
         for rank in range(4):
-            self.assertRegex(out, r"rank %d\s+host node%d\s+node %d/2\s+local_rank %d/2" % (rank, rank // 2, rank // 2,
-                                                                                          rank % 2))
-        with open(log) as f:
-            records = [json.loads(line) for line in f]
-        self.assertTrue(records)
-        for r in records:
+            self.assertRegex(run.out, r"rank %d\s+host node%d\s+node %d/2\s+local_rank %d/2"
+                             % (rank, rank // 2, rank // 2, rank % 2))
+        self.assertTrue(run.records)
+        for r in run.records:
             self.assertIn("node_send_bytes", r, r)
             if r["op"] in ("reduce_scatter", "all_gather"):
                 self.assertEqual(r["node_send_bytes"], 2 * (4 - 2) / 4 * r["bytes"], r)
-        with open(report) as f:
-            rows = [json.loads(line) for line in f]
-        self.assertEqual([r["step"] for r in rows], list(range(1, STEPS + 1)), out)
-        predicted = self.predicted(cfg)
-        per_node = {node: statistics.mean(r["tx_bytes"][node] for r in rows[1:]) for node in rows[0]["tx_bytes"]}
-        for node, measured in per_node.items():
+        predicted = explain_node_bytes(self, cfg)
+        for node, measured in run.per_node.items():
             print("stage %d %s: %.0f B per step measured, %d B predicted (ratio %.3f)"
                   % (stage, node, measured, predicted, measured / predicted), flush=True)
             # a node's counter read at a step line may still miss bytes of that step's last exchange
             self.assertGreaterEqual(measured, 0.85 * predicted, node)
             self.assertLessEqual(measured, 1.3 * predicted, node)
-        both = statistics.mean(per_node.values())
+        both = statistics.mean(run.per_node.values())
         self.assertGreaterEqual(both, 0.9 * predicted)
         self.assertLessEqual(both, 1.25 * predicted)
 

@@ -13,16 +13,12 @@ Exits 77 (skipped) when this machine cannot create namespaces.
 """
 import json
 import os
-import re
-import statistics
-import subprocess
 import unittest
 
-from mn_common import CLUSTER, REPO, TempDirTest, exit_if_no_cluster, leftovers, run, zerotrain_env
+from mn_common import ClusterRun, TempDirTest, exit_if_no_cluster, explain_node_bytes
 from test_train import fp32_config, losses, train_args
 
 STEPS = 6
-MODEL = os.path.join(REPO, "configs", "models", "gpt-tiny.json")
 
 
 class QuantizedGradientsAcrossNodes(TempDirTest):
@@ -34,30 +30,11 @@ class QuantizedGradientsAcrossNodes(TempDirTest):
             json.dump(c, f)
         return path
 
-    def predicted(self, cfg):
-        env = zerotrain_env()
-        p = subprocess.run([env["ZT_BIN"], "explain", "--config", cfg, "--model", MODEL, "--world-size", "4",
-                            "--nodes", "2"], capture_output=True, text=True, env=env, timeout=60)
-        self.assertEqual(p.returncode, 0, p.stderr)
-        m = re.search(r"\((\d+) B\) with the MPI backend", p.stdout)
-        self.assertIsNotNone(m, p.stdout)
-        return int(m.group(1))
-
     def train(self, on):
-        name = "g%d" % on
-        report, log = os.path.join(self.dir, name + ".tx.jsonl"), os.path.join(self.dir, name + ".comm.jsonl")
-        rc, out = run(["bash", CLUSTER, "--tx-report", report, "--", "-q"]
-                      + train_args(self.write_config(on), os.path.join(self.dir, name), steps=STEPS)
-                      + ["--comm-log", log], self.dir, timeout=120)
-        self.assertEqual(rc, 0, out)
-        self.assertEqual(leftovers(), [])
-        with open(report) as f:
-            rows = [json.loads(ln) for ln in f]
-        self.assertEqual([r["step"] for r in rows], list(range(1, STEPS + 1)), out)
-        sent = max(statistics.mean(r["tx_bytes"][node] for r in rows[1:]) for node in rows[0]["tx_bytes"])
-        with open(log) as f:
-            records = [json.loads(ln) for ln in f]
-        return sent, losses(os.path.join(self.dir, name + ".jsonl")), records
+        prefix = os.path.join(self.dir, "g%d" % on)
+        r = ClusterRun(self, self.dir, "g%d" % on, train_args(self.write_config(on), prefix, steps=STEPS), STEPS,
+                       comm_log=True)
+        return r.sent, losses(prefix + ".jsonl"), r.records
 
     def test_two_hops_and_the_bytes_leaving_each_node(self):
         plain_sent, plain_losses, _ = self.train(False)
@@ -72,7 +49,7 @@ class QuantizedGradientsAcrossNodes(TempDirTest):
         for r in inter:
             self.assertEqual((r.get("ranks"), r.get("across")), (2, True), r)
             self.assertGreater(r["node_send_bytes"], 0, r)
-        p0, p1 = self.predicted(self.write_config(False)), self.predicted(self.write_config(True))
+        p0, p1 = explain_node_bytes(self, self.write_config(False)), explain_node_bytes(self, self.write_config(True))
         print("bytes per step leaving the busiest node: %.0f plain, %.0f int4 gradients: ratio %.3f (explain "
               "predicts %d -> %d B, %.3f)" % (plain_sent, sent, sent / plain_sent, p0, p1, p1 / p0), flush=True)
         self.assertLess(abs(sent / plain_sent - p1 / p0), 0.1)

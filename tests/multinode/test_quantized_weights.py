@@ -12,12 +12,11 @@ import json
 import os
 import re
 import shutil
-import statistics
 import subprocess
 import tempfile
 import unittest
 
-from mn_common import CLUSTER, REPO, exit_if_no_cluster, leftovers, run, zerotrain_env
+from mn_common import GPT_TINY, ClusterRun, exit_if_no_cluster, zerotrain_env
 from test_train import fp32_config, losses, train_args
 
 STEPS = 6
@@ -48,7 +47,7 @@ class QuantizedWeightsAcrossNodes(unittest.TestCase):
         """Σ bytes of the step's collectives by explain, (gathers, the rest), for 4 ranks."""
         env = zerotrain_env()
         p = subprocess.run([env["ZT_BIN"], "explain", "--config", cfg,
-                            "--model", os.path.join(REPO, "configs", "models", "gpt-tiny.json"), "--world-size", "4"],
+                            "--model", GPT_TINY, "--world-size", "4"],
                            capture_output=True, text=True, env=env, timeout=60)
         self.assertEqual(p.returncode, 0, p.stderr)
         gathers = rest = 0
@@ -63,18 +62,10 @@ class QuantizedWeightsAcrossNodes(unittest.TestCase):
         return gathers, rest
 
     def train(self, quantized):
-        name = "q%d" % quantized
-        report = os.path.join(self.dir, name + ".tx.jsonl")
-        rc, out = run(["bash", CLUSTER, "--tx-report", report, "--", "-q"]
-                      + train_args(self.write_config(quantized), os.path.join(self.dir, name), steps=STEPS),
-                      self.dir, timeout=120)
-        self.assertEqual(rc, 0, out)
-        self.assertEqual(leftovers(), [])
-        with open(report) as f:
-            rows = [json.loads(ln) for ln in f]
-        self.assertEqual([r["step"] for r in rows], list(range(1, STEPS + 1)), out)
-        sent = max(statistics.mean(r["tx_bytes"][node] for r in rows[1:]) for node in rows[0]["tx_bytes"])
-        return sent, losses(os.path.join(self.dir, name + ".jsonl"))
+        prefix = os.path.join(self.dir, "q%d" % quantized)
+        r = ClusterRun(self, self.dir, "q%d" % quantized, train_args(self.write_config(quantized), prefix, steps=STEPS),
+                       STEPS)
+        return r.sent, losses(prefix + ".jsonl")
 
     def test_bytes_leaving_each_node_shrink_as_predicted(self):
         plain_bytes, plain_losses = self.train(False)

@@ -65,15 +65,9 @@ TEST(QuantizedReduceScatter, TwoHopsEqualTheirEmulationAndStayWithinTheBound) {
           const std::string what = "L " + std::to_string(L) + " K " + std::to_string(K) + " slice " +
                                    std::to_string(slice) + " block " + std::to_string(block) + " " + dtype_name(dt);
           const QuantizedReduceShape sh{L, K, slice, block};
-          const QuantizedReduceSizes z = quantized_reduce_sizes(sh);
-          std::vector<float> scratch(static_cast<size_t>(z.total()));
-          QuantizedReduceScratch sc;
-          int64_t at = 0;
-          for (auto [view, cnt] : {std::pair{&sc.send1, z.send1}, {&sc.recv1, z.recv1}, {&sc.partial, z.partial},
-                                   {&sc.send2, z.send2}, {&sc.recv2, z.recv2}, {&sc.sum, z.sum}}) {
-            *view = host_view(scratch, at, cnt);
-            at += cnt;
-          }
+          std::vector<float> scratch(static_cast<size_t>(quantized_reduce_sizes(sh).total()));
+          const QuantizedReduceScratch sc =
+              quantized_reduce_scratch(host_view(scratch, 0, static_cast<int64_t>(scratch.size())), sh);
           // Every rank's bucket, rounded to the bucket dtype as the engine's wire slot holds it.
           std::vector<std::vector<float>> in(static_cast<size_t>(n));
           for (int k = 0; k < n; ++k) {

@@ -51,6 +51,8 @@ struct QuantizedReduceSizes {
   int64_t total() const { return send1 + recv1 + partial + send2 + recv2 + sum; }
 };
 QuantizedReduceSizes quantized_reduce_sizes(const QuantizedReduceShape& shape);
+// The scratch views, one after another in `buffer` (fp32, at least quantized_reduce_sizes(shape).total()).
+QuantizedReduceScratch quantized_reduce_scratch(const TensorView& buffer, const QuantizedReduceShape& shape);
 
 // The reduce-scatter of `full` (N·s elements; its dtype is the wire dtype) into `out` (s
 // elements, this rank's slice — it may be the slice of `full` itself), issued on the
