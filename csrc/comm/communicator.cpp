@@ -184,18 +184,20 @@ bool Communicator::block_prepared(int block) const {
   return std::find(blocks_.begin(), blocks_.end(), block) != blocks_.end();
 }
 
+void Communicator::require_prepared(RankGroup group, CommOp op, const std::string& label) const {
+  ZT_CHECK(group.block == 0 || block_prepared(group.block),
+           where(op, label) + ": blocks of " + std::to_string(group.block) + " ranks were not prepared (prepare_block)");
+}
+
 uint64_t Communicator::all_gather_in_block(int block, const void* send, void* recv, size_t send_count, DType dt,
                                            const std::string& label, Event* done) {
-  ZT_CHECK(block_prepared(block), where(CommOp::AllGather, label) + ": blocks of " + std::to_string(block) +
-                                      " ranks were not prepared (prepare_block)");
+  require_prepared(RankGroup::within(block), CommOp::AllGather, label);
   return all_gather_over(RankGroup::within(block), send, recv, send_count, dt, label, done);
 }
 
 uint64_t Communicator::all_to_all(const void* send, void* recv, size_t count, DType dt, RankGroup group,
                                   const std::string& label, Event* done) {
-  ZT_CHECK(group.block == 0 || block_prepared(group.block),
-           where(CommOp::AllToAll, label) + ": blocks of " + std::to_string(group.block) +
-               " ranks were not prepared (prepare_block)");
+  require_prepared(group, CommOp::AllToAll, label);
   const size_t bytes = count * dtype_size(dt) * static_cast<size_t>(group.size(world_size_));
   ZT_CHECK(count == 0 || (send && recv), where(CommOp::AllToAll, label) + ": null buffer");
   ZT_CHECK(!overlaps(send, bytes, recv, bytes), where(CommOp::AllToAll, label) + ": send and recv overlap");

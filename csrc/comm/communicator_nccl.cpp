@@ -59,7 +59,7 @@ class NcclCommunicator final : public Communicator {
     scratch_ = dev.alloc(sizeof(float), MemCategory::Communicator, true);
     CommWatchdog::Hooks hooks;
     hooks.poll = [this] { return poll(); };
-    hooks.on_abort = [this] {
+    hooks.on_abort = [this] {  // blocks_ grows only in prepare_block, before any collective uses it
       for (const BlockComm& b : blocks_) ncclCommAbort(b.comm);
       ncclCommAbort(nccl_);
     };

@@ -262,6 +262,8 @@ class Communicator {
 
  private:
   uint64_t issue(Call c, const std::string& label, size_t bytes, Event* done);
+  // A collective over `group` needs its blocks prepared (ZT_CHECK naming op and label).
+  void require_prepared(RankGroup group, CommOp op, const std::string& label) const;
   // all_gather and all_gather_in_block: `group`'s members, this rank at group.index(rank).
   uint64_t all_gather_over(RankGroup group, const void* send, void* recv, size_t send_count, DType dt,
                            const std::string& label, Event* done);
