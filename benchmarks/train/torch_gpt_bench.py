@@ -176,4 +176,12 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    finally:
+        # An initialised gloo group left to the interpreter's exit can abort the process
+        # ("terminate called without an active exception") after the results are written.
+        import torch.distributed as dist
+        if dist.is_available() and dist.is_initialized():
+            dist.barrier()
+            dist.destroy_process_group()
