@@ -98,7 +98,7 @@ class MpiCommunicator final : public Communicator {
     buffers_ = comm_buffer_plan(CommBackend::MPI, n, opts_);  // the memory prediction lists the same
     const int64_t bytes = mpi_scratch_bytes(n, opts_);
     if (bytes > 0) scratch_ = dev.alloc(static_cast<size_t>(bytes), MemCategory::Communicator);
-    stream_ = std::make_unique<CpuStream>("comm");
+    stream_ = std::make_unique<CpuStream>("comm", 1);  // one thread: the cores are the compute team's
     watchdog_ = std::make_unique<CommWatchdog>(log_, opts_.timeout_s, comm_, CommWatchdog::Hooks{});
   }
   ~MpiCommunicator() override {

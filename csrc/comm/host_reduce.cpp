@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 
 #include "zerotrain/core/check.h"
@@ -29,6 +30,9 @@ inline float max_f32(float a, float b) {
   return a;
 }
 
+// The element loops carry `omp simd`: per element they do exactly the scalar operations in the
+// same order (widen, add left to right, divide, round once), so vector lanes change no bit; they
+// only run at the baseline ISA's width (SSE2 on x86-64), which every CPU has.
 template <typename T>
 void reduce_typed(const void* const* srcs, int nsrc, void* dst_v, size_t count, ReduceOp op, int divisor) {
   T* dst = static_cast<T*>(dst_v);
@@ -36,20 +40,24 @@ void reduce_typed(const void* const* srcs, int nsrc, void* dst_v, size_t count, 
   for (size_t base = 0; base < count; base += kTile) {
     const size_t m = count - base < kTile ? count - base : kTile;
     const T* s0 = static_cast<const T*>(srcs[0]) + base;
+#pragma omp simd
     for (size_t i = 0; i < m; ++i) acc[i] = to_f32(s0[i]);
     for (int k = 1; k < nsrc; ++k) {
       const T* sk = static_cast<const T*>(srcs[k]) + base;
       if (op == ReduceOp::Max) {
         for (size_t i = 0; i < m; ++i) acc[i] = max_f32(acc[i], to_f32(sk[i]));
       } else {
+#pragma omp simd
         for (size_t i = 0; i < m; ++i) acc[i] += to_f32(sk[i]);
       }
     }
     if (op == ReduceOp::Avg && divisor != 1) {  // divide (correctly rounded), not multiply by 1/n
       const float d = static_cast<float>(divisor);
+#pragma omp simd
       for (size_t i = 0; i < m; ++i) acc[i] /= d;
     }
     T* out = dst + base;
+#pragma omp simd
     for (size_t i = 0; i < m; ++i) out[i] = from_f32<T>(acc[i]);
   }
 }
@@ -60,6 +68,10 @@ void reduce_in_order(const void* const* srcs, int nsrc, void* dst, size_t count,
                      int divisor) {
   ZT_CHECK(nsrc >= 1, "reduce_in_order needs at least one source");
   ZT_CHECK(divisor >= 1, "reduce_in_order divisor must be >= 1");
+  if (nsrc == 1 && (op != ReduceOp::Avg || divisor == 1)) {  // nothing to combine: copied bit for bit
+    if (dst != srcs[0]) std::memmove(dst, srcs[0], count * dtype_size(dt));
+    return;
+  }
   switch (dt) {
     case DType::F32: reduce_typed<float>(srcs, nsrc, dst, count, op, divisor); break;
     case DType::BF16: reduce_typed<bf16>(srcs, nsrc, dst, count, op, divisor); break;

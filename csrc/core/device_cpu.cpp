@@ -23,8 +23,8 @@ std::atomic<int> g_stream_omp_threads{0};
 void set_cpu_stream_omp_threads(int n) { g_stream_omp_threads = n; }
 int cpu_stream_omp_threads() { return g_stream_omp_threads; }
 
-CpuStream::CpuStream(std::string name) : name_(std::move(name)) {
-  const int omp_threads = cpu_stream_omp_threads();
+CpuStream::CpuStream(std::string name, int omp_threads) : name_(std::move(name)) {
+  if (omp_threads <= 0) omp_threads = cpu_stream_omp_threads();
   worker_ = std::thread([this, omp_threads] {
     if (omp_threads > 0) omp_set_num_threads(omp_threads);
     run();

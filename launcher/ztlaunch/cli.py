@@ -115,6 +115,14 @@ def _user_env(args, env):
     return out
 
 
+def _team_size(env, user_env, threads):
+    """OpenMP threads per rank: the user's OMP_NUM_THREADS (--env first, then the environment;
+    its first level where it lists several), else the launcher's own."""
+    value = dict(user_env).get("OMP_NUM_THREADS") or env.get("OMP_NUM_THREADS") or threads
+    first = str(value).split(",")[0].strip()
+    return int(first) if first.isdigit() and int(first) > 0 else int(threads)
+
+
 def _merge_env(layers):
     """Later layers override earlier ones; first-seen order is kept."""
     merged = {}
@@ -204,7 +212,8 @@ def make_plan(args, env):
     passed = [(n, None) for n in environment.passthrough_names(env)
               if not (n == "CUDA_VISIBLE_DEVICES" and (plan.host_cvd or local_cvd is not None))]
     defaults = [(n, threads) for n in environment.THREAD_VARS if n not in env]
-    if "OMP_WAIT_POLICY" not in env:
+    team = _team_size(env, user_env, threads)
+    if "OMP_WAIT_POLICY" not in env and "OMP_WAIT_POLICY" not in user_names and team * max(1, ranks_per_node) > cores:
         defaults.append(("OMP_WAIT_POLICY", "PASSIVE"))
     if local_cvd is not None:
         defaults.append(("CUDA_VISIBLE_DEVICES", local_cvd))

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <random>
 #include <vector>
 
 #include "zerotrain/comm/comm_log.h"
@@ -60,6 +62,75 @@ TEST(HostReduce, InPlaceAliasAndLongRuns) {
   const void* srcs[] = {a.data(), b.data()};
   reduce_in_order(srcs, 2, a.data(), n, DType::F32, ReduceOp::Sum, 2);
   for (size_t i = 0; i < n; ++i) ASSERT_EQ(a[i], static_cast<float>(i) + 0.5f) << i;
+}
+
+// The element loop the kernel must equal bit for bit: widen, combine left to right in fp32,
+// divide, round once. One source with nothing to divide is copied as is.
+template <typename T>
+std::vector<T> reduce_reference(const std::vector<std::vector<T>>& src, ReduceOp op, int divisor) {
+  std::vector<T> out(src[0].size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    float acc = to_f32(src[0][i]);
+    for (size_t k = 1; k < src.size(); ++k) {
+      const float v = to_f32(src[k][i]);
+      if (op != ReduceOp::Max) acc += v;
+      else if (std::isnan(acc) || std::isnan(v)) acc = std::numeric_limits<float>::quiet_NaN();
+      else if (v > acc || (v == acc && std::signbit(acc))) acc = v;
+    }
+    if (op == ReduceOp::Avg) acc /= static_cast<float>(divisor);
+    out[i] = src.size() == 1 && (op != ReduceOp::Avg || divisor == 1) ? src[0][i] : from_f32<T>(acc);
+  }
+  return out;
+}
+
+template <typename T>
+uint32_t bits_of(T v) {
+  uint32_t u = 0;
+  std::memcpy(&u, &v, sizeof(T));
+  return u;
+}
+
+// Random values with specials (±0, ±inf, NaN, bf16 rounding ties, huge values that overflow when
+// summed) over lengths that end mid-tile, 1–4 sources, every op, in place and out of place.
+template <typename T>
+void expect_reduce_matches_reference(DType dt) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> uni(-4.0f, 4.0f);
+  const float specials[] = {0.0f, -0.0f, std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(),
+                            1.0f + 1.0f / 256, 3.0e38f, -3.0e38f, 1e-40f};
+  for (const size_t n : {size_t{1}, size_t{17}, size_t{1024}, size_t{3000}}) {
+    for (int nsrc = 1; nsrc <= 4; ++nsrc) {
+      std::vector<std::vector<T>> src(static_cast<size_t>(nsrc), std::vector<T>(n));
+      for (auto& s : src) {
+        for (size_t i = 0; i < n; ++i) s[i] = from_f32<T>(rng() % 8 == 0 ? specials[rng() % 9] : uni(rng));
+      }
+      std::vector<const void*> ptrs;
+      for (auto& s : src) ptrs.push_back(s.data());
+      for (const ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max}) {
+        for (const int divisor : {1, nsrc + 1}) {
+          const std::vector<T> want = reduce_reference(src, op, divisor);
+          std::vector<T> out(n);
+          reduce_in_order(ptrs.data(), nsrc, out.data(), n, dt, op, divisor);
+          std::vector<T> in_place = src.back();
+          std::vector<const void*> alias = ptrs;
+          alias.back() = in_place.data();
+          reduce_in_order(alias.data(), nsrc, in_place.data(), n, dt, op, divisor);
+          for (size_t i = 0; i < n; ++i) {
+            ASSERT_EQ(bits_of(out[i]), bits_of(want[i])) << dtype_name(dt) << " n=" << n << " sources=" << nsrc
+                                                         << " op=" << reduce_op_name(op) << " i=" << i;
+            ASSERT_EQ(bits_of(in_place[i]), bits_of(want[i])) << "in place, " << dtype_name(dt) << " i=" << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(HostReduce, BitwiseTheElementLoopOnEveryDtype) {
+  expect_reduce_matches_reference<float>(DType::F32);
+  expect_reduce_matches_reference<bf16>(DType::BF16);
+  expect_reduce_matches_reference<fp16>(DType::F16);
 }
 
 TEST(CommLog, SequenceRingAndStats) {

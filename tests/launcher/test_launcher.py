@@ -151,7 +151,8 @@ class DryRunTests(TempFiles):
         xs = x_values(argv)
         self.assertIn("OMP_NUM_THREADS=" + threads, xs)
         self.assertIn("OPENBLAS_NUM_THREADS=" + threads, xs)
-        self.assertIn("OMP_WAIT_POLICY=PASSIVE", xs)
+        # PASSIVE only where the ranks' teams would share cores.
+        self.assertEqual("OMP_WAIT_POLICY=PASSIVE" in xs, 2 * int(threads) > environment.local_cores())
         self.assertIn("PATH", xs)
         self.assertEqual(argv[-2:], ["/bin/true", "a b"])
 
@@ -183,6 +184,21 @@ class DryRunTests(TempFiles):
         # --env overrides the launcher's own choice.
         self.assertIn("OMP_WAIT_POLICY=ACTIVE", x_values(dry(["-n", "1", "--env", "OMP_WAIT_POLICY=ACTIVE", "true"])))
 
+    def test_wait_policy_passive_only_where_teams_share_cores(self):
+        cores = environment.local_cores()
+        over = x_values(dry(["-n", str(cores + 1), "/bin/true"]))  # more ranks than cores
+        self.assertIn("OMP_WAIT_POLICY=PASSIVE", over)
+        one = x_values(dry(["-n", "1", "/bin/true"]))  # one team with every core
+        self.assertIn("OMP_NUM_THREADS=%d" % cores, one)
+        self.assertFalse(any(x.startswith("OMP_WAIT_POLICY") for x in one), one)
+        # A team the user sized past the cores shares them: from the environment or from --env.
+        self.assertIn("OMP_WAIT_POLICY=PASSIVE", x_values(dry(["-n", "1", "/bin/true"],
+                                                              OMP_NUM_THREADS=str(cores + 1))))
+        self.assertIn("OMP_WAIT_POLICY=PASSIVE",
+                      x_values(dry(["-n", "1", "--env", "OMP_NUM_THREADS=%d,1" % (cores + 1), "/bin/true"])))
+        self.assertNotIn("OMP_WAIT_POLICY=PASSIVE",
+                         x_values(dry(["-n", str(cores + 1), "--env", "OMP_WAIT_POLICY=ACTIVE", "/bin/true"])))
+
     def test_default_ranks_follow_visible_gpus(self):
         argv = dry(["/bin/true"], CUDA_VISIBLE_DEVICES="4,5,6")
         self.assertEqual(opt(argv, "-np"), "3")
@@ -209,7 +225,7 @@ class DryRunTests(TempFiles):
         self.assertIn("CUDA_VISIBLE_DEVICES=0,2", x_values(ctx[0]))
         self.assertIn("CUDA_VISIBLE_DEVICES=1", x_values(ctx[1]))
         for c in ctx:  # OpenMPI applies -x per app context: each one carries the common list
-            self.assertIn("OMP_WAIT_POLICY=PASSIVE", x_values(c))
+            self.assertIn("OPENBLAS_NUM_THREADS=%d" % max(1, environment.local_cores() // 2), x_values(c))
             self.assertEqual(c[-1], "/bin/true")
 
     def test_hostfile_same_layout_is_one_context(self):
@@ -237,7 +253,9 @@ class DryRunTests(TempFiles):
         export = [w for w in argv if w.startswith("--export=")]
         self.assertEqual(len(export), 1)
         self.assertTrue(export[0].startswith("--export=ALL,"))
-        self.assertIn("OMP_WAIT_POLICY=PASSIVE", export[0].split(","))
+        threads = max(1, environment.local_cores() // 4)
+        self.assertIn("OMP_NUM_THREADS=%d" % threads, export[0].split(","))
+        self.assertEqual("OMP_WAIT_POLICY=PASSIVE" in export[0].split(","), 4 * threads > environment.local_cores())
         self.assertNotIn("--allow-run-as-root", argv)
         self.assertEqual(argv[-2:], ["/bin/true", "x"])
         self.assertEqual(opt(dry(["/bin/true"], SLURM_JOB_ID="42", SLURM_NTASKS="6"), "--ntasks"), "6")

@@ -62,21 +62,20 @@ struct Operand {
   int64_t R, K;
 };
 
-// Packs op(X) [R, K] into ceil(R / W) blocks of depth × W elements, zero rows past R (the A blocks
-// with W = kMR, the B panels with W = kNR and X = op(B)ᵀ).
+// Packs block `blk` of op(X) [R, K]: depth × W elements from row blk · W, zero rows past R (the A
+// blocks with W = kMR, the B panels with W = kNR and X = op(B)ᵀ).
 template <typename Panels, int W>
-void pack(const Operand& op, typename Panels::Elem* out) {
-  const int64_t blocks = (op.R + W - 1) / W, depth = Panels::depth(op.K);
-#pragma omp parallel for schedule(static) if (op.R * op.K > kParallelGrain)
-  for (int64_t blk = 0; blk < blocks; ++blk) {
-    typename Panels::Elem* dst = out + blk * depth * W;
-    const int64_t r0 = blk * W, rows = std::min<int64_t>(W, op.R - r0);
-    if (rows < W) std::fill(dst, dst + depth * W, typename Panels::Elem{0});
-    // X stored [K, R] when trans: each k's rows are contiguous.
-    Panels::pack(op.x + r0 * (op.trans ? 1 : op.ld), op.ld, op.trans, rows, op.K, W, dst);
-  }
+void pack_block(const Operand& op, int64_t blk, typename Panels::Elem* out) {
+  const int64_t depth = Panels::depth(op.K);
+  typename Panels::Elem* dst = out + blk * depth * W;
+  const int64_t r0 = blk * W, rows = std::min<int64_t>(W, op.R - r0);
+  if (rows < W) std::fill(dst, dst + depth * W, typename Panels::Elem{0});
+  // X stored [K, R] when trans: each k's rows are contiguous.
+  Panels::pack(op.x + r0 * (op.trans ? 1 : op.ld), op.ld, op.trans, rows, op.K, W, dst);
 }
 
+// One parallel region per GEMM (the team forks once): the A blocks and B panels are packed by
+// all threads, then, after the implicit barrier of the second loop, every kMR × kNR tile of C.
 template <typename Panels, typename Out>
 void gemm_tiled(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t* A, int64_t lda,
                 const uint16_t* B, int64_t ldb, float beta, Out* C, int64_t ldc) {
@@ -84,15 +83,21 @@ void gemm_tiled(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, 
   const int64_t depth = Panels::depth(K), mb = (M + kMR - 1) / kMR, nb = (N + kNR - 1) / kNR;
   typename Panels::Elem* a = reserve<typename Panels::Elem>(0, mb * kMR * depth);
   typename Panels::Elem* b = reserve<typename Panels::Elem>(1, nb * kNR * depth);
-  pack<Panels, kMR>(Operand{A, lda, ta, M, K}, a);
-  pack<Panels, kNR>(Operand{B, ldb, !tb, N, K}, b);  // op(B)ᵀ[j, k] = op(B)[k, j]
-#pragma omp parallel for collapse(2) schedule(static) if (M * N * std::max<int64_t>(K, 1) > 8 * kParallelGrain)
-  for (int64_t jb = 0; jb < nb; ++jb) {
-    for (int64_t ib = 0; ib < mb; ++ib) {
-      const int64_t i0 = ib * kMR, j0 = jb * kNR;
-      Panels::tile(a + ib * kMR * depth, b + jb * kNR * depth, depth, C + i0 * ldc + j0, ldc,
-                   static_cast<int>(std::min<int64_t>(kMR, M - i0)), static_cast<int>(std::min<int64_t>(kNR, N - j0)),
-                   alpha, beta);
+  const Operand op_a{A, lda, ta, M, K}, op_bt{B, ldb, !tb, N, K};  // op(B)ᵀ[j, k] = op(B)[k, j]
+#pragma omp parallel if (M * N * std::max<int64_t>(K, 1) > 8 * kParallelGrain)
+  {
+#pragma omp for schedule(static) nowait
+    for (int64_t blk = 0; blk < mb; ++blk) pack_block<Panels, kMR>(op_a, blk, a);
+#pragma omp for schedule(static)
+    for (int64_t blk = 0; blk < nb; ++blk) pack_block<Panels, kNR>(op_bt, blk, b);
+#pragma omp for collapse(2) schedule(static)
+    for (int64_t jb = 0; jb < nb; ++jb) {
+      for (int64_t ib = 0; ib < mb; ++ib) {
+        const int64_t i0 = ib * kMR, j0 = jb * kNR;
+        Panels::tile(a + ib * kMR * depth, b + jb * kNR * depth, depth, C + i0 * ldc + j0, ldc,
+                     static_cast<int>(std::min<int64_t>(kMR, M - i0)),
+                     static_cast<int>(std::min<int64_t>(kNR, N - j0)), alpha, beta);
+      }
     }
   }
 }

@@ -63,6 +63,32 @@ __attribute__((always_inline)) inline void store_tile(const __m512* acc0, const 
   }
 }
 
+// In-register transpose of a 16 × 16 matrix of 32-bit elements: on return r[j] holds what was
+// column j (r[j][i] = old r[i][j]). Four stages of 16 shuffles: 32-bit and 64-bit interleaves
+// inside each 128-bit lane, then two rounds of 128-bit lane shuffles.
+void transpose16x16(__m512i r[16]) {
+  __m512i t[16], u[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+  }
+  // u[4g + c], lane L = rows 4g..4g+3 at column 4L + c
+  for (int g = 0; g < 16; g += 4) {
+    u[g] = _mm512_unpacklo_epi64(t[g], t[g + 2]);
+    u[g + 1] = _mm512_unpackhi_epi64(t[g], t[g + 2]);
+    u[g + 2] = _mm512_unpacklo_epi64(t[g + 1], t[g + 3]);
+    u[g + 3] = _mm512_unpackhi_epi64(t[g + 1], t[g + 3]);
+  }
+  for (int c = 0; c < 4; ++c) {
+    const __m512i v0 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0x88), v1 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0x88);
+    const __m512i w0 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0xdd), w1 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0xdd);
+    r[c] = _mm512_shuffle_i32x4(v0, v1, 0x88);
+    r[4 + c] = _mm512_shuffle_i32x4(w0, w1, 0x88);
+    r[8 + c] = _mm512_shuffle_i32x4(v0, v1, 0xdd);
+    r[12 + c] = _mm512_shuffle_i32x4(w0, w1, 0xdd);
+  }
+}
+
 // Scatter offsets of 16 consecutive k down one column of a packed block: lane l at l · W.
 __m512i column_stride(int W) {
   return _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
@@ -118,19 +144,35 @@ void pack_pairs_avx512(const uint16_t* x, int64_t ld, bool along_k, int64_t rows
           const __m512i hi = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(odd + i)));
           _mm512_storeu_si512(out + i, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
         }
+        if (rows - i >= 2) {  // a short block (kMR = 12 rows): whole 32-bit pairs of rows by masked loads
+          const int dw = static_cast<int>((rows - i) / 2);
+          const __mmask16 m = static_cast<__mmask16>((1u << dw) - 1u);
+          const __m512i lo = _mm512_cvtepu16_epi32(_mm512_castsi512_si256(_mm512_maskz_loadu_epi32(m, even + i)));
+          const __m512i hi = _mm512_cvtepu16_epi32(_mm512_castsi512_si256(_mm512_maskz_loadu_epi32(m, odd + i)));
+          _mm512_mask_storeu_epi32(out + i, static_cast<__mmask16>((1u << (2 * dw)) - 1u),
+                                   _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+          i += 2 * dw;
+        }
       }
       for (; i < rows; ++i) out[i] = at(i, 2 * q) | at(i, 2 * q + 1) << 16;
     }
     return;
   }
-  // Each row's pairs are adjacent in memory: 16 pairs loaded at a time, scattered down the block's
-  // column (stride W).
-  const __m512i stride = column_stride(W);
+  // Each row's pairs are adjacent in memory: 16 rows × 16 pairs loaded (rows past `rows` as
+  // zeros), transposed in registers, and each pair's 16 rows stored as one run of the block.
+  const int64_t full = K / 32 * 16;  // pairs covered by whole 16-pair loads
+  for (int64_t i0 = 0; i0 < rows; i0 += 16) {
+    const int g = static_cast<int>(rows - i0 < 16 ? rows - i0 : 16);
+    const __mmask16 keep = static_cast<__mmask16>((1u << g) - 1u);
+    for (int64_t q = 0; q < full; q += 16) {
+      __m512i r[16];
+      for (int i = 0; i < 16; ++i) r[i] = i < g ? _mm512_loadu_si512(x + (i0 + i) * ld + 2 * q) : _mm512_setzero_si512();
+      transpose16x16(r);
+      for (int j = 0; j < 16; ++j) _mm512_mask_storeu_epi32(dst + (q + j) * W + i0, keep, r[j]);
+    }
+  }
   for (int64_t i = 0; i < rows; ++i) {
-    const uint16_t* src = x + i * ld;
-    int64_t q = 0;
-    for (; 2 * q + 32 <= K; q += 16) _mm512_i32scatter_epi32(dst + q * W + i, stride, _mm512_loadu_si512(src + 2 * q), 4);
-    for (; q < kp; ++q) dst[q * W + i] = at(i, 2 * q) | at(i, 2 * q + 1) << 16;
+    for (int64_t q = full; q < kp; ++q) dst[q * W + i] = at(i, 2 * q) | at(i, 2 * q + 1) << 16;
   }
 }
 

@@ -35,7 +35,12 @@ int cpu_stream_omp_threads();
 
 class CpuStream final : public Stream {
  public:
-  explicit CpuStream(std::string name);
+  // omp_threads: the OpenMP threads an op on this stream may use; 0 takes cpu_stream_omp_threads()
+  // (the rank's pool, for the compute stream). The comm stream passes 1: its ops (casts back
+  // from the wire dtype, quantisation) run beside the compute team, and a second team on the
+  // same cores makes libgomp count more threads than CPUs and stop spinning, so the compute
+  // team's threads sleep and wake through the kernel at every parallel region.
+  explicit CpuStream(std::string name, int omp_threads = 0);
   ~CpuStream() override;  // drains the queue, then joins the worker thread
   DeviceKind kind() const override { return DeviceKind::CPU; }
   const std::string& name() const override { return name_; }

@@ -36,14 +36,12 @@ ZT_HD float f32_from_bits(uint32_t u) {
 }
 
 // ---- bf16: top 16 bits of an fp32 ------------------------------------------------------
+// Branch-free (a select, not a branch), so loops over it vectorise.
 ZT_HD uint16_t f32_to_bf16_bits(float f) {
-  uint32_t u = f32_bits(f);
-  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu)) {
-    return static_cast<uint16_t>((u >> 16) | 0x0040u);  // NaN stays NaN (quiet), sign kept
-  }
-  uint32_t lsb = (u >> 16) & 1u;                         // round to nearest, ties to even
-  u += 0x7fffu + lsb;                                    // overflow rounds to inf, as it must
-  return static_cast<uint16_t>(u >> 16);
+  const uint32_t u = f32_bits(f);
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;  // nearest, ties to even; overflow → inf
+  const uint32_t quiet_nan = (u >> 16) | 0x0040u;                  // NaN stays NaN (quiet), sign kept
+  return static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
 }
 ZT_HD float bf16_bits_to_f32(uint16_t h) { return f32_from_bits(static_cast<uint32_t>(h) << 16); }
 
