@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -128,6 +129,17 @@ inline double dot(const std::vector<double>& a, const std::vector<double>& b) {
   for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
   return s;
 }
+
+// Restores an environment variable (set or unset) when a test that changes it ends.
+struct RestoreEnv {
+  explicit RestoreEnv(const char* name) : name(name), before(std::getenv(name)), saved(before ? before : "") {}
+  ~RestoreEnv() { before ? setenv(name, saved.c_str(), 1) : unsetenv(name); }
+  RestoreEnv(const RestoreEnv&) = delete;
+  RestoreEnv& operator=(const RestoreEnv&) = delete;
+  const char* name;
+  const char* before;
+  std::string saved;
+};
 
 // A CPU device and one compute stream; tests synchronize before reading results.
 class KernelTest : public ::testing::Test {

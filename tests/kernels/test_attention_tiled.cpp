@@ -2,6 +2,7 @@
 // reference: forward and every input gradient, many T (around the tile edges), heads 1-4, tile
 // sizes that do and do not divide T; finite differences in double; 16-bit tolerances; the same
 // bits under every ZT_CPU_ISA.
+#include <cstdio>
 #include <cstdlib>
 
 #include "attention_ref.h"
@@ -101,6 +102,36 @@ TEST_F(TiledAttentionTest, SixteenBitAgreesWithMaterialised) {
     const double rel = dt == DType::BF16 ? 2e-2 : 4e-3;
     expect_close(r.out_tiled, r.out_mat, rel, rel, "out " + tag_of(dt, c));
     expect_close(r.dqkv_tiled, r.dqkv_mat, rel, rel, "dqkv " + tag_of(dt, c));
+  }
+}
+
+// bf16 on the vdpbf16ps products (heads read in place, P and dS rounded to bf16 as they enter a
+// product) against the widened sgemm products, forward and dqkv, at the 16-bit tolerance above.
+TEST_F(TiledAttentionTest, Bf16ProductsAgreeWithWidenedProducts) {
+  if (!cpu::avx512_bf16_supported() || cpu::active_isa() != cpu::Isa::Avx512) {
+    std::printf("no AVX512_BF16 here (CPU or ZT_CPU_ISA): bf16 attention runs only the widened products\n");
+    return;
+  }
+  RestoreEnv gemm_env("ZT_CPU_BF16_GEMM");
+  for (const Case& c : {Case{1, 130, 32, 2, 0, 0}, Case{2, 77, 64, 4, 16, 24}}) {
+    HostTensor qkv = random_tensor(rng_, DType::BF16, {c.B, c.T, 3 * c.C}, -1.5, 1.5);
+    HostTensor dout = random_tensor(rng_, DType::BF16, {c.B, c.T, c.C});
+    std::vector<std::vector<double>> outs, grads;
+    for (const char* path : {"widen", "dpbf16"}) {
+      setenv("ZT_CPU_BF16_GEMM", path, 1);
+      HostTensor out(DType::BF16, {c.B, c.T, c.C}), stats(DType::F32, {c.B, c.H, c.T, attn_tile::kStatsPerRow});
+      HostTensor d(DType::BF16, {c.B, c.T, 3 * c.C});
+      d.fill(std::vector<double>(static_cast<size_t>(c.B * c.T * 3 * c.C), 0.0));
+      ops::attention_tiled_forward(s(), out.view(), stats.view(), qkv.view(), c.B, c.T, c.C, c.H, c.tile_q, c.tile_k);
+      ops::attention_tiled_backward(s(), d.view(), dout.view(), qkv.view(), out.view(), stats.view(), c.B, c.T, c.C,
+                                    c.H, c.tile_q, c.tile_k);
+      sync();
+      outs.push_back(out.values());
+      grads.push_back(d.values());
+    }
+    expect_close(outs[1], outs[0], 2e-2, 2e-2, "out dpbf16 vs widen " + tag_of(DType::BF16, c));
+    expect_close(grads[1], grads[0], 2e-2, 2e-2, "dqkv dpbf16 vs widen " + tag_of(DType::BF16, c));
+    EXPECT_NE(grads[1], grads[0]) << "the two paths ran the same products";
   }
 }
 

@@ -18,14 +18,6 @@ namespace {
 using cpu::Bf16Gemm;
 
 // An environment variable as it was before the test, put back when the test ends.
-struct RestoreEnv {
-  explicit RestoreEnv(const char* name) : name(name), before(std::getenv(name)), saved(before ? before : "") {}
-  ~RestoreEnv() { before ? setenv(name, saved.c_str(), 1) : unsetenv(name); }
-  const char* name;
-  const char* before;
-  std::string saved;
-};
-
 struct Case {
   int64_t M, N, K;
   bool ta, tb;

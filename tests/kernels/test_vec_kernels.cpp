@@ -251,9 +251,13 @@ TEST(VecKernels, SoftmaxXentRowEveryPathBitwiseAndCloseToOldKernelAndDouble) {
 }
 
 // The ops pick the path from ZT_CPU_ISA; all give the scalar path's bits (fp32 and bf16 logits,
-// an ignored position, a multi-threaded GELU when OMP_NUM_THREADS > 1, LayerNorm both ways).
+// an ignored position, a multi-threaded GELU when OMP_NUM_THREADS > 1, LayerNorm both ways). bf16
+// attention runs its tile products on the widened path here: the vdpbf16ps products exist on
+// AVX-512 alone (TiledAttentionTest.Bf16ProductsAgreeWithWidenedProducts checks them).
 TEST(VecKernels, OpsUnderForcedIsaMatchScalar) {
   RestoreIsaEnv restore;
+  RestoreEnv gemm_env("ZT_CPU_BF16_GEMM");
+  setenv("ZT_CPU_BF16_GEMM", "widen", 1);
   std::mt19937_64 rng(3);
   const int64_t N = 37, V = 259, n = 70001;
   std::vector<int32_t> tgt(N);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "../../csrc/kernels/cpu/cpu_vec_kernels.h"
+#include "kernel_test_util.h"
 #include "zerotrain/core/cpu_isa.h"
 
 namespace zt::test {
@@ -43,11 +44,8 @@ inline std::vector<float> random_floats(std::mt19937_64& rng, int64_t n, float l
 }
 
 // ZT_CPU_ISA as it was before the test, put back when the test ends.
-struct RestoreIsaEnv {
-  const char* before = std::getenv("ZT_CPU_ISA");
-  std::string saved = before ? before : "";
-  bool was_set = before != nullptr;
-  ~RestoreIsaEnv() { was_set ? setenv("ZT_CPU_ISA", saved.c_str(), 1) : unsetenv("ZT_CPU_ISA"); }
+struct RestoreIsaEnv : RestoreEnv {
+  RestoreIsaEnv() : RestoreEnv("ZT_CPU_ISA") {}
 };
 
 }  // namespace zt::test

@@ -9,12 +9,18 @@
 // key/value head) pairs (each writes only its own output slices: no races).
 // Within a pair, a head's q, k, v (and dout, out in backward) are fp32 [T,hs] rows — read in place
 // from fp32 tensors, widened into per-thread copies for 16-bit ones — and every tile product is
-// an fp32 OpenBLAS sgemm of at most tile_q·tile_k·hs multiply-adds.
-// Memory: per thread O(T·hs) fp32 scratch for 16-bit dtypes (the widened heads; dq, dk, dv in
-// backward, which fp32 accumulates in place) plus one tile_q×tile_k score tile — never T×T.
-// Determinism: the tiling depends only on (T, tile_q, tile_k), and each tile's sgemm runs
-// single-threaded in its OpenMP thread (cpu_gemm.cpp), so every element is summed in the same
-// order for any thread count.
+// an fp32 OpenBLAS sgemm of at most tile_q·tile_k·hs multiply-adds. bf16 where the bf16 GEMM is
+// the vdpbf16ps one (cpu::active_bf16_gemm() == Dot) is read in place as bf16 rows instead, and
+// every tile product runs on that GEMM with an fp32 result: the probability and score-gradient
+// tiles (P, dS; fp32 as the softmax computes them) are rounded to bf16 as they enter a product,
+// as the CUDA kernels pack P and dS to 16 bits for their tensor-core products. The statistics,
+// softmax and gradient accumulators stay fp32.
+// Memory: per thread O(T·hs) fp32 scratch for 16-bit dtypes (the widened heads, unless read in
+// place; dq, dk, dv in backward, which fp32 accumulates in place) plus one tile_q×tile_k score
+// tile (and its bf16 copy) — never T×T.
+// Determinism: the tiling depends only on (T, tile_q, tile_k), and each tile's product runs
+// single-threaded in its OpenMP thread (cpu_gemm.cpp, cpu_gemm_bf16.cpp), so every element is
+// summed in the same order for any thread count.
 // Per-row tile math runs on the SIMD rows of cpu_vec_kernels.h (ISA picked at run time), which
 // compute attn_tile::unnormalised_p / recomputed_p / score_grad bitwise; a forward row sum is the
 // fixed 16-lane order of vec::exp_sum, so results depend neither on the ISA nor the thread count.
@@ -25,14 +31,43 @@
 
 #include "cpu_kernels.h"
 #include "cpu_vec_kernels.h"
+#include "zerotrain/core/cpu_isa.h"
 #include "zerotrain/kernels/attention_tile.h"
 
 namespace zt::cpu_ops {
 namespace {
 
-void mm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda, const float* B,
-        int64_t ldb, float beta, float* C, int64_t ldc) {
-  sgemm_rm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+// One operand of a tile product: fp32 rows (f), or bf16 rows (b: the vdpbf16ps path, where both
+// operands of every product are bf16); row t at f + t·ld (b + t·ld).
+struct Rows {
+  const float* f = nullptr;
+  const uint16_t* b = nullptr;
+  int64_t ld = 0;
+  Rows from(int64_t t) const { return {f ? f + t * ld : nullptr, b ? b + t * ld : nullptr, ld}; }
+};
+
+// C[M,N] = alpha op(A) op(B) + beta C, C fp32: sgemm on fp32 rows, the vdpbf16ps GEMM with an fp32
+// result on bf16 rows; either runs single-threaded inside the attention's parallel region.
+void mm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const Rows& A, const Rows& B, float beta,
+        float* C, int64_t ldc) {
+  if (A.b) gemm_bf16_dot<float>(ta, tb, M, N, K, alpha, A.b, A.ld, B.b, B.ld, beta, C, ldc);
+  else sgemm_rm(ta, tb, M, N, K, alpha, A.f, A.ld, B.f, B.ld, beta, C, ldc);
+}
+
+// Whether T's heads are read in place as bf16 rows and multiplied on the vdpbf16ps GEMM.
+template <typename T>
+bool bf16_products() {
+  return std::is_same_v<T, bf16> && cpu::active_bf16_gemm() == cpu::Bf16Gemm::Dot;
+}
+
+// A probability / score-gradient tile [rows, cols] (fp32, row stride cols) as a product's operand:
+// itself, or (bf16 products) rounded to bf16 into t16.
+Rows tile_operand(const vec::Kernels& vk, const float* t, int64_t rows, int64_t cols, bool bf16_rows,
+                  std::vector<bf16>& t16) {
+  if (!bf16_rows) return {t, nullptr, cols};
+  t16.resize(static_cast<size_t>(rows * cols));
+  narrow_n(vk, t, t16.data(), rows * cols);
+  return {nullptr, reinterpret_cast<const uint16_t*>(t16.data()), cols};
 }
 
 struct Tiles {
@@ -49,23 +84,26 @@ Tiles tiles_of(int64_t tile_q, int64_t tile_k) {
   return {tile_q > 0 ? tile_q : kCpuTileQ, tile_k > 0 ? tile_k : kCpuTileK};
 }
 
-// A head's fp32 [T, hs] rows as the tile GEMMs read them: row t at p + t·ld.
-struct HeadRows {
-  const float* p;
-  int64_t ld;
-};
-
-// fp32 tensors are read in place; 16-bit ones are widened into buf (resized on first use).
+// A head's [T, hs] rows as the tile products read them: fp32 tensors in place; bf16 ones in place
+// as bf16 rows when bf16_rows; other 16-bit ones widened into buf (resized on first use).
 template <typename T>
-HeadRows head_rows(const vec::Kernels& vk, const T* base, int64_t b, int64_t h, int64_t T_, int64_t stride,
-                   int64_t hs, std::vector<float>& buf) {
+Rows head_rows(const vec::Kernels& vk, const T* base, int64_t b, int64_t h, int64_t T_, int64_t stride, int64_t hs,
+               std::vector<float>& buf, bool bf16_rows) {
   if constexpr (std::is_same_v<T, float>) {
-    return {base + b * T_ * stride + h * hs, stride};
+    return {base + b * T_ * stride + h * hs, nullptr, stride};
   } else {
+    if (bf16_rows) return {nullptr, reinterpret_cast<const uint16_t*>(base + b * T_ * stride + h * hs), stride};
     buf.resize(static_cast<size_t>(T_ * hs));
     load_head(vk, base, b, h, T_, stride, 0, hs, buf.data());
-    return {buf.data(), hs};
+    return {buf.data(), nullptr, hs};
   }
+}
+
+// Row t of a head's rows in fp32: in place, or bf16 widened into buf (hs floats).
+const float* row_f32(const vec::Kernels& vk, const Rows& r, int64_t t, int64_t hs, float* buf) {
+  if (r.f) return r.f + t * r.ld;
+  widen_n(vk, reinterpret_cast<const bf16*>(r.b + t * r.ld), buf, hs);
+  return buf;
 }
 
 // Where a head's fp32 [T, hs] gradient rows accumulate: row t at p + t·ld.
@@ -97,16 +135,19 @@ void tiled_forward(T* o, float* st, const Operands<T>& x, const Dims& d, Tiles t
   const int64_t T_ = d.T, H = d.H, hs = d.hs, G = d.group(), ldo = H * hs;
   const float sc = math::attention_scale(static_cast<int>(hs));
   const vec::Kernels& vk = vec::active();
+  const bool in_bf16 = bf16_products<T>();
 #pragma omp parallel if (d.B * H * T_ * T_ * hs > kParallelGrain)
   {
     // Per-thread scratch, every element written before it is read for each pair.
     std::vector<float> qb, kb, vb, acc(static_cast<size_t>(tl.q * hs));
     std::vector<float> S(static_cast<size_t>(tl.q * tl.k)), m(tl.q), l(tl.q);
+    std::vector<bf16> S16;
 #pragma omp for schedule(static)
     for (int64_t bh = 0; bh < d.B * H; ++bh) {
       const int64_t b = bh / H, h = bh % H, g = h / G;
-      const HeadRows q = head_rows(vk, x.q, b, h, T_, x.ldq, hs, qb), k = head_rows(vk, x.k, b, g, T_, x.ldkv, hs, kb),
-                     v = head_rows(vk, x.v, b, g, T_, x.ldkv, hs, vb);
+      const Rows q = head_rows(vk, x.q, b, h, T_, x.ldq, hs, qb, in_bf16),
+                 k = head_rows(vk, x.k, b, g, T_, x.ldkv, hs, kb, in_bf16),
+                 v = head_rows(vk, x.v, b, g, T_, x.ldkv, hs, vb, in_bf16);
       for (int64_t r0 = 0; r0 < T_; r0 += tl.q) {
         const int64_t rows = std::min(tl.q, T_ - r0);
         std::fill(m.begin(), m.end(), -INFINITY);
@@ -114,7 +155,7 @@ void tiled_forward(T* o, float* st, const Operands<T>& x, const Dims& d, Tiles t
         std::fill(acc.begin(), acc.end(), 0.0f);
         for (int64_t c0 = 0; c0 < r0 + rows; c0 += tl.k) {
           const int64_t cols = key_cols(c0, tl.k, r0, rows);
-          mm(false, true, rows, cols, hs, sc, q.p + r0 * q.ld, q.ld, k.p + c0 * k.ld, k.ld, 0.0f, S.data(), cols);
+          mm(false, true, rows, cols, hs, sc, q.from(r0), k.from(c0), 0.0f, S.data(), cols);
           for (int64_t r = 0; r < rows; ++r) {
             float* srow = S.data() + r * cols;
             const int64_t vis = std::max<int64_t>(0, attn_tile::visible_keys(r0 + r, c0, cols));
@@ -131,7 +172,8 @@ void tiled_forward(T* o, float* st, const Operands<T>& x, const Dims& d, Tiles t
             l[r] = alpha * l[r] + sum;
             if (alpha != 1.0f) vec::scale_row(vk, acc.data() + r * hs, hs, alpha);
           }
-          mm(false, false, rows, hs, cols, 1.0f, S.data(), cols, v.p + c0 * v.ld, v.ld, 1.0f, acc.data(), hs);
+          mm(false, false, rows, hs, cols, 1.0f, tile_operand(vk, S.data(), rows, cols, in_bf16, S16), v.from(c0), 1.0f,
+             acc.data(), hs);
         }
         for (int64_t r = 0; r < rows; ++r) {
           const int64_t t = r0 + r;
@@ -154,17 +196,20 @@ void tiled_forward(T* o, float* st, const Operands<T>& x, const Dims& d, Tiles t
 // One query head's fp32 rows (q, its key/value head's k and v, dout, out) and where its
 // gradients accumulate (dq: its own rows; dk, dv: its key/value head's, shared by the group).
 struct HeadInputs {
-  HeadRows q, k, v, go, yo;
+  Rows q, k, v, go, yo;
 };
 struct HeadGrads {
   GradRows q, k, v;
 };
 // Per-thread backward scratch, written before read: widened 16-bit heads, the fp32 gradients of
-// 16-bit dtypes, the rows' D_t and the probability / score-gradient tiles.
+// 16-bit dtypes, the rows' D_t, the probability / score-gradient tiles and (bf16 products) their
+// bf16 copy and two widened rows.
 struct BackwardScratch {
-  BackwardScratch(size_t grad_el, int64_t T_, size_t tile)
-      : dq(grad_el), dk(grad_el), dv(grad_el), D(static_cast<size_t>(T_)), P(tile), dP(tile) {}
-  std::vector<float> qb, kb, vb, gob, yob, dq, dk, dv, D, P, dP;
+  BackwardScratch(size_t grad_el, int64_t T_, size_t tile, int64_t hs)
+      : dq(grad_el), dk(grad_el), dv(grad_el), D(static_cast<size_t>(T_)), P(tile), dP(tile),
+        row_go(static_cast<size_t>(hs)), row_yo(static_cast<size_t>(hs)) {}
+  std::vector<float> qb, kb, vb, gob, yob, dq, dk, dv, D, P, dP, row_go, row_yo;
+  std::vector<bf16> tile16;
 };
 
 // The backward of one query head over every (query tile, key tile) pair, in the fixed tile order;
@@ -172,18 +217,19 @@ struct BackwardScratch {
 void backward_head(const vec::Kernels& vk, const HeadInputs& in, const HeadGrads& gr, const float* st, int64_t T_,
                    int64_t hs, Tiles tl, BackwardScratch& w) {
   const float sc = math::attention_scale(static_cast<int>(hs));
-  const HeadRows &q = in.q, &k = in.k, &v = in.v, &go = in.go;
+  const Rows &q = in.q, &k = in.k, &v = in.v, &go = in.go;
+  const bool in_bf16 = q.b != nullptr;
   float* D = w.D.data();
   float* P = w.P.data();
   float* dP = w.dP.data();
-  for (int64_t t = 0; t < T_; ++t) D[t] = vec::dot(vk, go.p + t * go.ld, in.yo.p + t * in.yo.ld, hs);  // dout_t·out_t
+  for (int64_t t = 0; t < T_; ++t)  // dout_t·out_t
+    D[t] = vec::dot(vk, row_f32(vk, go, t, hs, w.row_go.data()), row_f32(vk, in.yo, t, hs, w.row_yo.data()), hs);
   for (int64_t r0 = 0; r0 < T_; r0 += tl.q) {
     const int64_t rows = std::min(tl.q, T_ - r0);
-    const float* qB = q.p + r0 * q.ld;
-    const float* goB = go.p + r0 * go.ld;
+    const Rows qB = q.from(r0), goB = go.from(r0);
     for (int64_t c0 = 0; c0 < r0 + rows; c0 += tl.k) {
       const int64_t cols = key_cols(c0, tl.k, r0, rows);
-      mm(false, true, rows, cols, hs, sc, qB, q.ld, k.p + c0 * k.ld, k.ld, 0.0f, P, cols);
+      mm(false, true, rows, cols, hs, sc, qB, k.from(c0), 0.0f, P, cols);
       for (int64_t r = 0; r < rows; ++r) {
         const float* s_row = st + (r0 + r) * attn_tile::kStatsPerRow;
         const float mr = s_row[0], inv_l = 1.0f / s_row[1];
@@ -192,12 +238,14 @@ void backward_head(const vec::Kernels& vk, const HeadInputs& in, const HeadGrads
         std::fill(prow + vis, prow + cols, -INFINITY);   // exp_nonpos(-inf) * inv_l = +0, as masked
         vec::exp_scale(vk, prow, prow, cols, mr, inv_l);  // recomputed_p
       }
-      mm(true, false, cols, hs, rows, 1.0f, P, cols, goB, go.ld, 1.0f, gr.v.row(c0), gr.v.ld);
-      mm(false, true, rows, cols, hs, 1.0f, goB, go.ld, v.p + c0 * v.ld, v.ld, 0.0f, dP, cols);
+      mm(true, false, cols, hs, rows, 1.0f, tile_operand(vk, P, rows, cols, in_bf16, w.tile16), goB, 1.0f, gr.v.row(c0),
+         gr.v.ld);
+      mm(false, true, rows, cols, hs, 1.0f, goB, v.from(c0), 0.0f, dP, cols);
       for (int64_t r = 0; r < rows; ++r)  // dP becomes dS (masked entries have p = 0)
         vec::score_grad(vk, dP + r * cols, P + r * cols, cols, D[r0 + r], sc);
-      mm(false, false, rows, hs, cols, 1.0f, dP, cols, k.p + c0 * k.ld, k.ld, 1.0f, gr.q.row(r0), gr.q.ld);
-      mm(true, false, cols, hs, rows, 1.0f, dP, cols, qB, q.ld, 1.0f, gr.k.row(c0), gr.k.ld);
+      const Rows dS = tile_operand(vk, dP, rows, cols, in_bf16, w.tile16);  // P's bf16 copy is no longer read
+      mm(false, false, rows, hs, cols, 1.0f, dS, k.from(c0), 1.0f, gr.q.row(r0), gr.q.ld);
+      mm(true, false, cols, hs, rows, 1.0f, dS, qB, 1.0f, gr.k.row(c0), gr.k.ld);
     }
   }
 }
@@ -213,10 +261,11 @@ void tiled_backward(T* dq, T* dk, T* dv, const T* dy, const T* y, const float* s
   const int64_t T_ = d.T, H = d.H, hs = d.hs, G = d.group(), ldo = H * hs;
   const vec::Kernels& vk = vec::active();
   constexpr bool kInPlace = std::is_same_v<T, float>;
+  const bool in_bf16 = bf16_products<T>();
 #pragma omp parallel if (d.B * H * T_ * T_ * hs > kParallelGrain)
   {
     const size_t n_el = kInPlace ? 0 : static_cast<size_t>(T_ * hs), tile = static_cast<size_t>(tl.q * tl.k);
-    BackwardScratch w(n_el, T_, tile);
+    BackwardScratch w(n_el, T_, tile, hs);
 #pragma omp for schedule(static)
     for (int64_t bg = 0; bg < d.B * d.Hkv; ++bg) {
       const int64_t b = bg / d.Hkv, g = bg % d.Hkv;
@@ -227,17 +276,17 @@ void tiled_backward(T* dq, T* dk, T* dv, const T* dy, const T* y, const float* s
         std::fill(w.dk.begin(), w.dk.end(), 0.0f);
         std::fill(w.dv.begin(), w.dv.end(), 0.0f);
       }
-      HeadInputs in{{}, head_rows(vk, x.k, b, g, T_, x.ldkv, hs, w.kb), head_rows(vk, x.v, b, g, T_, x.ldkv, hs, w.vb),
-                    {}, {}};
+      HeadInputs in{{}, head_rows(vk, x.k, b, g, T_, x.ldkv, hs, w.kb, in_bf16),
+                    head_rows(vk, x.v, b, g, T_, x.ldkv, hs, w.vb, in_bf16), {}, {}};
       for (int64_t h = g * G; h < (g + 1) * G; ++h) {
         if constexpr (kInPlace) {
           gr.q = {dq + b * T_ * x.ldq + h * hs, x.ldq};
         } else {
           std::fill(w.dq.begin(), w.dq.end(), 0.0f);
         }
-        in.q = head_rows(vk, x.q, b, h, T_, x.ldq, hs, w.qb);
-        in.go = head_rows(vk, dy, b, h, T_, ldo, hs, w.gob);
-        in.yo = head_rows(vk, y, b, h, T_, ldo, hs, w.yob);
+        in.q = head_rows(vk, x.q, b, h, T_, x.ldq, hs, w.qb, in_bf16);
+        in.go = head_rows(vk, dy, b, h, T_, ldo, hs, w.gob, in_bf16);
+        in.yo = head_rows(vk, y, b, h, T_, ldo, hs, w.yob, in_bf16);
         backward_head(vk, in, gr, st + (b * H + h) * T_ * attn_tile::kStatsPerRow, T_, hs, tl, w);
         if constexpr (!kInPlace) add_head(vk, dq, b, h, T_, x.ldq, 0, hs, w.dq.data());
       }

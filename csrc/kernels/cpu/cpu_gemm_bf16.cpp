@@ -5,6 +5,8 @@
 // fp32 accumulators, rounded to bf16 once as it is stored. Tiles run in parallel (OpenMP, the
 // rank's team), panel-major so a thread's consecutive tiles share one B panel. Which path runs
 // where: cpu_isa.h, active_bf16_gemm().
+#include <omp.h>
+
 #include <algorithm>
 #include <vector>
 
@@ -76,6 +78,7 @@ void pack_block(const Operand& op, int64_t blk, typename Panels::Elem* out) {
 
 // One parallel region per GEMM (the team forks once): the A blocks and B panels are packed by
 // all threads, then, after the implicit barrier of the second loop, every kMR × kNR tile of C.
+// Called inside a parallel region (the attention tiles' products) it runs on the calling thread.
 template <typename Panels, typename Out>
 void gemm_tiled(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t* A, int64_t lda,
                 const uint16_t* B, int64_t ldb, float beta, Out* C, int64_t ldc) {
@@ -84,7 +87,7 @@ void gemm_tiled(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, 
   typename Panels::Elem* a = reserve<typename Panels::Elem>(0, mb * kMR * depth);
   typename Panels::Elem* b = reserve<typename Panels::Elem>(1, nb * kNR * depth);
   const Operand op_a{A, lda, ta, M, K}, op_bt{B, ldb, !tb, N, K};  // op(B)ᵀ[j, k] = op(B)[k, j]
-#pragma omp parallel if (M * N * std::max<int64_t>(K, 1) > 8 * kParallelGrain)
+#pragma omp parallel if (M * N * std::max<int64_t>(K, 1) > 8 * kParallelGrain && !omp_in_parallel())
   {
 #pragma omp for schedule(static) nowait
     for (int64_t blk = 0; blk < mb; ++blk) pack_block<Panels, kMR>(op_a, blk, a);
