@@ -34,12 +34,6 @@ double unix_time_s() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-std::string host_name() {
-  char buf[256] = {};
-  if (::gethostname(buf, sizeof(buf) - 1) != 0) return "localhost";
-  return buf;
-}
-
 // The step's events, in DeepSpeed's order: train_loss, lr, loss_scale, the breakdown's fields.
 std::vector<double> step_values(const StepStats& st, bool fp16, bool breakdown) {
   std::vector<double> v = {st.loss, st.lr};
@@ -138,7 +132,7 @@ Monitors::Monitors(const MonitorConfig& tensorboard, const MonitorConfig& csv, b
     make_monitor_dir("tensorboard", dir);
     char name[512];
     std::snprintf(name, sizeof(name), "events.out.tfevents.%010lld.%s.%d.0", static_cast<long long>(unix_time_s()),
-                  host_name().c_str(), static_cast<int>(::getpid()));
+                  process_info().host.c_str(), static_cast<int>(::getpid()));
     const std::string path = dir + "/" + name;
     files_.push_back({"tensorboard", path, "", open_output("tensorboard", path, true)});
     append(files_.back(), tfrecord(file_version_event(unix_time_s())));

@@ -41,12 +41,6 @@ std::string today() {
   return b;
 }
 
-std::string host_name() {
-  char h[256] = {0};
-  gethostname(h, sizeof(h) - 1);
-  return h;
-}
-
 CalibrationShapes shapes_for(const CalibrateArgs& a, int world) {
   const ModelConfig mcfg = parse_model_config_file(a.model);
   ConfigOptions copt;
@@ -80,7 +74,7 @@ nlohmann::ordered_json profile_json(const Calibration& c, const CalibrateArgs& a
   std::snprintf(src, sizeof(src),
                 "measured on %s (%s) on %s by zerotrain simulate --calibrate with %d rank(s), model %s, config %s "
                 "(micro-batch %lld, %s); collectives: 8-byte all-gather %.1f us, %.1f MiB all-gather %.3f ms",
-                host_name().c_str(), cpu_model().c_str(), today().c_str(), world, a.model.c_str(), a.config.c_str(),
+                process_info().host.c_str(), cpu_model().c_str(), today().c_str(), world, a.model.c_str(), a.config.c_str(),
                 static_cast<long long>(s.batch), dtype_name(s.compute), c.links.small_all_gather_s * 1e6,
                 c.links.large_bytes / (1 << 20), c.links.large_all_gather_s * 1e3);
   nlohmann::ordered_json j;

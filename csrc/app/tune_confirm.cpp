@@ -53,10 +53,8 @@ class ScratchDir {
 };
 
 std::string self_exe() {
-  std::error_code ec;
-  const std::filesystem::path p = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec) throw InputError("tune --confirm: cannot find this program's path (/proc/self/exe): " + ec.message());
-  return p.string();
+  if (process_info().exe.empty()) throw InputError("tune --confirm: cannot find this program's path (/proc/self/exe)");
+  return process_info().exe;
 }
 
 // Runs argv with stdout and stderr to `log`, in its own process group; the exit status, or -1 when

@@ -14,7 +14,10 @@ ProcessInfo& mutable_info() {
   static ProcessInfo info = [] {
     ProcessInfo p;
     char host[256] = {0};
-    if (gethostname(host, sizeof(host) - 1) == 0) p.host = host;
+    p.host = gethostname(host, sizeof(host) - 1) == 0 && host[0] ? host : "localhost";
+    char exe[4096];
+    const ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n > 0) p.exe.assign(exe, static_cast<size_t>(n));
     for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"}) {
       if (const char* v = std::getenv(var)) { p.rank = std::atoi(v); break; }
     }

@@ -190,9 +190,7 @@ bool path_within(const std::string& p, const std::string& dir) {
 }
 
 std::string temp_owner_tag() {
-  char host[256] = {};
-  if (::gethostname(host, sizeof(host) - 1) != 0 || !host[0]) std::strcpy(host, "localhost");
-  std::string h = host;
+  std::string h = process_info().host;
   for (char& c : h)
     if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-')) c = '_';
   return h + "." + std::to_string(::getpid());

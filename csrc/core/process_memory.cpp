@@ -1,11 +1,11 @@
 // process_memory.cpp — resident memory by kind (zerotrain/core/process_memory.h).
 #include "zerotrain/core/process_memory.h"
 
-#include <unistd.h>
-
 #include <cctype>
 #include <fstream>
 #include <sstream>
+
+#include "zerotrain/core/check.h"
 
 namespace zt {
 
@@ -30,18 +30,12 @@ int64_t status_kib(const std::string& key) {
   return 0;
 }
 
-std::string self_exe() {
-  char buf[4096];
-  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
-}
-
 }  // namespace
 
 ProcessMemory parse_smaps(const std::string& smaps) {
   ProcessMemory p;
   int64_t bytes[kKinds] = {0};
-  const std::string exe = self_exe();
+  const std::string& exe = process_info().exe;
   std::istringstream in(smaps);
   Kind current = kOther;
   for (std::string line; std::getline(in, line);) {

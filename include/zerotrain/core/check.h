@@ -17,7 +17,8 @@ namespace zt {
 struct ProcessInfo {
   int rank = -1;        // -1: not known yet
   int world_size = 1;
-  std::string host;
+  std::string host;     // gethostname(); "localhost" when it fails
+  std::string exe;      // this program's path (/proc/self/exe); empty when it cannot be read
 };
 const ProcessInfo& process_info();
 void set_process_rank(int rank, int world_size);
