@@ -103,29 +103,40 @@ TensorView GradSync::cast_to_wire(const TensorView& src, Slot*& ws) {
   return on_wire;
 }
 
-// Issues the collective and lands the result in plan.flow.grads layout: in place, cast back from
-// the wire slot, or accumulated into the shard accumulator (which host_grads replaces: there the
-// rank's reduced slice stays where the collective left it). Returns the rank's reduced slice.
-TensorView GradSync::issue(int b, const TensorView& src, const TensorView& on_wire, bool first_micro) {
+// Issues bucket b's collective on the comm stream. Returns this rank's reduced part of `on_wire`.
+TensorView GradSync::collective(int b, const TensorView& on_wire) {
   const ZeroPlan& plan = cx_.plan;
   const std::string label = CollectiveLabel{CollectiveLabel::Kind::Grads, b}.to_string();
-  TensorView reduced = on_wire;
   if (plan.flow.all_reduce_grads) {
     all_reduce_view(cx_.comm, on_wire, label);
-  } else if (plan.quantized_grads_block > 0) {
-    reduced = rank_slice(on_wire, cx_.rank, cx_.world);
-    quantized_reduce_scatter(cx_.comm, cx_.comm.stream(), qgz_shape(b), on_wire, reduced, qgz_scratch_, b);
-  } else {
-    reduced = rank_slice(on_wire, cx_.rank, cx_.world);
-    reduce_scatter_view(cx_.comm, on_wire, reduced, label);
+    return on_wire;
   }
+  const TensorView reduced = rank_slice(on_wire, cx_.rank, cx_.world);
+  if (plan.quantized_grads_block > 0)
+    quantized_reduce_scatter(cx_.comm, cx_.comm.stream(), qgz_shape(b), on_wire, reduced, qgz_scratch_, b);
+  else
+    reduce_scatter_view(cx_.comm, on_wire, reduced, label);
+  return reduced;
+}
+
+// Lands the reduced part in plan.flow.grads layout on stream `s`: in place, cast back from the
+// wire slot, or accumulated into the shard accumulator (which host_grads replaces: there the
+// rank's reduced slice stays where the collective left it). Returns where it lies.
+TensorView GradSync::land(Stream& s, int b, const TensorView& src, const TensorView& reduced, bool first_micro) {
+  const ZeroPlan& plan = cx_.plan;
   if (plan.host_grads && plan.flow.grads == Layout::Shard) return reduced;
   const TensorView dest = plan.flow.all_reduce_grads ? src : st_.grads.view(plan.slice(b, cx_.rank, plan.flow.grads));
   if (plan.flow.reduce_every_micro_step)
-    zero_ops::accumulate(cx_.comm.stream(), dest, reduced, 1.0f, first_micro);  // overwrite on the first micro-step
+    zero_ops::accumulate(s, dest, reduced, 1.0f, first_micro);  // overwrite on the first micro-step
   else if (reduced.data != dest.data)
-    ops::cast(cx_.comm.stream(), dest, reduced);
+    ops::cast(s, dest, reduced);
   return dest;
+}
+
+// Stages 0-1 without overlap_comm: compute waits for each reduction at once, so the cast back
+// from the wire slot runs there, on the rank's whole OpenMP team (the comm stream runs one).
+bool GradSync::lands_on_compute(const Slot* ws) const {
+  return ws != nullptr && !cx_.opt.overlap_comm && offload_ == nullptr && !cx_.plan.flow.reduce_every_micro_step;
 }
 
 Event& GradSync::consumed(int b) { return cx_.plan.flow.grads == Layout::Full ? *reduce_done_[b] : *ring_free_[b]; }
@@ -152,13 +163,20 @@ void GradSync::reduce(int b, bool first_micro) {
   Slot* ws = nullptr;
   const TensorView on_wire = cast_to_wire(src, ws);
   const int handoff = cx_.comm_waits_for_compute();
+  const bool on_compute = lands_on_compute(ws);
   TensorView reduced;
-  cx_.comm_work([&] { reduced = issue(b, src, on_wire, first_micro); });
+  cx_.comm_work([&] {
+    reduced = collective(b, on_wire);
+    if (!on_compute) reduced = land(cx_.comm.stream(), b, src, reduced, first_micro);
+  });
   if (offload_) {
     pending_ = {b, reduced, ws, handoff};
     return;
   }
+  // With on_compute the wire slot is recorded free before the cast back reads it: its next user,
+  // cast_to_wire, writes it on the compute stream, after this cast.
   consumed_on(cx_.comm.stream(), b, ws, handoff);
+  if (on_compute) land(cx_.compute, b, src, reduced, first_micro);
 }
 
 // The Offload op: the reduction the Reduce op just issued goes down into the host shard. Stage 1

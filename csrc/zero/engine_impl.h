@@ -102,12 +102,17 @@ class GradSync {
  private:
   struct Slot {
     FlatBuffer buf;
-    std::unique_ptr<Event> free;  // recorded on the comm stream when the slot's reduction is consumed
+    // Recorded on the comm stream once the slot's reduction is consumed, or (lands_on_compute) once
+    // its collective is done: the cast back out of it then follows on the compute stream, the
+    // stream of the slot's next writer (cast_to_wire).
+    std::unique_ptr<Event> free;
   };
   TensorView ring_region(int b) const;  // bucket b's region of the ring arena
   TensorView gather_into_reduced(int b);
   TensorView cast_to_wire(const TensorView& src, Slot*& ws);
-  TensorView issue(int b, const TensorView& src, const TensorView& on_wire, bool first_micro);
+  TensorView collective(int b, const TensorView& on_wire);
+  TensorView land(Stream& s, int b, const TensorView& src, const TensorView& reduced, bool first_micro);
+  bool lands_on_compute(const Slot* ws) const;
   Event& consumed(int b);  // recorded once bucket b's reduced bytes may be reused
   void consumed_on(Stream& s, int b, Slot* ws, int handoff);
 

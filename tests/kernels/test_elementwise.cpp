@@ -93,18 +93,25 @@ TEST_P(ElementwiseTest, ReluForwardBackward) {
   expect_accumulated(dinp.values(), dx0, grad, dtype_eps(dt), "relu_backward" + dt_tag(dt));
 }
 
+// One fp32 add and one rounding per element, over lengths that cross the kernels' chunks and
+// the parallel threshold, with the output aliasing either input.
 TEST_P(ElementwiseTest, ResidualAddAllowsAliasing) {
   const DType dt = GetParam();
-  const int64_t n = 1000;
-  HostTensor a = random_tensor(rng_, dt, {n}), b = random_tensor(rng_, dt, {n}), out(dt, {n});
-  auto av = a.values(), bv = b.values();
-  std::vector<double> want(n), mag(n);
-  for (int64_t i = 0; i < n; ++i) want[i] = av[i] + bv[i], mag[i] = std::fabs(av[i]) + std::fabs(bv[i]);
-  ops::residual_add(s(), out.view(), a.view(), b.view());
-  ops::residual_add(s(), a.view(), a.view(), b.view());  // out aliases a
-  sync();
-  expect_close_mag(out.values(), want, mag, dtype_eps(dt), "residual_add" + dt_tag(dt));
-  EXPECT_EQ(a.raw(), out.raw());
+  for (const int64_t n : {1000, 70001}) {
+    HostTensor a = random_tensor(rng_, dt, {n}), b = random_tensor(rng_, dt, {n}), out(dt, {n}), want(dt, {n});
+    HostTensor b2 = b;
+    auto av = a.values(), bv = b.values();
+    // The sum of two fp32 values is exact in double: its float is the fp32 add's rounding.
+    for (int64_t i = 0; i < n; ++i) want.set(i, static_cast<float>(av[i] + bv[i]));
+    ops::residual_add(s(), out.view(), a.view(), b.view());
+    ops::residual_add(s(), a.view(), a.view(), b.view());     // out aliases a
+    ops::residual_add(s(), b2.view(), out.view(), b2.view());  // out aliases b
+    sync();
+    EXPECT_EQ(out.raw(), want.raw()) << "residual_add" << dt_tag(dt) << " n=" << n;
+    EXPECT_EQ(a.raw(), out.raw());
+    for (int64_t i = 0; i < n; ++i) want.set(i, static_cast<float>(out.get(i) + bv[i]));
+    EXPECT_EQ(b2.raw(), want.raw()) << "residual_add aliasing b" << dt_tag(dt) << " n=" << n;
+  }
 }
 
 TEST_P(ElementwiseTest, ScaleMultipliesInPlace) {

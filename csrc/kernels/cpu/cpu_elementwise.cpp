@@ -88,21 +88,20 @@ void bias_grad(const TensorView& dbias, const TensorView& dout) {
     return;
   }
   const int64_t blocks = (C + kColumnBlock - 1) / kColumnBlock;
-  dispatch_dtype(dout.dtype, [&](auto tag) {  // dbias: dout's dtype or fp32
+  dispatch_dtype(dout.dtype, [&](auto tag) {  // dbias: dout's dtype or fp32; rows widened, then the fp32 sums
     using T = decltype(tag);
+    const vec::Kernels& k = vec::active();
     const GradOut<T> db(dbias);
     const T* d = static_cast<const T*>(dout.data);
 #pragma omp parallel for schedule(static) if (N * C > kParallelGrain)
     for (int64_t blk = 0; blk < blocks; ++blk) {
-      const int64_t j0 = blk * kColumnBlock;
-      const int64_t j1 = j0 + kColumnBlock < C ? j0 + kColumnBlock : C;
-      float acc[kColumnBlock] = {};
+      const int64_t j0 = blk * kColumnBlock, w = std::min(kColumnBlock, C - j0);
+      float acc[kColumnBlock] = {}, row[kColumnBlock] = {};
       for (int64_t i = 0; i < N; ++i) {
-        const T* row = d + i * C;
-#pragma omp simd
-        for (int64_t j = j0; j < j1; ++j) acc[j - j0] += to_f32(row[j]);
+        widen_n(k, d + i * C + j0, row, w);
+        vec::add_to(k, acc, row, w);
       }
-      for (int64_t j = j0; j < j1; ++j) db.add(j, acc[j - j0]);
+      for (int64_t j = 0; j < w; ++j) db.add(j0 + j, acc[j]);
     }
   });
 }
@@ -224,14 +223,29 @@ void swiglu_backward(const TensorView& dgate, const TensorView& dup, const Tenso
 
 void residual_add(const TensorView& out, const TensorView& a, const TensorView& b) {
   const int64_t n = out.numel();
-  dispatch_dtype(out.dtype, [&](auto tag) {
+  if (out.dtype == DType::F32) {
+    float* o = static_cast<float*>(out.data);
+    const float* x = static_cast<const float*>(a.data);
+    const float* y = static_cast<const float*>(b.data);
+    // Element i reads x[i], y[i] before writing o[i]: aliasing out with a or b is safe.
+#pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
+    for (int64_t i = 0; i < n; ++i) o[i] = x[i] + y[i];
+    return;
+  }
+  dispatch_dtype(out.dtype, [&](auto tag) {  // 16-bit: widened a chunk at a time, one fp32 add, one rounding
     using T = decltype(tag);
+    const vec::Kernels& k = vec::active();
     T* o = static_cast<T*>(out.data);
     const T* x = static_cast<const T*>(a.data);
     const T* y = static_cast<const T*>(b.data);
-    // Element i reads x[i], y[i] before writing o[i]: aliasing out with a or b is safe.
-#pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
-    for (int64_t i = 0; i < n; ++i) o[i] = from_f32<T>(to_f32(x[i]) + to_f32(y[i]));
+    // A chunk of x and y is read whole before its o is written: aliasing out with a or b is safe.
+    for_chunks(n, [&](int64_t lo, int64_t hi) {
+      float xs[kVecChunk] = {}, ys[kVecChunk] = {};  // zeroed: GCC cannot see widen_n fill them
+      widen_n(k, x + lo, xs, hi - lo);
+      widen_n(k, y + lo, ys, hi - lo);
+      vec::add_to(k, xs, ys, hi - lo);
+      narrow_n(k, xs, o + lo, hi - lo);
+    });
   });
 }
 

@@ -47,9 +47,9 @@ void softmax_ce_rows(const TensorView& losses, const TensorView& dlogits, const 
         if constexpr (std::is_same_v<T, float>) {
           loss_p[i] = vec::softmax_xent_row(k, xr, drow, V, target, dloss);
         } else {
-          for (int64_t j = 0; j < V; ++j) row[j] = to_f32(xr[j]);
+          widen_n(k, xr, row.data(), V);
           loss_p[i] = vec::softmax_xent_row(k, row.data(), row.data(), V, target, dloss);
-          for (int64_t j = 0; j < V; ++j) drow[j] = from_f32<T>(row[j]);
+          narrow_n(k, row.data(), drow, V);
         }
       }
     }
