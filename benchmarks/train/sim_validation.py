@@ -92,6 +92,16 @@ def spearman(x, y):
     return 1.0 if n < 2 else 1 - 6 * sum((a - b) ** 2 for a, b in zip(rx, ry)) / (n * (n * n - 1))
 
 
+def summarize(points):
+    """(median |error| of the step as a fraction, Spearman of predicted vs measured step, share of
+    points whose exposed communication is within 25% or 2 ms, median |exposed error| in ms)."""
+    err = statistics.median(abs(p["err_pct"]) for p in points) / 100
+    rho = spearman([p["pred_ms"] for p in points], [p["meas_ms"] for p in points])
+    ok = sum(p["exposed_ok"] for p in points) / len(points)
+    exposed = statistics.median(abs(p["pred_exposed_ms"] - p["meas_exposed_ms"]) for p in points)
+    return err, rho, ok, exposed
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--zerotrain", default="build/zerotrain")
@@ -131,9 +141,6 @@ def main():
         p["meas_exposed_ms"] = round(statistics.median(m[1] for m in measured[i]), 3)
         p["err_pct"] = round(100 * (p["pred_ms"] - p["meas_ms"]) / p["meas_ms"], 1)
         p["exposed_ok"] = int(abs(p["pred_exposed_ms"] - p["meas_exposed_ms"]) <= max(2.0, 0.25 * p["meas_exposed_ms"]))
-    median_err = statistics.median(abs(p["err_pct"]) for p in points) / 100
-    rho = spearman([p["pred_ms"] for p in points], [p["meas_ms"] for p in points])
-    exposed_ok = sum(p["exposed_ok"] for p in points) / len(points)
     keys = ["ranks", "stage", "overlap", "bucket", "gas", "pred_ms", "meas_ms", "err_pct", "pred_exposed_ms",
             "meas_exposed_ms", "exposed_ok"]
     with open(os.path.join(a.out_dir, "validation.csv"), "w") as f:
@@ -143,12 +150,20 @@ def main():
     lines = ["| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
     lines += ["| " + " | ".join(str(round(p[k], 3) if isinstance(p[k], float) else p[k]) for k in keys) + " |"
               for p in points]
+    groups = [(str(n), [p for p in points if p["ranks"] == n]) for n in ints(a.ranks)] + [("all", points)]
+    table = ["| ranks | points | median \\|predicted − measured\\| / measured step | Spearman, predicted vs measured "
+             "step | exposed comm within 25% or 2 ms | median \\|predicted − measured\\| exposed |", "|---|---|---|---|---|---|"]
+    for name, g in groups:
+        e, r, ok, ex = summarize(g)
+        table.append("| %s | %d | %.1f%% | %.2f | %.0f%% | %.2f ms |" % (name, len(g), 100 * e, r, 100 * ok, ex))
+    median_err, rho, exposed_ok, _ = summarize(points)
     summary = ("%d points: median |predicted - measured| / measured step time %.1f%%; exposed communication within "
                "25%% or 2 ms at %.0f%% of points; Spearman rank correlation %.2f; load average %.1f before, %.1f after"
                % (len(points), 100 * median_err, 100 * exposed_ok, rho, load_before, os.getloadavg()[0]))
     with open(os.path.join(a.out_dir, "validation.md"), "w") as f:
-        f.write("\n".join(lines) + "\n\n" + summary + "\n")
+        f.write("\n".join(lines) + "\n\n" + "\n".join(table) + "\n\n" + summary + "\n")
     print("\n".join(lines))
+    print("\n".join(table))
     print(summary)
     if a.check:
         max_err, min_rho = (float(x) for x in a.check.split(","))
