@@ -189,6 +189,23 @@ void narrow_avx512(const float* src, uint16_t* dst, int64_t n) {
   }
 }
 
+// Subnormal inputs (exponent bits zero, mantissa not), which vcvtneps2bf16 flushes to zero.
+__attribute__((target("avx512bf16"))) void narrow_avx512bf16(const float* src, uint16_t* dst, int64_t n) {
+  const __m512i exponent = _mm512_set1_epi32(0x7f800000), mantissa = _mm512_set1_epi32(0x007fffff);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 mask = n - i >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (n - i)) - 1u);
+    const __m512 v = _mm512_maskz_loadu_ps(mask, src + i);
+    const __m512i u = _mm512_castps_si512(v);
+    if (_mm512_mask_test_epi32_mask(_mm512_testn_epi32_mask(u, exponent), u, mantissa) != 0) {
+      _mm512_mask_cvtepi32_storeu_epi16(dst + i, mask, to_bf16(v));
+      continue;
+    }
+    const __m256i rounded = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v));
+    if (mask == 0xffff) _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), rounded);
+    else _mm512_mask_cvtepi32_storeu_epi16(dst + i, mask, _mm512_cvtepu16_epi32(rounded));  // AVX-512F only
+  }
+}
+
 template <typename Out>
 void tile_avx512(const float* a, const float* b, int64_t K, Out* c, int64_t ldc, int m, int n, float alpha,
                  float beta) {

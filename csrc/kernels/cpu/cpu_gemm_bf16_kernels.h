@@ -57,6 +57,10 @@ void pack_avx512(const uint16_t* x, int64_t ld, bool along_k, int64_t rows, int6
 // cpu::isa_supported(Isa::Avx512).
 void widen_avx512(const uint16_t* src, float* dst, int64_t n);
 void narrow_avx512(const float* src, uint16_t* dst, int64_t n);
+// narrow_avx512 on vcvtneps2bf16 (nearest even, NaN quieted as f32_to_bf16_bits does); a block of
+// 16 holding a subnormal input, which the instruction flushes to zero, takes narrow_avx512's
+// rounding. Bitwise narrow_avx512. Call only when cpu::avx512_bf16_supported().
+void narrow_avx512bf16(const float* src, uint16_t* dst, int64_t n);
 // The same passes with AVX2 (cpu_convert_avx2.cpp). Call only when cpu::isa_supported(Isa::Avx2).
 void widen_avx2(const uint16_t* src, float* dst, int64_t n);
 void narrow_avx2(const float* src, uint16_t* dst, int64_t n);

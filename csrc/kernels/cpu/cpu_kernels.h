@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "zerotrain/core/check.h"
+#include "zerotrain/core/cpu_isa.h"
 #include "zerotrain/core/dtype.h"
 #include "zerotrain/core/tensor.h"
 #include "zerotrain/kernels/cpu_ops.h"
@@ -96,7 +97,8 @@ template <typename T>
 void narrow_n(const vec::Kernels& k, const float* src, T* dst, int64_t n) {
   if constexpr (std::is_same_v<T, bf16>) {
     auto* d = reinterpret_cast<uint16_t*>(dst);
-    if (&k == &vec::kAvx512) return bf16gemm::narrow_avx512(src, d, n);
+    if (&k == &vec::kAvx512)
+      return cpu::avx512_bf16_supported() ? bf16gemm::narrow_avx512bf16(src, d, n) : bf16gemm::narrow_avx512(src, d, n);
     if (&k == &vec::kAvx2) return bf16gemm::narrow_avx2(src, d, n);
   }
   narrow_n(src, dst, n);
