@@ -240,7 +240,7 @@ void residual_add(const TensorView& out, const TensorView& a, const TensorView& 
     const T* y = static_cast<const T*>(b.data);
     // A chunk of x and y is read whole before its o is written: aliasing out with a or b is safe.
     for_chunks(n, [&](int64_t lo, int64_t hi) {
-      float xs[kVecChunk] = {}, ys[kVecChunk] = {};  // zeroed: GCC cannot see widen_n fill them
+      thread_local float xs[kVecChunk], ys[kVecChunk];  // per thread, not zeroed per chunk: widen_n writes what is read
       widen_n(k, x + lo, xs, hi - lo);
       widen_n(k, y + lo, ys, hi - lo);
       vec::add_to(k, xs, ys, hi - lo);
