@@ -27,15 +27,22 @@ __m512i to_bf16(__m512 v) {
   return _mm512_mask_blend_epi32(nan, rounded, _mm512_or_si512(top, _mm512_set1_epi32(0x40)));
 }
 
+// c[0, n) as 16 lanes of bf16 bits, zero past n (n in [1, 16]); a short row one element at a time,
+// as masked 16-bit loads need AVX512BW.
+__m256i load_bits(const uint16_t* c, int n) {
+  if (n >= 16) return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c));
+  alignas(32) uint16_t part[16] = {};
+  for (int j = 0; j < n; ++j) part[j] = c[j];
+  return _mm256_load_si256(reinterpret_cast<const __m256i*>(part));
+}
+
 // c[0, n) = bf16(alpha · acc + beta · c), n in [0, 16]; beta == 0 never reads c.
 void store16(uint16_t* c, __m512 acc, int n, float alpha, float beta) {
   if (n <= 0) return;
   const __mmask16 mask = n >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << n) - 1u);
   if (alpha != 1.0f) acc = _mm512_mul_ps(acc, _mm512_set1_ps(alpha));
   if (beta != 0.0f) {
-    alignas(32) uint16_t old[16] = {};
-    for (int j = 0; j < n; ++j) old[j] = c[j];
-    const __m512i wide = _mm512_cvtepu16_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(old)));
+    const __m512i wide = _mm512_cvtepu16_epi32(load_bits(c, n));
     acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(wide, 16)), _mm512_set1_ps(beta)));
   }
   _mm512_mask_cvtepi32_storeu_epi16(c, mask, to_bf16(acc));
@@ -60,6 +67,19 @@ __attribute__((always_inline)) inline void store_tile(const __m512* acc0, const 
     if (i >= m) break;
     store16(c + i * ldc, acc0[i], n, alpha, beta);
     store16(c + i * ldc + 16, acc1[i], n - 16, alpha, beta);
+  }
+}
+
+// Touches, for writing, the cache lines of the m × n block of C a tile is about to store (and, with
+// beta != 0, read): issued before the tile's k loop, whose ~kp · kMR dot products hide the misses
+// that C's strided rows (one tile row per ldc) would otherwise take one by one.
+template <typename Out>
+__attribute__((always_inline)) inline void prefetch_tile(Out* c, int64_t ldc, int m, int n) {
+  const int bytes = n * static_cast<int>(sizeof(Out));
+  for (int i = 0; i < m; ++i) {
+    const char* row = reinterpret_cast<const char*>(c + i * ldc);
+    for (int off = 0; off < bytes; off += 64) __builtin_prefetch(row + off, 1, 3);
+    __builtin_prefetch(row + bytes - 1, 1, 3);  // an unaligned row's last line
   }
 }
 
@@ -210,6 +230,7 @@ template <typename Out>
 void tile_avx512(const float* a, const float* b, int64_t K, Out* c, int64_t ldc, int m, int n, float alpha,
                  float beta) {
   __m512 acc0[kMR], acc1[kMR];
+  prefetch_tile(c, ldc, m, n);
 #pragma GCC unroll 12
   for (int i = 0; i < kMR; ++i) acc0[i] = acc1[i] = _mm512_setzero_ps();
   for (int64_t k = 0; k < K; ++k) {
@@ -259,6 +280,7 @@ template <typename Out>
 void tile_dpbf16(const uint32_t* a, const uint32_t* b, int64_t kp, Out* c, int64_t ldc, int m, int n, float alpha,
                  float beta) {
   __m512 acc0[kMR], acc1[kMR];
+  prefetch_tile(c, ldc, m, n);
   dpbf16_accumulate(a, b, kp, acc0, acc1);
   store_tile(acc0, acc1, c, ldc, m, n, alpha, beta);
 }
