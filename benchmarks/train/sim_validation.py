@@ -5,12 +5,17 @@ For each world size N in --ranks, this machine is first measured as a hardware p
 (`mpirun -np N zerotrain simulate --calibrate`, at the model's shapes). Then every point of the grid
 — stage x overlap_comm x reduce/allgather bucket size x gradient accumulation, at a fixed
 micro-batch — is predicted with that profile (`simulate --json`) and measured (`train` with
-`wall_clock_breakdown`: rank 0's step_ms, the median over the steps after --skip, and the least
-of the ranks' median exposed communication; then the median over --repeats runs; all runs of all
-points in a seeded shuffled order so load drifts spread over every point). The simulated ranks
-are identical; measured ranks drift apart, and a faster rank's exposed time also holds its wait
-for the slowest, whose exposed time is the communication's own: the least over ranks is what
-the simulator predicts (rank 0's is kept in the CSV as rank0_exposed_ms).
+`wall_clock_breakdown`: rank 0's step_ms, the median over the steps after --skip, and the exposed
+communication below; then the median over --repeats runs; all runs of all points in a seeded
+shuffled order so load drifts spread over every point).
+
+Measured exposed communication: the simulated ranks are identical, measured ones drift apart, and
+a rank that reaches a collective first also waits there for the last one. That wait is rank skew,
+not communication. wall_clock_breakdown's summary line "all ranks: exposed X ms the
+communication's own" takes, at each of a step's waits on communication, the least over the ranks
+(the last rank to arrive waited for the collective alone), summed: `meas_exposed_ms`, what the
+simulator predicts (one rank: its own median). The CSV also keeps the least of the ranks' median
+totals (`least_rank_exposed_ms`) and rank 0's (`rank0_exposed_ms`), both with the skew in them.
 
 Reported: per point predicted vs measured step time and exposed communication; per world size
 and overall, the median of |predicted - measured| / measured step time, Spearman's rank
@@ -79,10 +84,14 @@ def predict(a, tmp, p, profile):
 RANK_EXPOSED = re.compile(r"^\s*rank (\d+): .* exposed ([0-9.]+) ms", re.M)
 
 
+# ... and, with several ranks, the communication's own exposed time (each wait's least over ranks).
+OWN_EXPOSED = re.compile(r"^\s*all ranks: exposed ([0-9.]+) ms the communication's own", re.M)
+
+
 def measure(a, tmp, p, rep):
-    """(rank 0's step ms, the least exposed communication of any rank, rank 0's exposed), medians over
-    the steps. The simulator's ranks are identical; measured ranks drift apart, and a faster rank's
-    exposed time also holds its wait for the slowest, whose own is communication's alone."""
+    """(rank 0's step ms, the communication's own exposed ms, the least of the ranks' median exposed
+    ms, rank 0's median exposed ms) over the steps after --skip (wall_clock_breakdown's summary
+    leaves out only the first step)."""
     tag = "r%d_s%d_o%d_b%d_g%d_%d" % (p["ranks"], p["stage"], p["overlap"], p["bucket"], p["gas"], rep)
     cfg = write_json(os.path.join(tmp, tag + ".json"), config(p, a.micro, a.s3_persist))
     metrics = os.path.join(tmp, tag + ".jsonl")
@@ -90,10 +99,12 @@ def measure(a, tmp, p, rep):
                                          "--steps", str(a.steps), "--metrics", metrics, "--log-every", str(a.steps)])
     steps = [json.loads(line) for line in open(metrics) if line.strip()][a.skip:]
     per_rank = [float(m.group(2)) for m in RANK_EXPOSED.finditer(out)]
-    if len(per_rank) != p["ranks"]:
-        sys.exit("expected %d per-rank breakdown lines from train, got %d:\n%s" % (p["ranks"], len(per_rank), out[-2000:]))
-    return (statistics.median(s["step_ms"] for s in steps), min(per_rank),
-            statistics.median(s["comm_exposed_ms"] for s in steps))
+    own = [float(m.group(1)) for m in OWN_EXPOSED.finditer(out)]
+    if len(per_rank) != p["ranks"] or len(own) != (1 if p["ranks"] > 1 else 0):
+        sys.exit("expected %d per-rank breakdown lines from train and the ranks' own line, got %d and %d:\n%s"
+                 % (p["ranks"], len(per_rank), len(own), out[-2000:]))
+    rank0 = statistics.median(s["comm_exposed_ms"] for s in steps)
+    return statistics.median(s["step_ms"] for s in steps), own[0] if own else rank0, min(per_rank), rank0
 
 
 def spearman(x, y):
@@ -108,14 +119,21 @@ def spearman(x, y):
     return 1.0 if n < 2 else 1 - 6 * sum((a - b) ** 2 for a, b in zip(rx, ry)) / (n * (n * n - 1))
 
 
+def within(pred, meas):
+    """The exposed-communication bound: within 25% of the measurement or 2 ms of it."""
+    return int(abs(pred - meas) <= max(2.0, 0.25 * meas))
+
+
 def summarize(points):
     """(median |error| of the step as a fraction, Spearman of predicted vs measured step, share of
-    points whose exposed communication is within 25% or 2 ms, median |exposed error| in ms)."""
+    points whose exposed communication is within 25% or 2 ms, median |exposed error| in ms, the
+    share within bounds of the least-waiting rank's total instead)."""
     err = statistics.median(abs(p["err_pct"]) for p in points) / 100
     rho = spearman([p["pred_ms"] for p in points], [p["meas_ms"] for p in points])
     ok = sum(p["exposed_ok"] for p in points) / len(points)
     exposed = statistics.median(abs(p["pred_exposed_ms"] - p["meas_exposed_ms"]) for p in points)
-    return err, rho, ok, exposed
+    least_rank_ok = sum(p["least_rank_ok"] for p in points) / len(points)
+    return err, rho, ok, exposed, least_rank_ok
 
 
 def main():
@@ -155,11 +173,13 @@ def main():
     for i, p in enumerate(points):
         p["meas_ms"] = round(statistics.median(m[0] for m in measured[i]), 3)
         p["meas_exposed_ms"] = round(statistics.median(m[1] for m in measured[i]), 3)
-        p["rank0_exposed_ms"] = round(statistics.median(m[2] for m in measured[i]), 3)
+        p["least_rank_exposed_ms"] = round(statistics.median(m[2] for m in measured[i]), 3)
+        p["rank0_exposed_ms"] = round(statistics.median(m[3] for m in measured[i]), 3)
         p["err_pct"] = round(100 * (p["pred_ms"] - p["meas_ms"]) / p["meas_ms"], 1)
-        p["exposed_ok"] = int(abs(p["pred_exposed_ms"] - p["meas_exposed_ms"]) <= max(2.0, 0.25 * p["meas_exposed_ms"]))
+        p["exposed_ok"] = within(p["pred_exposed_ms"], p["meas_exposed_ms"])
+        p["least_rank_ok"] = within(p["pred_exposed_ms"], p["least_rank_exposed_ms"])
     keys = ["ranks", "stage", "overlap", "bucket", "gas", "pred_ms", "meas_ms", "err_pct", "pred_exposed_ms",
-            "meas_exposed_ms", "exposed_ok", "rank0_exposed_ms"]
+            "meas_exposed_ms", "exposed_ok", "least_rank_exposed_ms", "least_rank_ok", "rank0_exposed_ms"]
     with open(os.path.join(a.out_dir, "validation.csv"), "w") as f:
         f.write(",".join(keys) + "\n")
         for p in points:
@@ -169,11 +189,13 @@ def main():
               for p in points]
     groups = [(str(n), [p for p in points if p["ranks"] == n]) for n in ints(a.ranks)] + [("all", points)]
     table = ["| ranks | points | median \\|predicted − measured\\| / measured step | Spearman, predicted vs measured "
-             "step | exposed comm within 25% or 2 ms | median \\|predicted − measured\\| exposed |", "|---|---|---|---|---|---|"]
+             "step | exposed comm within 25% or 2 ms | median \\|predicted − measured\\| exposed | within bounds of "
+             "the least-waiting rank's total |", "|---|---|---|---|---|---|---|"]
     for name, g in groups:
-        e, r, ok, ex = summarize(g)
-        table.append("| %s | %d | %.1f%% | %.2f | %.0f%% | %.2f ms |" % (name, len(g), 100 * e, r, 100 * ok, ex))
-    median_err, rho, exposed_ok, _ = summarize(points)
+        e, r, ok, ex, least = summarize(g)
+        table.append("| %s | %d | %.1f%% | %.2f | %.0f%% | %.2f ms | %.0f%% |" % (name, len(g), 100 * e, r, 100 * ok, ex,
+                                                                               100 * least))
+    median_err, rho, exposed_ok, _, _ = summarize(points)
     summary = ("%d points: median |predicted - measured| / measured step time %.1f%%; exposed communication within "
                "25%% or 2 ms at %.0f%% of points; Spearman rank correlation %.2f; load average %.1f before, %.1f after"
                % (len(points), 100 * median_err, 100 * exposed_ok, rho, load_before, os.getloadavg()[0]))

@@ -296,6 +296,8 @@ struct Observers {
   }
   void after_step(TrainRun& run, const StepStats& st) {
     if (breakdown && st.breakdown) steps.push_back(*st.breakdown);
+    if (steps.size() > kOwnExposedSteps)  // the summary reads only the last ones' waits
+      std::vector<double>().swap(steps[steps.size() - 1 - kOwnExposedSteps].comm_stall_exposed_ms);
     if (comm_log) comm_log->write_completed();
   }
   // Collective: every rank calls it once, after the last step.

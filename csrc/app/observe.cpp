@@ -57,6 +57,74 @@ void add_breakdown_json(nlohmann::json& row, const StepBreakdown& b) {
   }
 }
 
+double own_exposed_ms(const std::vector<std::vector<double>>& per_rank) {
+  if (per_rank.empty()) return 0;
+  const size_t n = per_rank[0].size();
+  const bool aligned = std::all_of(per_rank.begin(), per_rank.end(), [&](const auto& w) { return w.size() == n; });
+  double own = 0;
+  if (aligned) {
+    for (size_t i = 0; i < n; ++i) {
+      double least = per_rank[0][i];
+      for (const auto& w : per_rank) least = std::min(least, w[i]);
+      own += least;
+    }
+    return own;
+  }
+  own = INFINITY;
+  for (const auto& w : per_rank) {
+    double total = 0;
+    for (double x : w) total += x;
+    own = std::min(own, total);
+  }
+  return own;
+}
+
+namespace {
+
+// Each of the steps' comm waits (exposed ms), a step per line, as text for gather_strings.
+std::string stall_lines(const std::vector<StepBreakdown>& steps, size_t from) {
+  std::string out;
+  for (size_t k = from; k < steps.size(); ++k) {
+    for (double x : steps[k].comm_stall_exposed_ms) out += fmt("%.6g ", x);
+    out += "\n";
+  }
+  return out;
+}
+
+std::vector<std::vector<double>> parse_stall_lines(const std::string& text) {
+  std::vector<std::vector<double>> steps;
+  size_t at = 0;
+  while (at < text.size()) {
+    const size_t end = text.find('\n', at);
+    std::vector<double>& step = steps.emplace_back();
+    const std::string line = text.substr(at, end - at);
+    for (const char* p = line.c_str(); *p;) {
+      char* next = nullptr;
+      const double v = std::strtod(p, &next);
+      if (next == p) break;
+      step.push_back(v);
+      p = next;
+    }
+    at = end == std::string::npos ? text.size() : end + 1;
+  }
+  return steps;
+}
+
+// The median over the steps of own_exposed_ms, from every rank's stall_lines (rank 0 only).
+double median_own_exposed(const std::vector<std::string>& per_rank_text) {
+  std::vector<std::vector<std::vector<double>>> ranks;  // [rank][step][wait]
+  for (const std::string& t : per_rank_text) ranks.push_back(parse_stall_lines(t));
+  std::vector<double> own;
+  for (size_t k = 0; k < ranks[0].size(); ++k) {
+    std::vector<std::vector<double>> step;
+    for (const auto& r : ranks) step.push_back(k < r.size() ? r[k] : std::vector<double>{});
+    own.push_back(own_exposed_ms(step));
+  }
+  return median(own);
+}
+
+}  // namespace
+
 std::string breakdown_summary(Communicator& comm, const std::vector<StepBreakdown>& steps) {
   const size_t skip = steps.size() > 1 ? 1 : 0;  // the first step warms caches up
   std::vector<double> f, bw, o, busy, ex, idle;
@@ -76,10 +144,17 @@ std::string breakdown_summary(Communicator& comm, const std::vector<StepBreakdow
                 comm.rank(), median(f), median(bw), median(o), mb, me, median(idle),
                 overlap_text(mb > 0 ? std::clamp(100 * (1 - me / mb), 0.0, 100.0) : -1).c_str());
   const std::vector<std::string> all = comm.gather_strings(line, 0, "breakdown summary");
+  std::vector<std::string> stalls;
+  const size_t from = std::max(skip, steps.size() > kOwnExposedSteps ? steps.size() - kOwnExposedSteps : 0);
+  if (comm.world_size() > 1) stalls = comm.gather_strings(stall_lines(steps, from), 0, "breakdown waits");
   if (comm.rank() != 0) return {};
   std::string out = "wall_clock_breakdown per rank (medians over " + std::to_string(steps.size() - skip) +
                     " steps" + (skip ? ", the first left out" : "") + "):\n";
   for (const std::string& l : all) out += l + "\n";
+  if (comm.world_size() > 1 && steps.size() > from)
+    out += "  all ranks: exposed " + fmt("%.1f", median_own_exposed(stalls)) +
+           " ms the communication's own (each wait's least over the ranks, median over " +
+           std::to_string(steps.size() - from) + " steps; the rest of a rank's exposed time waited for slower ranks)\n";
   return out;
 }
 

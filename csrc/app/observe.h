@@ -19,8 +19,17 @@ std::string breakdown_text(const StepBreakdown& b);
 // fwd_ms, bwd_ms, optim_ms, comm_busy_ms, comm_exposed_ms, comm_wait_idle_ms, overlap_pct (null: no communication),
 // breakdown_window_ms, collectives; copy_* when the engine has a copy lane.
 void add_breakdown_json(nlohmann::json& row, const StepBreakdown& b);
-// Rank 0 prints one line per rank: medians over the steps after the first. Every rank calls it.
+// Rank 0 prints one line per rank: medians over the steps after the first; with several ranks one
+// more, the communication's own exposed time (own_exposed_ms, over the last kOwnExposedSteps
+// steps). Every rank calls it.
 std::string breakdown_summary(Communicator& comm, const std::vector<StepBreakdown>& steps);
+// Steps whose comm_stall_exposed_ms the summary reads (train drops the lists of older ones).
+constexpr size_t kOwnExposedSteps = 256;
+// One step's exposed communication without rank skew: a rank that reaches a collective first also
+// waits there for the last one. At each wait (per_rank[r][i]: rank r's i-th, ms) the least over the
+// ranks is the communication's own (the last rank to arrive waited for nothing else); their sum.
+// Ranks that logged different numbers of waits: the least rank total.
+double own_exposed_ms(const std::vector<std::vector<double>>& per_rank);
 
 // --trace-steps a:b (1-based, inclusive; "a:" = from a on). InputError naming the flag.
 struct StepRange {

@@ -258,6 +258,7 @@ void StepTimer::add_comm_busy(StepBreakdown& b, Event& origin, const std::vector
     double covered = 0;
     for (const auto& [c0, c1] : busy) covered += std::max(0.0, std::min(s1, c1) - std::max(s0, c0));
     b.comm_exposed_ms += covered;
+    b.comm_stall_exposed_ms.push_back(covered);
     b.comm_wait_idle_ms += (s1 - s0) - covered;
   }
 }

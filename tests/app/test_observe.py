@@ -78,6 +78,12 @@ class Observe(ObserveCase):
             self.assertRegex(l, r"fwd [\d.]+ ms bwd [\d.]+ ms optim [\d.]+ ms \| comm busy [\d.]+ ms exposed [\d.]+ ms "
                                 r"idle wait [\d.]+ ms")
         self.assertIn("wall_clock_breakdown per rank", p.stdout)
+        # The communication's own exposed time: at each wait the least over ranks, so never above a
+        # rank's own exposed time, step by step and so in the medians.
+        per_rank = [float(x) for x in re.findall(r"^  rank \d: .* exposed ([\d.]+) ms", p.stdout, re.M)]
+        own = re.findall(r"^  all ranks: exposed ([\d.]+) ms the communication's own", p.stdout, re.M)
+        self.assertEqual((len(per_rank), len(own)), (2, 1), p.stdout)
+        self.assertLessEqual(float(own[0]), min(per_rank), p.stdout)
         self.assertEqual(len(re.findall(r"rank \d comms_logger", p.stdout)), 2, p.stdout)
         for path in (m, m + ".rank1"):
             rows = [json.loads(l) for l in open(path)]

@@ -187,7 +187,9 @@ TEST(LlamaConfig, BundledFilesParse) {
     ModelConfig m;
     ASSERT_NO_THROW(m = parse_model_config_file(path)) << path;
     EXPECT_EQ(m.type, ModelConfig::Type::Llama) << path;
-    if (f.params > 0) EXPECT_EQ(model_param_count(m), f.params) << path;
+    if (f.params > 0) {
+      EXPECT_EQ(model_param_count(m), f.params) << path;
+    }
   }
   const ModelConfig m15 = parse_model_config_file(std::string(ZT_SOURCE_DIR) + "/configs/models/llama-15m.json");
   EXPECT_GT(model_param_count(m15), 12e6);

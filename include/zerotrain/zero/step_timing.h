@@ -52,6 +52,9 @@ struct StepBreakdown {
   double copy_exposed_ms = 0;  // compute stream stalled on copy-lane events
   bool has_copy_lane = false;
   int64_t collectives = 0;     // collectives completed during the step
+  // comm_exposed_ms wait by wait: each stall of the compute stream on communication, in the compute
+  // stream's order (every rank runs the same program, so the same waits in the same order).
+  std::vector<double> comm_stall_exposed_ms;
   // 100 * (1 - exposed / busy), clamped to [0, 100]; -1 when nothing was communicated.
   double overlap_pct() const;
   double copy_overlap_pct() const;
