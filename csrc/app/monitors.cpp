@@ -100,7 +100,7 @@ std::string python_float_repr(double v) {
   if (exp < -4 || exp >= 16) {  // Python: exponent form when the decimal point is outside (-4, 16]
     out += digits.substr(0, 1);
     if (digits.size() > 1) out += "." + digits.substr(1);
-    char e[8];
+    char e[16];  // a double's exponent has at most 3 digits; room for any int keeps the format checker quiet
     std::snprintf(e, sizeof(e), "e%c%02d", exp < 0 ? '-' : '+', std::abs(exp));
     return out + e;
   }
