@@ -22,6 +22,7 @@ using bf16gemm::kNR;
 // Native: fp32 panels, k deep.
 struct FmaPanels {
   using Elem = float;
+  static constexpr bool kReadsAInPlace = false;
   static int64_t depth(int64_t K) { return K; }
   static void pack(const uint16_t* x, int64_t ld, bool along_k, int64_t rows, int64_t K, int W, float* dst) {
     bf16gemm::pack_avx512(x, ld, along_k, rows, K, W, dst);
@@ -36,6 +37,8 @@ struct FmaPanels {
 // Dot: bf16 pairs, ceil(k / 2) deep.
 struct PairPanels {
   using Elem = uint32_t;
+  // A whose rows hold their k contiguously, K even, is already in pairs: the tile reads it in place.
+  static constexpr bool kReadsAInPlace = true;
   static int64_t depth(int64_t K) { return (K + 1) / 2; }
   static void pack(const uint16_t* x, int64_t ld, bool along_k, int64_t rows, int64_t K, int W, uint32_t* dst) {
     bf16gemm::pack_pairs_avx512(x, ld, along_k, rows, K, W, dst);
@@ -44,6 +47,11 @@ struct PairPanels {
   static void tile(const uint32_t* a, const uint32_t* b, int64_t depth, Out* c, int64_t ldc, int m, int n,
                    float alpha, float beta) {
     bf16gemm::tile_dpbf16(a, b, depth, c, ldc, m, n, alpha, beta);
+  }
+  template <typename Out>
+  static void tile_rows(const uint16_t* a, int64_t lda, const uint32_t* b, int64_t depth, Out* c, int64_t ldc, int m,
+                        int n, float alpha, float beta) {
+    bf16gemm::tile_dpbf16_rows(a, lda, b, depth, c, ldc, m, n, alpha, beta);
   }
 };
 
@@ -78,28 +86,39 @@ void pack_block(const Operand& op, int64_t blk, typename Panels::Elem* out) {
 
 // One parallel region per GEMM (the team forks once): the A blocks and B panels are packed by
 // all threads, then, after the implicit barrier of the second loop, every kMR × kNR tile of C.
-// Called inside a parallel region (the attention tiles' products) it runs on the calling thread.
+// A is not packed where the tile can read it in place (Panels::kReadsAInPlace, row-major op(A),
+// K even). Called inside a parallel region (the attention tiles' products) it runs on the calling
+// thread.
 template <typename Panels, typename Out>
 void gemm_tiled(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t* A, int64_t lda,
                 const uint16_t* B, int64_t ldb, float beta, Out* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
   const int64_t depth = Panels::depth(K), mb = (M + kMR - 1) / kMR, nb = (N + kNR - 1) / kNR;
-  typename Panels::Elem* a = reserve<typename Panels::Elem>(0, mb * kMR * depth);
+  const bool a_in_place = Panels::kReadsAInPlace && !ta && K % 2 == 0;
+  typename Panels::Elem* a = a_in_place ? nullptr : reserve<typename Panels::Elem>(0, mb * kMR * depth);
   typename Panels::Elem* b = reserve<typename Panels::Elem>(1, nb * kNR * depth);
   const Operand op_a{A, lda, ta, M, K}, op_bt{B, ldb, !tb, N, K};  // op(B)ᵀ[j, k] = op(B)[k, j]
 #pragma omp parallel if (M * N * std::max<int64_t>(K, 1) > 8 * kParallelGrain && !omp_in_parallel())
   {
 #pragma omp for schedule(static) nowait
-    for (int64_t blk = 0; blk < mb; ++blk) pack_block<Panels, kMR>(op_a, blk, a);
+    for (int64_t blk = 0; blk < (a_in_place ? 0 : mb); ++blk) pack_block<Panels, kMR>(op_a, blk, a);
 #pragma omp for schedule(static)
     for (int64_t blk = 0; blk < nb; ++blk) pack_block<Panels, kNR>(op_bt, blk, b);
 #pragma omp for collapse(2) schedule(static)
     for (int64_t jb = 0; jb < nb; ++jb) {
       for (int64_t ib = 0; ib < mb; ++ib) {
         const int64_t i0 = ib * kMR, j0 = jb * kNR;
-        Panels::tile(a + ib * kMR * depth, b + jb * kNR * depth, depth, C + i0 * ldc + j0, ldc,
-                     static_cast<int>(std::min<int64_t>(kMR, M - i0)),
-                     static_cast<int>(std::min<int64_t>(kNR, N - j0)), alpha, beta);
+        const int m = static_cast<int>(std::min<int64_t>(kMR, M - i0));
+        const int n = static_cast<int>(std::min<int64_t>(kNR, N - j0));
+        const typename Panels::Elem* panel = b + jb * kNR * depth;
+        Out* c = C + i0 * ldc + j0;
+        if constexpr (Panels::kReadsAInPlace) {
+          if (a_in_place) {
+            Panels::tile_rows(A + i0 * lda, lda, panel, depth, c, ldc, m, n, alpha, beta);
+            continue;
+          }
+        }
+        Panels::tile(a + ib * kMR * depth, panel, depth, c, ldc, m, n, alpha, beta);
       }
     }
   }

@@ -274,6 +274,37 @@ __attribute__((target("avx512bf16"))) void dpbf16_accumulate(const uint32_t* a, 
   }
 }
 
+// dpbf16_accumulate with A's pairs read where they lie: row i's pair q is the 32 bits at
+// rows[i] + 4q (bytes; any alignment), one broadcast load each, no packed block.
+__attribute__((target("avx512bf16"))) void dpbf16_accumulate_rows(const char* const* rows, const uint32_t* b,
+                                                                  int64_t kp, __m512* out0,
+                                                                  __m512* out1) {
+  __m512 acc0[kMR], acc1[kMR];
+  const char* r[kMR];
+#pragma GCC unroll 12
+  for (int i = 0; i < kMR; ++i) {
+    acc0[i] = acc1[i] = _mm512_setzero_ps();
+    r[i] = rows[i];
+  }
+  for (int64_t q = 0; q < kp; ++q) {
+    const __m512bh b0 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(b + q * kNR));
+    const __m512bh b1 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(b + q * kNR + 16));
+#pragma GCC unroll 12
+    for (int i = 0; i < kMR; ++i) {
+      int pair;
+      __builtin_memcpy(&pair, r[i] + 4 * q, sizeof(pair));
+      const __m512bh ai = reinterpret_cast<__m512bh>(_mm512_set1_epi32(pair));
+      acc0[i] = _mm512_dpbf16_ps(acc0[i], ai, b0);
+      acc1[i] = _mm512_dpbf16_ps(acc1[i], ai, b1);
+    }
+  }
+#pragma GCC unroll 12
+  for (int i = 0; i < kMR; ++i) {
+    out0[i] = acc0[i];
+    out1[i] = acc1[i];
+  }
+}
+
 }  // namespace
 
 template <typename Out>
@@ -285,9 +316,24 @@ void tile_dpbf16(const uint32_t* a, const uint32_t* b, int64_t kp, Out* c, int64
   store_tile(acc0, acc1, c, ldc, m, n, alpha, beta);
 }
 
+template <typename Out>
+void tile_dpbf16_rows(const uint16_t* a, int64_t lda, const uint32_t* b, int64_t kp, Out* c, int64_t ldc, int m,
+                      int n, float alpha, float beta) {
+  __m512 acc0[kMR], acc1[kMR];
+  const char* rows[kMR];
+  for (int i = 0; i < kMR; ++i) rows[i] = reinterpret_cast<const char*>(a + (i < m ? i : m - 1) * lda);
+  prefetch_tile(c, ldc, m, n);
+  dpbf16_accumulate_rows(rows, b, kp, acc0, acc1);
+  store_tile(acc0, acc1, c, ldc, m, n, alpha, beta);
+}
+
 template void tile_avx512(const float*, const float*, int64_t, uint16_t*, int64_t, int, int, float, float);
 template void tile_avx512(const float*, const float*, int64_t, float*, int64_t, int, int, float, float);
 template void tile_dpbf16(const uint32_t*, const uint32_t*, int64_t, uint16_t*, int64_t, int, int, float, float);
 template void tile_dpbf16(const uint32_t*, const uint32_t*, int64_t, float*, int64_t, int, int, float, float);
+template void tile_dpbf16_rows(const uint16_t*, int64_t, const uint32_t*, int64_t, uint16_t*, int64_t, int, int, float,
+                               float);
+template void tile_dpbf16_rows(const uint16_t*, int64_t, const uint32_t*, int64_t, float*, int64_t, int, int, float,
+                               float);
 
 }  // namespace zt::cpu_ops::bf16gemm

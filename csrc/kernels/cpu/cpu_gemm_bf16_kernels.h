@@ -41,6 +41,14 @@ template <typename Out>
 void tile_dpbf16(const uint32_t* a, const uint32_t* b, int64_t kp, Out* c, int64_t ldc, int m, int n, float alpha,
                  float beta);
 
+// tile_dpbf16 with A read where it lies instead of from a packed block: row i < m of the tile's
+// op(A) is a + i · lda (bf16 elements, k contiguous, any alignment), whose k-pairs are exactly the
+// packed pairs when K is even (2 · kp == K: no pair runs past the row). Rows from m on are not read.
+// Call only when cpu::avx512_bf16_supported().
+template <typename Out>
+void tile_dpbf16_rows(const uint16_t* a, int64_t lda, const uint32_t* b, int64_t kp, Out* c, int64_t ldc, int m,
+                      int n, float alpha, float beta);
+
 // One pair-packed block: dst[q · W + i] = (x(i, 2q), x(i, 2q + 1)) for i < rows <= W, q < ceil(K / 2),
 // zero in the high half past an odd K; x(i, k) as for pack_avx512. The rows from `rows` to W are
 // left alone. Call only when cpu::isa_supported(Isa::Avx512).
