@@ -4,7 +4,9 @@
 
 #include <algorithm>
 
+#include "zerotrain/core/cpu_isa.h"
 #include "zerotrain/kernels/dispatch.h"
+#include "zerotrain/kernels/host_optim.h"
 
 namespace zt::cpu_ops {
 
@@ -44,6 +46,11 @@ void store(const TensorView& t, int64_t i, float v) {
 
 void accumulate(const TensorView& dst, const TensorView& src, float alpha, bool overwrite) {
   const int64_t n = dst.numel();
+  const cpu::Isa isa = cpu::active_isa();
+  if (alpha == 1.0f && isa != cpu::Isa::Scalar && (dst.dtype == DType::F32 || dst.dtype == DType::BF16)) {
+    host_optim::accumulate_omp(isa, dst, src, overwrite);  // bitwise the loop below (1·x is exact)
+    return;
+  }
   switch (dst.dtype) {
     case DType::F32: accumulate_from(static_cast<float*>(dst.data), src, n, alpha, overwrite); break;
     case DType::BF16: accumulate_from(static_cast<bf16*>(dst.data), src, n, alpha, overwrite); break;

@@ -451,8 +451,8 @@ TEST(HostThreads, DefaultFromOmpNumThreadsOrAffinity) {
   }
 }
 
-// Gradient accumulation into the host shard (ZeRO-Offload): every ISA path, bitwise against
-// zero_ops' CPU accumulate with alpha 1, for dst fp32/bf16 x src fp32/bf16/fp16, overwrite or add,
+// Gradient accumulation into the host shard (ZeRO-Offload) and the CPU backend's own accumulate
+// (its SIMD paths): every ISA path, bitwise against zero_ops' scalar CPU accumulate with alpha 1, for dst fp32/bf16 x src fp32/bf16/fp16, overwrite or add,
 // tail sizes, thread counts, and special values in both operands.
 TEST(HostAccumulate, BitwiseEveryIsaDtypeAndThreads) {
   std::mt19937 rng(11);
@@ -467,14 +467,24 @@ TEST(HostAccumulate, BitwiseEveryIsaDtypeAndThreads) {
         dst.set(i + k, specials[i]);
       }
       for (bool overwrite : {false, true}) {
+        EnvGuard guard("ZT_CPU_ISA");
+        setenv("ZT_CPU_ISA", "scalar", 1);
         Buf ref = dst;
         cpu_ops::accumulate(ref.view(), src.view(), 1.0f, overwrite);
-        for (Isa isa : isas_to_test()) for (int threads : {1, 3}) {
-          Buf got = dst;
-          accumulate(pool_of(threads), isa, got.view(), src.view(), overwrite);
-          EXPECT_EQ(got.bytes, ref.bytes) << "n=" << n << " dst=" << dtype_name(dt) << " src=" << dtype_name(st)
-                                          << " overwrite=" << overwrite << " isa=" << isa_name(isa)
-                                          << " threads=" << threads;
+        for (Isa isa : isas_to_test()) {
+          for (int threads : {1, 3}) {
+            Buf got = dst;
+            accumulate(pool_of(threads), isa, got.view(), src.view(), overwrite);
+            EXPECT_EQ(got.bytes, ref.bytes) << "n=" << n << " dst=" << dtype_name(dt) << " src=" << dtype_name(st)
+                                            << " overwrite=" << overwrite << " isa=" << isa_name(isa)
+                                            << " threads=" << threads;
+          }
+          setenv("ZT_CPU_ISA", isa_name(isa), 1);  // the CPU backend's own op on this ISA (its OpenMP split)
+          Buf own = dst;
+          cpu_ops::accumulate(own.view(), src.view(), 1.0f, overwrite);
+          EXPECT_EQ(own.bytes, ref.bytes) << "cpu_ops::accumulate n=" << n << " dst=" << dtype_name(dt)
+                                          << " src=" << dtype_name(st) << " overwrite=" << overwrite
+                                          << " isa=" << isa_name(isa);
           if (HasFailure()) return;
         }
       }

@@ -215,26 +215,48 @@ void accumulate_scalar(const detail::AccumulateArgs& a, int64_t begin, int64_t e
     });
   });
 }
-}  // namespace
 
-void accumulate(HostThreadPool& pool, Isa isa, const TensorView& dst, const TensorView& src, bool overwrite) {
+// Validates the operands (as the header says) and flattens them; isa must be supported.
+detail::AccumulateArgs accumulate_args(Isa isa, const TensorView& dst, const TensorView& src, bool overwrite) {
   const int64_t n = dst.numel();
   check_host(dst, "dst", n), check_host(src, "src", n);
   ZT_CHECK(is_master_dtype(dst.dtype), std::string("host_optim::accumulate: dst must be fp32 or bf16, got ") +
                                            dtype_name(dst.dtype));
   ZT_CHECK(isa_supported(isa), std::string("host_optim::accumulate: ISA ") + isa_name(isa) + " not supported by this CPU");
-  if (n == 0) return;
-  const detail::AccumulateArgs args{dst.data, src.data, static_cast<uint8_t>(dst.dtype), static_cast<uint8_t>(src.dtype),
-                                    overwrite};
+  return detail::AccumulateArgs{dst.data, src.data, static_cast<uint8_t>(dst.dtype), static_cast<uint8_t>(src.dtype),
+                                overwrite};
+}
+
+// Elements [begin, end): whole vectors on the isa's kernel, the rest on the scalar one.
+void accumulate_range(Isa isa, const detail::AccumulateArgs& args, int64_t begin, int64_t end) {
   void (*vec)(const detail::AccumulateArgs&, int64_t, int64_t) = nullptr;
   int64_t width = 1;
   if (isa == Isa::Avx512) vec = detail::accumulate_avx512, width = detail::kAvx512Width;
   if (isa == Isa::Avx2) vec = detail::accumulate_avx2, width = detail::kAvx2Width;
-  for_blocks(pool, n, [&](int64_t begin, int64_t end) {
-    const int64_t vec_end = begin + (end - begin) / width * width;
-    if (vec != nullptr && vec_end > begin) vec(args, begin, vec_end);
-    accumulate_scalar(args, vec != nullptr ? vec_end : begin, end);
-  });
+  const int64_t vec_end = begin + (end - begin) / width * width;
+  if (vec != nullptr && vec_end > begin) vec(args, begin, vec_end);
+  accumulate_scalar(args, vec != nullptr ? vec_end : begin, end);
+}
+
+}  // namespace
+
+void accumulate(HostThreadPool& pool, Isa isa, const TensorView& dst, const TensorView& src, bool overwrite) {
+  const detail::AccumulateArgs args = accumulate_args(isa, dst, src, overwrite);
+  if (dst.numel() == 0) return;
+  for_blocks(pool, dst.numel(), [&](int64_t begin, int64_t end) { accumulate_range(isa, args, begin, end); });
+}
+
+void accumulate_omp(Isa isa, const TensorView& dst, const TensorView& src, bool overwrite) {
+  const detail::AccumulateArgs args = accumulate_args(isa, dst, src, overwrite);
+  const int64_t n = dst.numel(), blocks = (n + kBlock - 1) / kBlock;
+  if (n == 0) return;
+  // One kBlock-aligned contiguous part per team thread (elementwise: the split changes nothing).
+#pragma omp parallel if (blocks >= 2 * kGrainBlocks)
+  {
+    const int64_t parts = omp_get_num_threads(), k = omp_get_thread_num();
+    const int64_t b0 = blocks * k / parts, b1 = blocks * (k + 1) / parts;
+    accumulate_range(isa, args, b0 * kBlock, std::min(n, b1 * kBlock));
+  }
 }
 
 // ---- Lion and Adagrad ----------------------------------------------------------------------

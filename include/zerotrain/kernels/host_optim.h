@@ -49,5 +49,8 @@ void adagrad_step(cpu::HostThreadPool& pool, cpu::Isa isa, const TensorView& p, 
 // zero_ops::accumulate with alpha 1 (1·x is exact, so there is one rounding either way) on every
 // ISA path. `isa` must be supported.
 void accumulate(cpu::HostThreadPool& pool, cpu::Isa isa, const TensorView& dst, const TensorView& src, bool overwrite);
+// The same over an OpenMP team, split as adam_step_omp (the CPU backend's zero_ops::accumulate
+// with alpha 1 runs its SIMD paths through this).
+void accumulate_omp(cpu::Isa isa, const TensorView& dst, const TensorView& src, bool overwrite);
 
 }  // namespace zt::host_optim
