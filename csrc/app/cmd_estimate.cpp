@@ -41,6 +41,13 @@ int64_t parse_count_flag(const std::string& command, const std::string& flag, co
   return x;
 }
 
+const char* flag_value(const std::string& command, int argc, char** argv, int& i, const std::string& usage) {
+  const std::string f = argv[i];
+  if (i + 1 >= argc) throw InputError(command + ": " + f + " needs a value\n" + usage);
+  if (!argv[i + 1][0]) throw InputError(command + ": " + f + " '': empty value; expected " + f + " VALUE");
+  return argv[++i];
+}
+
 int cmd_estimate(int argc, char** argv) {
   try {
     std::string config, model, json_out, recompute, device = "auto";
@@ -48,11 +55,7 @@ int cmd_estimate(int argc, char** argv) {
     ClientOptimizer client;  // when the config has no optimizer section, as train's flags
     for (int i = 1; i < argc; ++i) {
       const std::string f = argv[i];
-      auto value = [&]() -> const char* {
-        if (i + 1 >= argc) throw InputError("estimate: " + f + " needs a value\n" + kUsage);
-        if (!argv[i + 1][0]) throw InputError("estimate: " + f + " '': empty value; expected " + f + " VALUE");
-        return argv[++i];
-      };
+      const auto value = [&] { return flag_value("estimate", argc, argv, i, kUsage); };
       if (f == "-h" || f == "--help") {
         std::printf("%s%s", kUsage, client_optimizer_usage());
         return 0;

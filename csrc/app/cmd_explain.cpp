@@ -10,6 +10,7 @@
 #include <string>
 
 #include "commands.h"
+#include "estimate.h"
 #include "zerotrain/comm/communicator.h"
 #include "zerotrain/app/train_setup.h"
 #include "zerotrain/core/check.h"
@@ -51,11 +52,7 @@ ExplainArgs parse(int argc, char** argv) {
   ExplainArgs a;
   for (int i = 1; i < argc; ++i) {
     const std::string f = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw InputError("explain: " + f + " needs a value\n" + kUsage);
-      if (!argv[i + 1][0]) throw InputError("explain: " + f + " '': empty value; expected " + f + " VALUE");
-      return argv[++i];
-    };
+    const auto value = [&] { return std::string(flag_value("explain", argc, argv, i, kUsage)); };
     if (f == "--config") a.config = value();
     else if (f == "--model") a.model = value();
     else if (f == "--world-size") a.world = parse_int(f, value());

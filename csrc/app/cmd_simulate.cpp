@@ -40,13 +40,6 @@ struct SimArgs {
   ClientOptimizer client;
 };
 
-const char* flag_value(int argc, char** argv, int& i) {
-  const std::string f = argv[i];
-  if (i + 1 >= argc) throw InputError("simulate: " + f + " needs a value\n" + kUsage);
-  if (!argv[i + 1][0]) throw InputError("simulate: " + f + " '': empty value; expected " + f + " VALUE");
-  return argv[++i];
-}
-
 std::string* text_flag(SimArgs& a, const std::string& f) {
   const std::pair<const char*, std::string*> flags[] = {{"--config", &a.config}, {"--model", &a.model},
       {"--hardware", &a.hardware}, {"--recompute", &a.recompute}, {"--json", &a.json_out}, {"--trace", &a.trace_out},
@@ -60,14 +53,15 @@ std::string* text_flag(SimArgs& a, const std::string& f) {
 bool parse_args(int argc, char** argv, SimArgs& a) {
   for (int i = 1; i < argc; ++i) {
     const std::string f = argv[i];
+    const auto value = [&] { return flag_value("simulate", argc, argv, i, kUsage); };
     if (f == "-h" || f == "--help") {
       std::printf("%s%s", kUsage, client_optimizer_usage());
       return false;
     }
     if (f == "--calibrate") a.calibrate = true;
-    else if (std::string* text = text_flag(a, f)) *text = flag_value(argc, argv, i);
+    else if (std::string* text = text_flag(a, f)) *text = value();
     else if (f == "--world-size" || f == "--nodes")
-      (f == "--nodes" ? a.nodes : a.world) = parse_count_flag("simulate", f, flag_value(argc, argv, i), int64_t(1) << 24);
+      (f == "--nodes" ? a.nodes : a.world) = parse_count_flag("simulate", f, value(), int64_t(1) << 24);
     else if (!take_client_optimizer_flag(a.client, "simulate", argc, argv, i))
       throw InputError("simulate: unknown flag '" + f + "'\n" + kUsage);
   }

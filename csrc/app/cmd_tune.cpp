@@ -38,13 +38,6 @@ struct TuneArgs {
   std::vector<std::string> client_flags;
 };
 
-const char* flag_value(int argc, char** argv, int& i) {
-  const std::string f = argv[i];
-  if (i + 1 >= argc) throw InputError("tune: " + f + " needs a value\n" + kUsage);
-  if (!argv[i + 1][0]) throw InputError("tune: " + f + " '': empty value; expected " + f + " VALUE");
-  return argv[++i];
-}
-
 int64_t* count_flag(TuneArgs& a, const std::string& f) {
   if (f == "--world-size") return &a.world;
   if (f == "--nodes") return &a.nodes;
@@ -58,17 +51,18 @@ int64_t* count_flag(TuneArgs& a, const std::string& f) {
 bool parse_args(int argc, char** argv, TuneArgs& a) {
   for (int i = 1; i < argc; ++i) {
     const std::string f = argv[i];
+    const auto value = [&] { return flag_value("tune", argc, argv, i, kUsage); };
     if (f == "-h" || f == "--help") {
       std::printf("%s%s", kUsage, client_optimizer_usage());
       return false;
     }
-    if (f == "--config") a.config = flag_value(argc, argv, i);
-    else if (f == "--model") a.model = flag_value(argc, argv, i);
-    else if (f == "--hardware") a.hardware = flag_value(argc, argv, i);
-    else if (f == "--out") a.out = flag_value(argc, argv, i);
-    else if (f == "--device-memory") a.device_memory = parse_bytes(flag_value(argc, argv, i), "tune: --device-memory");
-    else if (f == "--host-memory") a.host_memory = parse_bytes(flag_value(argc, argv, i), "tune: --host-memory");
-    else if (int64_t* n = count_flag(a, f)) *n = parse_count_flag("tune", f, flag_value(argc, argv, i), int64_t(1) << 24);
+    if (f == "--config") a.config = value();
+    else if (f == "--model") a.model = value();
+    else if (f == "--hardware") a.hardware = value();
+    else if (f == "--out") a.out = value();
+    else if (f == "--device-memory") a.device_memory = parse_bytes(value(), "tune: --device-memory");
+    else if (f == "--host-memory") a.host_memory = parse_bytes(value(), "tune: --host-memory");
+    else if (int64_t* n = count_flag(a, f)) *n = parse_count_flag("tune", f, value(), int64_t(1) << 24);
     else if (const int first = i; take_client_optimizer_flag(a.client, "tune", argc, argv, i))
       a.client_flags.insert(a.client_flags.end(), argv + first, argv + i + 1);
     else

@@ -67,5 +67,8 @@ std::string estimate_json(const MemoryEstimate& e);
 int64_t parse_bytes(const std::string& text, const std::string& flag);
 // A flag's integer value in [1, hi]; InputError "<command>: <flag> '<v>': expected ..." otherwise.
 int64_t parse_count_flag(const std::string& command, const std::string& flag, const char* v, int64_t hi);
+// The value after flag argv[i] (i moves onto it); InputError "<command>: <flag> needs a value" (with
+// `usage`) when none follows, or naming the flag when it is empty.
+const char* flag_value(const std::string& command, int argc, char** argv, int& i, const std::string& usage);
 
 }  // namespace zt

@@ -1,7 +1,8 @@
 // cpu_gemm_bf16.cpp — the CPU backend's own bf16 GEMMs (cpu::Bf16Gemm::Native and Dot): op(A) and
 // op(B) packed once per call (cpu_gemm_bf16_kernels.h; transposes and row strides resolved while
 // packing) — widened to fp32 for the Native FMA tile, as bf16 pairs along k for the Dot
-// (vdpbf16ps) tile — then every kMR × kNR tile of C from one pass over the whole k range with
+// (vdpbf16ps) tile, which reads a row-major op(A) of even K where it lies (its rows are already
+// pairs along k) — then every kMR × kNR tile of C from one pass over the whole k range with
 // fp32 accumulators, rounded to bf16 once as it is stored. Tiles run in parallel (OpenMP, the
 // rank's team), panel-major so a thread's consecutive tiles share one B panel. Which path runs
 // where: cpu_isa.h, active_bf16_gemm().

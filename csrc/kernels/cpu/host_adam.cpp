@@ -89,6 +89,19 @@ void for_blocks(HostThreadPool& pool, int64_t n, const Fn& fn) {
   });
 }
 
+// The same over the calling thread's OpenMP team: one kBlock-aligned contiguous part per team
+// thread (elementwise: the split changes nothing), serial below 2 · kGrainBlocks blocks.
+template <typename Fn>
+void for_team_blocks(int64_t n, const Fn& fn) {
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+#pragma omp parallel if (blocks >= 2 * kGrainBlocks)
+  {
+    const int64_t parts = omp_get_num_threads(), k = omp_get_thread_num();
+    const int64_t b0 = blocks * k / parts, b1 = blocks * (k + 1) / parts;
+    fn(b0 * kBlock, std::min(n, b1 * kBlock));
+  }
+}
+
 }  // namespace
 
 namespace {
@@ -140,15 +153,8 @@ void adam_step(HostThreadPool& pool, Isa isa, const TensorView& p, const TensorV
 void adam_step_omp(Isa isa, const TensorView& p, const TensorView& m, const TensorView& v, const TensorView& g,
                    float grad_scale, const math::AdamParams& a, const TensorView& param_out) {
   const detail::AdamArgs args = adam_args(isa, p, m, v, g, grad_scale, a, param_out);
-  const int64_t n = p.numel(), blocks = (n + kBlock - 1) / kBlock;
-  if (n == 0) return;
-  // One kBlock-aligned contiguous part per team thread (elementwise: the split changes nothing).
-#pragma omp parallel if (blocks >= 2 * kGrainBlocks)
-  {
-    const int64_t parts = omp_get_num_threads(), k = omp_get_thread_num();
-    const int64_t b0 = blocks * k / parts, b1 = blocks * (k + 1) / parts;
-    adam_range(isa, args, b0 * kBlock, std::min(n, b1 * kBlock));
-  }
+  if (p.numel() == 0) return;
+  for_team_blocks(p.numel(), [&](int64_t begin, int64_t end) { adam_range(isa, args, begin, end); });
 }
 
 // ---- SGD (scalar) -----------------------------------------------------------------------
@@ -248,15 +254,8 @@ void accumulate(HostThreadPool& pool, Isa isa, const TensorView& dst, const Tens
 
 void accumulate_omp(Isa isa, const TensorView& dst, const TensorView& src, bool overwrite) {
   const detail::AccumulateArgs args = accumulate_args(isa, dst, src, overwrite);
-  const int64_t n = dst.numel(), blocks = (n + kBlock - 1) / kBlock;
-  if (n == 0) return;
-  // One kBlock-aligned contiguous part per team thread (elementwise: the split changes nothing).
-#pragma omp parallel if (blocks >= 2 * kGrainBlocks)
-  {
-    const int64_t parts = omp_get_num_threads(), k = omp_get_thread_num();
-    const int64_t b0 = blocks * k / parts, b1 = blocks * (k + 1) / parts;
-    accumulate_range(isa, args, b0 * kBlock, std::min(n, b1 * kBlock));
-  }
+  if (dst.numel() == 0) return;
+  for_team_blocks(dst.numel(), [&](int64_t begin, int64_t end) { accumulate_range(isa, args, begin, end); });
 }
 
 // ---- Lion and Adagrad ----------------------------------------------------------------------
