@@ -248,14 +248,39 @@ void tile_avx512(const float* a, const float* b, int64_t K, Out* c, int64_t ldc,
 
 namespace {
 
-// The dpbf16 tile's k loop: acc0/acc1 (kMR each) = Σ_q pairs of A · pairs of b, where A's pair
-// (i, q) is the 32 bits at rows[i] + q · q_stride bytes (any alignment): a packed block (row i at
-// a + i, kMR pairs per q) or the rows of op(A) read in place (one pair per q). Not a template: the
-// avx512bf16 target attribute is kept on a plain function (GCC drops it from template
+// The dpbf16 tile's k loop: acc0/acc1 (kMR each) = Σ_q pairs of a · pairs of b. Not a template:
+// the avx512bf16 target attribute is kept on a plain function (GCC drops it from template
 // instantiations); the accumulators stay in registers inside and are written out once.
-__attribute__((target("avx512bf16"))) void dpbf16_accumulate(const char* const* rows, int64_t q_stride,
-                                                             const uint32_t* b, int64_t kp, __m512* out0,
-                                                             __m512* out1) {
+__attribute__((target("avx512bf16"))) void dpbf16_accumulate(const uint32_t* a, const uint32_t* b, int64_t kp,
+                                                             __m512* out0, __m512* out1) {
+  __m512 acc0[kMR], acc1[kMR];
+#pragma GCC unroll 12
+  for (int i = 0; i < kMR; ++i) acc0[i] = acc1[i] = _mm512_setzero_ps();
+  for (int64_t q = 0; q < kp; ++q) {
+    const __m512bh b0 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(b + q * kNR));
+    const __m512bh b1 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(b + q * kNR + 16));
+    const uint32_t* aq = a + q * kMR;
+#pragma GCC unroll 12
+    for (int i = 0; i < kMR; ++i) {
+      const __m512bh ai = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(aq[i])));
+      acc0[i] = _mm512_dpbf16_ps(acc0[i], ai, b0);
+      acc1[i] = _mm512_dpbf16_ps(acc1[i], ai, b1);
+    }
+  }
+#pragma GCC unroll 12
+  for (int i = 0; i < kMR; ++i) {
+    out0[i] = acc0[i];
+    out1[i] = acc1[i];
+  }
+}
+
+// dpbf16_accumulate with A's pairs read where they lie: row i's pair q is the 32 bits at
+// rows[i] + 4q (bytes; any alignment), one broadcast load each, no packed block. Kept apart from
+// dpbf16_accumulate, whose packed block needs one pointer: a shared loop with a run-time pair
+// stride holds twelve row pointers there too and reloads one from the stack every iteration.
+__attribute__((target("avx512bf16"))) void dpbf16_accumulate_rows(const char* const* rows, const uint32_t* b,
+                                                                  int64_t kp, __m512* out0,
+                                                                  __m512* out1) {
   __m512 acc0[kMR], acc1[kMR];
   const char* r[kMR];
 #pragma GCC unroll 12
@@ -269,7 +294,7 @@ __attribute__((target("avx512bf16"))) void dpbf16_accumulate(const char* const* 
 #pragma GCC unroll 12
     for (int i = 0; i < kMR; ++i) {
       int pair;
-      __builtin_memcpy(&pair, r[i] + q * q_stride, sizeof(pair));
+      __builtin_memcpy(&pair, r[i] + 4 * q, sizeof(pair));
       const __m512bh ai = reinterpret_cast<__m512bh>(_mm512_set1_epi32(pair));
       acc0[i] = _mm512_dpbf16_ps(acc0[i], ai, b0);
       acc1[i] = _mm512_dpbf16_ps(acc1[i], ai, b1);
@@ -288,10 +313,8 @@ template <typename Out>
 void tile_dpbf16(const uint32_t* a, const uint32_t* b, int64_t kp, Out* c, int64_t ldc, int m, int n, float alpha,
                  float beta) {
   __m512 acc0[kMR], acc1[kMR];
-  const char* rows[kMR];
-  for (int i = 0; i < kMR; ++i) rows[i] = reinterpret_cast<const char*>(a + i);
   prefetch_tile(c, ldc, m, n);
-  dpbf16_accumulate(rows, kMR * sizeof(uint32_t), b, kp, acc0, acc1);
+  dpbf16_accumulate(a, b, kp, acc0, acc1);
   store_tile(acc0, acc1, c, ldc, m, n, alpha, beta);
 }
 
@@ -302,7 +325,7 @@ void tile_dpbf16_rows(const uint16_t* a, int64_t lda, const uint32_t* b, int64_t
   const char* rows[kMR];
   for (int i = 0; i < kMR; ++i) rows[i] = reinterpret_cast<const char*>(a + (i < m ? i : m - 1) * lda);
   prefetch_tile(c, ldc, m, n);
-  dpbf16_accumulate(rows, sizeof(uint32_t), b, kp, acc0, acc1);
+  dpbf16_accumulate_rows(rows, b, kp, acc0, acc1);
   store_tile(acc0, acc1, c, ldc, m, n, alpha, beta);
 }
 
