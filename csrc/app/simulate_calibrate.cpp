@@ -94,6 +94,7 @@ nlohmann::ordered_json profile_json(const Calibration& c, const CalibrateArgs& a
   j["inter_node_latency_s"] = h.inter_latency_s;
   j["host_link_bytes_per_s"] = h.host_link_bytes_per_s;
   j["host_memory_bytes_per_s"] = h.host_memory_bytes_per_s;
+  j["collective_beside_compute_s"] = h.collective_beside_compute_s;
   return j;
 }
 
@@ -120,11 +121,13 @@ int run_calibrate(const CalibrateArgs& a, int* argc, char*** argv) {
   const HardwareProfile& h = c.profile;
   std::printf("calibrated %s in %.1f s (%d rank(s) at once): peak %.1f GFLOP/s fp32, %.1f GFLOP/s bf16 per rank; "
               "copy %.2f GB/s per rank; efficiency gemm %.2f, attention %.2f, elementwise %.2f, optimizer %.2f; "
-              "collective launch %.1f us, %.2f us per ring step, %.2f GB/s per rank\nwritten to %s\n",
+              "collective launch %.1f us, %.2f us per ring step, %.2f GB/s per rank, %.2f ms beside compute\n"
+              "written to %s\n",
               h.name.c_str(), std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
               env.world_size(), h.peak_fp32_flops / 1e9, h.peak_bf16_flops / 1e9, h.hbm_bytes_per_s / 1e9,
               h.efficiency.gemm, h.efficiency.attention, h.efficiency.elementwise, h.efficiency.optimizer,
-              h.launch_latency_s * 1e6, h.intra_latency_s * 1e6, h.intra_bytes_per_s / 1e9, a.out.c_str());
+              h.launch_latency_s * 1e6, h.intra_latency_s * 1e6, h.intra_bytes_per_s / 1e9,
+              h.collective_beside_compute_s * 1e3, a.out.c_str());
   return 0;
 }
 

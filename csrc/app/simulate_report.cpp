@@ -43,7 +43,10 @@ std::string links_line(const CostModel& cost) {
          with_unit(cost.link_bytes_per_s() / 1e9, 1, " GB/s") + " per GPU, " + with_unit(cost.link_latency_s() * 1e6, 1, " us") +
          " latency per hop (" + with_unit(h.intra_latency_s * 1e6, 1, " us") + " inside a node, " +
          with_unit(h.launch_latency_s * 1e6, 1, " us") + " per collective); host link " + with_unit(h.host_link_bytes_per_s / 1e9, 1, " GB/s") + "; peak " +
-         with_unit(cost.peak_flops() / 1e12, 1, " TFLOP/s") + " per GPU\n";
+         with_unit(cost.peak_flops() / 1e12, 1, " TFLOP/s") + " per GPU\n" +
+         (cost.comm_shares_cores() ? "  comm thread on compute's cores: a collective beside running compute takes at least " +
+                                         with_unit(h.collective_beside_compute_s * 1e3, 2, " ms") + " (its turn on the core)\n"
+                                   : "");
 }
 
 }  // namespace

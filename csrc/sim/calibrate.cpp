@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -209,6 +210,52 @@ void fit_links(Communicator& comm, const CalibrationShapes& s, HardwareProfile& 
   h.inter_bytes_per_s = h.intra_bytes_per_s;
 }
 
+// While compute runs, the comm thread shares the rank's cores, and a collective issued then ends
+// when the OS scheduler gives that thread its turn. Measured as training meets it: four small
+// all-gathers (an 8 KiB block per rank) queued at once while this thread multiplies matrices until
+// the last one is done, a collective's time being that span / 4. Five rounds of six (the turns
+// vary from round to round): the median of the rounds' medians, the slowest rank's. 0 when that
+// is within twice the same collectives' time on idle cores (the comm thread has a core to itself).
+double beside_compute_seconds(Communicator& comm, std::mt19937& rng) {
+  constexpr size_t kCount = 2048;
+  constexpr int kQueued = 4, kReps = 6, kRounds = 5;
+  constexpr int64_t kN = 192;  // one GEMM ~0.1 ms: how often this thread looks for the completion
+  std::vector<float> send(kCount), recv(kCount * static_cast<size_t>(comm.world_size()));
+  Buffer a(DType::F32, {kN, kN}, rng), b(DType::F32, {kN, kN}, rng), c(DType::F32, {kN, kN}, rng);
+  auto queue = [&] {
+    for (int q = 0; q < kQueued; ++q) comm.all_gather(send.data(), recv.data(), kCount, DType::F32, "calibrate");
+  };
+  const double idle = best_seconds(comm, 0.05, [&] {
+    queue();
+    comm.stream().synchronize();
+  }) / kQueued;
+  auto median = [](std::vector<double> v) {
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+    return v[v.size() / 2];
+  };
+  std::vector<double> rounds;
+  for (int round = 0; round < kRounds; ++round) {
+    std::vector<double> beside;
+    align(comm);
+    for (int rep = 0; rep < kReps; ++rep) {
+      std::atomic<bool> done{false};
+      Clock::time_point ended;
+      const auto issued = Clock::now();
+      queue();
+      comm.stream().enqueue_host([&] {
+        ended = Clock::now();
+        done.store(true, std::memory_order_release);
+      });
+      while (!done.load(std::memory_order_acquire))
+        cpu_ops::gemm(false, false, kN, kN, kN, 1.0f, a.view(), b.view(), 0.0f, c.view());
+      beside.push_back(std::chrono::duration<double>(ended - issued).count() / kQueued);
+    }
+    rounds.push_back(slowest_rank(comm, median(beside)));
+  }
+  const double t = median(rounds);
+  return t > 2 * idle ? t : 0;
+}
+
 }  // namespace
 
 Calibration calibrate(const CalibrationShapes& s, Communicator& comm, int ranks_per_node, const std::string& name) {
@@ -237,6 +284,7 @@ Calibration calibrate(const CalibrationShapes& s, Communicator& comm, int ranks_
   h.host_link_bytes_per_s = copy;
   h.host_memory_bytes_per_s = copy * ranks_per_node;
   fit_links(comm, s, h, c.links);
+  if (comm.world_size() > 1) h.collective_beside_compute_s = beside_compute_seconds(comm, rng);
   return c;
 }
 

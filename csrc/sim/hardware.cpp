@@ -21,9 +21,10 @@ constexpr int64_t kMaxProfileBytes = int64_t(1) << 20;
   throw InputError("hardware profile " + path + ": key '" + key + "': " + why);
 }
 
-void check_keys(const json& doc, const std::string& path, const std::string& where, const std::set<std::string>& keys) {
+void check_keys(const json& doc, const std::string& path, const std::string& where, const std::set<std::string>& keys,
+                const std::set<std::string>& optional = {}) {
   for (auto it = doc.begin(); it != doc.end(); ++it)
-    if (!keys.count(it.key())) fail(path, where + it.key(), "unknown key");
+    if (!keys.count(it.key()) && !optional.count(it.key())) fail(path, where + it.key(), "unknown key");
   for (const std::string& k : keys)
     if (!doc.contains(k)) fail(path, where + k, "missing");
 }
@@ -61,7 +62,8 @@ HardwareProfile load_hardware_profile(const std::string& path) {
   check_keys(doc, path, "",
              {"name", "sources", "peak_bf16_flops_per_s", "peak_fp32_flops_per_s", "device_memory_bytes", "hbm_bytes_per_s", "efficiency",
               "gpus_per_node", "collective_launch_latency_s", "intra_node_bytes_per_s", "intra_node_latency_s", "inter_node_bytes_per_s_per_gpu",
-              "inter_node_latency_s", "host_link_bytes_per_s", "host_memory_bytes_per_s"});
+              "inter_node_latency_s", "host_link_bytes_per_s", "host_memory_bytes_per_s"},
+             {"collective_beside_compute_s"});
   HardwareProfile h;
   h.name = text(doc, path, "name");
   h.sources = text(doc, path, "sources");
@@ -85,6 +87,12 @@ HardwareProfile load_hardware_profile(const std::string& path) {
   h.inter_latency_s = positive(doc, path, "", "inter_node_latency_s");
   h.host_link_bytes_per_s = positive(doc, path, "", "host_link_bytes_per_s");
   h.host_memory_bytes_per_s = positive(doc, path, "", "host_memory_bytes_per_s");
+  if (doc.contains("collective_beside_compute_s")) {
+    const json& v = doc.at("collective_beside_compute_s");
+    if (!v.is_number() || !(v.get<double>() >= 0) || !std::isfinite(v.get<double>()))
+      fail(path, "collective_beside_compute_s", "expected a number >= 0 (seconds), got " + v.dump());
+    h.collective_beside_compute_s = v.get<double>();
+  }
   return h;
 }
 

@@ -37,6 +37,7 @@ class StepSimulator {
         else boundary_op(op);
       });
     }
+    lanes_.drain_comm();
     lanes_.finish(r, window_begin_);
     return r;
   }
@@ -72,7 +73,7 @@ class StepSimulator {
         break;
       case OpKind::HandOff:
         handoff_ = lanes_.handoff();
-        if (params_up_.t > handoff_.t) handoff_ = params_up_;
+        if (lanes_.end(params_up_) > lanes_.end(handoff_)) handoff_ = params_up_;
         break;
       case OpKind::GatherGroup: gather_group(op); break;
       case OpKind::Regather: gather(op, overlap() ? handoff_ : lanes_.handoff()); break;

@@ -1,7 +1,8 @@
 """`zerotrain simulate` against the engine on this machine (CPU backend, 2 ranks):
 
 * `simulate --calibrate` under mpirun writes a profile that loads as --hardware (every key
-  present, efficiencies in (0, 1], peaks and bandwidths > 0); bad calibrate flags exit 2;
+  present, efficiencies in (0, 1], peaks and bandwidths > 0, the time beside compute in [0, 1 s));
+  bad calibrate flags exit 2;
 * for stages 0-3 the bytes a rank sends in one simulated step equal those of one step in the comm
   log of a real run;
 * for stages 0-3 the simulated step runs the executor's ops: the collectives of one traced step of
@@ -71,6 +72,9 @@ class SimulateMeasured(unittest.TestCase):
                   "collective_launch_latency_s", "device_memory_bytes"):
             self.assertGreater(doc[k], 0, k)
         self.assertIn("measured on", doc["sources"])
+        # A collective's time beside running compute: 0 where the comm thread has a core to itself.
+        self.assertGreaterEqual(doc["collective_beside_compute_s"], 0)
+        self.assertLess(doc["collective_beside_compute_s"], 1)
 
     def test_simulated_ops_are_the_executed_ones(self):
         for stage in range(4):

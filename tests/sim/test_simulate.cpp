@@ -1,7 +1,8 @@
 // The step simulator (zerotrain/sim): the profile reader, the cost model's exact limits, and the
 // simulated step against the plan it simulates — its ops are step_program(plan, gas), its bytes
 // are the plan's collectives', infinite links leave only compute, zero compute leaves only the
-// comm lane, overlap_comm never exposes more, and a slower inter-node link is slower.
+// comm lane, overlap_comm never exposes more, a slower inter-node link is slower, and a comm
+// thread sharing compute's cores slows only the collectives that run beside compute.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -64,6 +65,12 @@ struct SimSetup {
 HardwareProfile infinite_links(HardwareProfile h) {
   h.intra_bytes_per_s = h.inter_bytes_per_s = h.host_link_bytes_per_s = 1e300;
   h.intra_latency_s = h.inter_latency_s = h.launch_latency_s = 0;
+  return h;
+}
+
+// The comm thread shares compute's cores: a collective beside running compute takes `turn`.
+HardwareProfile shared_cores(HardwareProfile h, double turn) {
+  h.collective_beside_compute_s = turn;
   return h;
 }
 
@@ -134,6 +141,22 @@ TEST(SimHardware, BadProfilesNameFileAndKey) {
   d = doc;
   d["gpus_per_node"] = 2.5;
   expect_error(d, "gpus_per_node");
+  d = doc;
+  d["collective_beside_compute_s"] = -1e-3;
+  expect_error(d, "collective_beside_compute_s");
+  d = doc;
+  d["collective_beside_compute_s"] = "7 ms";
+  expect_error(d, "collective_beside_compute_s");
+}
+
+TEST(SimHardware, BesideComputeIsOptional) {
+  const std::string good = std::string(ZT_SOURCE_DIR) + "/configs/hardware/a100_40gb_8x.json";
+  EXPECT_EQ(load_hardware_profile(good).collective_beside_compute_s, 0);
+  nlohmann::json d = nlohmann::json::parse(std::ifstream(good));
+  d["collective_beside_compute_s"] = 0.007;
+  const std::string path = ::testing::TempDir() + "/beside_profile.json";
+  std::ofstream(path) << d.dump();
+  EXPECT_DOUBLE_EQ(load_hardware_profile(path).collective_beside_compute_s, 0.007);
 }
 
 TEST(SimCostModel, RingAlphaBeta) {
@@ -268,6 +291,48 @@ TEST(SimStep, OverlapNeverExposesMore) {
         EXPECT_GE(off.step_s, on.step_s) << "stage " << stage << " gas " << gas << " offload " << offload;
         EXPECT_GT(on.comm_busy_s, 0);
       }
+}
+
+// A comm thread on compute's cores: collectives waited for as they are issued see no difference
+// (compute has left the core); overlapped ones hide less, never more than without overlap; the
+// comm lane stays in order, each collective at its own time or the turn; the critical path holds.
+TEST(SimStep, SharedCoresSlowOnlyCollectivesBesideCompute) {
+  const double turn = 1e-3;  // far above any collective's own time here (microseconds)
+  for (const Case& c : all_cases()) {
+    for (bool offload : {false, true}) {
+      if (offload && c.stage == 0) continue;
+      const SimSetup s(c.stage, c.overlap, c.gas, 4, offload);
+      const SimResult own = s.run(h100(), 4, 1), shared = s.run(shared_cores(h100(), turn), 4, 1);
+      const std::string what = name(c) + (offload ? " offload" : "");
+      EXPECT_EQ(shared.ops, own.ops) << what;
+      EXPECT_DOUBLE_EQ(shared.comm_ring_bytes_per_rank, own.comm_ring_bytes_per_rank) << what;
+      EXPECT_NEAR(shared.compute_busy_s, own.compute_busy_s, 1e-12) << what;
+      if (!c.overlap) {
+        EXPECT_NEAR(shared.step_s, own.step_s, 1e-12) << what;
+        EXPECT_NEAR(shared.comm_exposed_s, own.comm_exposed_s, 1e-12) << what;
+      } else {
+        const SimResult off = SimSetup(c.stage, false, c.gas, 4, offload).run(shared_cores(h100(), turn), 4, 1);
+        EXPECT_GE(shared.comm_exposed_s, own.comm_exposed_s - 1e-12) << what;
+        EXPECT_LE(shared.comm_exposed_s, off.comm_exposed_s + 1e-12) << what;
+        EXPECT_LE(shared.step_s, off.step_s + 1e-12) << what;
+        EXPECT_GT(shared.comm_busy_s, own.comm_busy_s) << what;
+      }
+      double lane_end = -1;
+      for (const SimSlice& k : shared.slices) {
+        if (k.lane != Lane::Comm) continue;
+        EXPECT_GE(k.begin_s, lane_end - 1e-12) << what << " " << k.name;
+        EXPECT_GT(k.end_s, k.begin_s) << what << " " << k.name;
+        EXPECT_LE(k.end_s - k.begin_s, turn * (1 + 1e-9)) << what << " " << k.name;
+        lane_end = k.end_s;
+      }
+      for (size_t i = 1; i < shared.critical_path.size(); ++i) {
+        const SimSlice& k = shared.slices[static_cast<size_t>(shared.critical_path[i])];
+        EXPECT_EQ(k.cause, shared.critical_path[i - 1]) << what;
+        EXPECT_NEAR(k.stall ? k.end_s : k.begin_s, shared.slices[static_cast<size_t>(k.cause)].end_s, 1e-12)
+            << what << " " << k.name;
+      }
+    }
+  }
 }
 
 TEST(SimStep, SlowerInterNodeLinkIsSlower) {

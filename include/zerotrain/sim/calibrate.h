@@ -20,8 +20,12 @@
 //    = L and a negligible per-step latency (one world size cannot separate them: the profile is
 //    exact at this N), β the intra-node bandwidth. One node:
 //    the inter-node link is set to the intra-node one.
-// Known limit on a CPU machine: ranks share its cores, so communication and compute slow each
-// other while they overlap; the profile measures each alone.
+//  * collective_beside_compute_s: four 8 KiB-per-rank all-gathers queued while the rank's thread
+//    multiplies matrices, the span to the last one's end / 4 (the median of five rounds' medians of
+//    six, the slowest rank's); 0 when within twice their idle time. On a machine whose cores are all compute's, this is the
+//    OS scheduler's turn for the comm thread (milliseconds), not the link.
+// Known limit on a CPU machine: ranks share its cores and memory bus; compute's slowdown from the
+// comm thread's turns is not measured.
 #pragma once
 #include <cstdint>
 #include <string>

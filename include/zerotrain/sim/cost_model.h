@@ -14,6 +14,7 @@
 //    a tree: α0 + 2·((N/K-1)·α_intra + ⌈log2 K⌉·α_inter) + 2·B/(0.9·β_inter).
 //  * Host <-> device copies at the host link's bandwidth.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -70,6 +71,10 @@ class CostModel {
   // spans nodes. all_to_all: g−1 direct exchanges of bytes/g each.
   CollectiveCost collective(CommOp op, double bytes, RankGroup group = {}) const;
   double collective_seconds(CommOp op, double bytes, RankGroup group = {}) const;
+  // A collective that takes `alone_s` with the rank's cores to itself, while compute runs beside it
+  // (the profile's collective_beside_compute_s: the comm thread waits for its turn on a shared core).
+  double beside_compute_seconds(double alone_s) const { return std::max(alone_s, hw_.collective_beside_compute_s); }
+  bool comm_shares_cores() const { return hw_.collective_beside_compute_s > 0; }
   bool ring_spans_nodes() const { return nodes_ > 1; }
   double link_bytes_per_s() const;
   double link_latency_s() const;
