@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "../../csrc/kernels/cpu/cpu_gemm_bf16_kernels.h"
+#include "../../csrc/kernels/cpu/cpu_kernels.h"
 #include "kernel_test_util.h"
 #include "zerotrain/core/cpu_isa.h"
 #include "zerotrain/kernels/cpu_ops.h"
@@ -261,6 +262,54 @@ TEST(Bf16Gemm, RowConversionPassesBitwiseOnEveryIsa) {
       for (int64_t i = 0; i < len; ++i)
         ASSERT_EQ(got[i], want_narrow[i]) << p.isa << " narrow of bits 0x" << std::hex << special[i];
     }
+  }
+}
+
+// The widened path's reuse of widened operands (cpu_ops::WidenReuse): a scope forgets what was
+// widened before it opened (the source may have changed since), and inside one an operand reused
+// in either slot gives the result a fresh widening gives.
+TEST(Bf16Gemm, WidenReuseOnlyInsideItsScope) {
+  RestoreEnv gemm_env("ZT_CPU_BF16_GEMM");
+  setenv("ZT_CPU_BF16_GEMM", "widen", 1);
+  std::mt19937_64 rng(11);
+  const int64_t M = 19, N = 23, K = 37;
+  auto random = [&](int64_t r, int64_t c) {
+    HostTensor t(DType::BF16, {r, c});
+    std::uniform_real_distribution<double> u(-1.0, 1.0);
+    for (int64_t i = 0; i < t.numel(); ++i) t.set(i, u(rng));
+    return t;
+  };
+  auto product = [&](const HostTensor& a, const HostTensor& b, bool tb) {  // a fresh widening of both
+    HostTensor a2 = a, b2 = b, c(DType::BF16, {M, N});
+    cpu_ops::gemm(false, tb, M, N, K, 1.0f, a2.view(), b2.view(), 0.0f, c.view());
+    return c;
+  };
+  auto same = [](HostTensor& x, HostTensor& y) {
+    return std::memcmp(x.view().data, y.view().data, x.view().nbytes()) == 0;
+  };
+  HostTensor a = random(M, K), b = random(K, N), c(DType::BF16, {M, N});
+  cpu_ops::gemm(false, false, M, N, K, 1.0f, a.view(), b.view(), 0.0f, c.view());  // a widened, outside a scope
+  const void* before = a.view().data;
+  const HostTensor fresh = random(M, K);
+  a.fill(fresh.values());  // same buffer, new values
+  ASSERT_EQ(a.view().data, before);
+  {
+    const cpu_ops::WidenReuse scope;
+    cpu_ops::gemm(false, false, M, N, K, 1.0f, a.view(), b.view(), 0.0f, c.view());
+    HostTensor want = product(a, b, false);
+    EXPECT_TRUE(same(c, want)) << "a stale widening of A was reused";
+  }
+  {
+    // d as the first GEMM's B, then as the second's A (the fused linear backward's dout).
+    const cpu_ops::WidenReuse scope;
+    HostTensor x = random(K, M), d = random(K, N), w = random(N, N), dw(DType::BF16, {M, N}), dx(DType::BF16, {K, N});
+    cpu_ops::gemm(true, false, M, N, K, 1.0f, x.view(), d.view(), 0.0f, dw.view());
+    cpu_ops::gemm(false, false, K, N, N, 1.0f, d.view(), w.view(), 0.0f, dx.view());
+    HostTensor x2 = x, d2 = d, w2 = w, dw2(DType::BF16, {M, N}), dx2(DType::BF16, {K, N});
+    cpu_ops::gemm(true, false, M, N, K, 1.0f, x2.view(), d2.view(), 0.0f, dw2.view());
+    cpu_ops::gemm(false, false, K, N, N, 1.0f, d2.view(), w2.view(), 0.0f, dx2.view());
+    EXPECT_TRUE(same(dw, dw2));
+    EXPECT_TRUE(same(dx, dx2)) << "B reused as A";
   }
 }
 

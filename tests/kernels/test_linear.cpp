@@ -1,7 +1,8 @@
 // Fused linear ops (linear_forward / linear_backward) on the CPU backend: against a double
 // reference and against the unfused op sequence they replace (gemm, bias_add, gelu_forward;
 // gemm, bias_grad, gemm, gelu_backward), odd sizes, both weight layouts, every dtype. The
-// backward's GEMMs are the same calls as before, so the unfused comparison there is bitwise.
+// forward is bitwise the bias rows then gemm with beta 1; the backward's GEMMs are the same calls
+// as the unfused ones (its one widening of dout included), so that comparison is bitwise.
 #include <cstring>
 #include <limits>
 
@@ -65,6 +66,15 @@ TEST_P(LinearTest, ForwardMatchesReferenceAndUnfusedOps) {
             }
           }
           HostTensor& y = gelu ? pre : out;
+          if (has_bias) {  // bitwise the bias copied into every row, then gemm with beta 1
+            HostTensor y1(dt, {N, OC});
+            std::vector<double> rows(N * OC);
+            for (int64_t i = 0; i < N * OC; ++i) rows[i] = bv[i % OC];
+            y1.fill(rows);
+            ops::gemm(s(), false, trans_w, N, OC, IC, 1.0f, x.view(), w.view(), 1.0f, y1.view());
+            sync();
+            EXPECT_TRUE(bitwise_equal(y, y1)) << "linear_forward != bias rows + gemm(beta 1)" << tag;
+          }
           expect_close_mag(y.values(), want, mag, dtype_eps(dt), "linear_forward y" + tag);
           // Against the unfused sequence: both within rounding of the reference, so within twice it.
           std::vector<double> mag2(mag);

@@ -14,8 +14,10 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstring>
 #include <limits>
 #include <type_traits>
+#include <typeinfo>
 #include <vector>
 
 #include "cpu_gemm_bf16_kernels.h"
@@ -26,23 +28,57 @@ namespace zt::cpu_ops {
 namespace {
 
 // Per-thread fp32 scratch for widened operands; grows to the largest call and is reused.
+// Slots 0 and 1 hold A and B, slot 2 C.
 std::vector<float>& scratch(int slot) {
   thread_local std::vector<float> buffers[3];
   return buffers[slot];
 }
 
+// What a scratch slot holds: n elements widened from the 16-bit src of `type`, or nothing
+// (src null: a GEMM's output, or never used). Per thread, as the slots.
+struct SlotSource {
+  const void* src = nullptr;
+  int64_t n = 0;
+  const std::type_info* type = nullptr;
+};
+SlotSource& held(int slot) {
+  thread_local SlotSource sources[3];
+  return sources[slot];
+}
+thread_local int reuse_scopes = 0;  // open WidenReuse scopes on this thread
+
+template <typename T>
+bool holds(int slot, const T* src, int64_t n) {
+  const SlotSource& h = held(slot);
+  return reuse_scopes > 0 && h.src == src && h.n == n && h.type == &typeid(T);
+}
+
 // Widens n elements of src into fp32 scratch slot `slot`, on the SIMD table's row passes (bf16 on
-// AVX-512 / AVX2: cpu_kernels.h's widen_n, bitwise the element loop).
+// AVX-512 / AVX2: cpu_kernels.h's widen_n, bitwise the element loop) — unless, inside a
+// WidenReuse scope, the slot already holds them.
 template <typename T>
 const float* widen(const T* src, int64_t n, int slot) {
   std::vector<float>& buf = scratch(slot);
+  if (holds(slot, src, n)) return buf.data();
   if (static_cast<int64_t>(buf.size()) < n) buf.resize(static_cast<size_t>(n));
   float* out = buf.data();
   const vec::Kernels& k = vec::active();
   constexpr int64_t kChunk = 1 << 14;
 #pragma omp parallel for schedule(static) if (n > kParallelGrain)
   for (int64_t b = 0; b < n; b += kChunk) widen_n(k, src + b, out + b, std::min(kChunk, n - b));
+  held(slot) = {src, n, &typeid(T)};
   return out;
+}
+
+// Rows [M, N] of dst (row stride ld) = bias [N], widened when T is 16-bit and dst fp32.
+template <typename T, typename D>
+void fill_rows(D* dst, int64_t ld, const T* bias, int64_t M, int64_t N) {
+  const vec::Kernels& k = vec::active();
+#pragma omp parallel for schedule(static) if (M * N > kParallelGrain)
+  for (int64_t i = 0; i < M; ++i) {
+    if constexpr (std::is_same_v<T, D>) std::memcpy(dst + i * ld, bias, static_cast<size_t>(N) * sizeof(T));
+    else widen_n(k, bias, dst + i * ld, N);
+  }
 }
 
 // Whether cblas_sgemm with beta == 0 overwrites C without reading it (NaN in C does not reach
@@ -129,18 +165,26 @@ void sgemm_strided(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alph
 
 // 16-bit operands widened to fp32 scratch and multiplied by sgemm: into C directly when C is fp32
 // (Out = float: a 16-bit-input, fp32-output GEMM), else into fp32 scratch rounded back once.
+// bias_rows (not null, a 16-bit C only): C starts as that [N] row in every row, widened straight
+// into the fp32 scratch (beta is then 1, C is not read).
 template <typename T, typename Out>
 void gemm_typed(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const T* A, int64_t lda, const T* B,
-                int64_t ldb, float beta, Out* C, int64_t ldc) {
-  const float* a32 = widen(A, span(ta ? K : M, ta ? M : K, lda), 0);  // A stored [K,M] when transposed
-  const float* b32 = widen(B, span(tb ? N : K, tb ? K : N, ldb), 1);  // B stored [N,K] when transposed
+                int64_t ldb, float beta, Out* C, int64_t ldc, const T* bias_rows = nullptr) {
+  const int64_t na = span(ta ? K : M, ta ? M : K, lda);  // A stored [K,M] when transposed
+  const int64_t nb = span(tb ? N : K, tb ? K : N, ldb);  // B stored [N,K] when transposed
+  const int sa = holds(1, A, na) ? 1 : 0;  // A widened as the scope's previous GEMM's B stays put
+  const float* a32 = widen(A, na, sa);
+  const float* b32 = widen(B, nb, 1 - sa);
+  if (bias_rows != nullptr) beta = 1.0f;
   if constexpr (std::is_same_v<Out, float>) {
     sgemm_strided(ta, tb, M, N, K, alpha, a32, lda, b32, ldb, beta, C, ldc);
   } else {
     const int64_t nc = span(M, N, ldc);
     std::vector<float>& c32 = scratch(2);
     if (static_cast<int64_t>(c32.size()) < nc) c32.resize(static_cast<size_t>(nc));
-    if (beta != 0.0f) widen(C, nc, 2);
+    if (bias_rows != nullptr) fill_rows(c32.data(), ldc, bias_rows, M, N);
+    else if (beta != 0.0f) widen(C, nc, 2);
+    held(2) = {};  // the slot now holds C's fp32 values, not a source's
     sgemm_strided(ta, tb, M, N, K, alpha, a32, lda, b32, ldb, beta, c32.data(), ldc);
     const vec::Kernels& k = vec::active();
 #pragma omp parallel for schedule(static) if (M * N > kParallelGrain)
@@ -149,9 +193,19 @@ void gemm_typed(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, 
 }
 
 // A and B share a dtype; C has it too, or is fp32 with 16-bit A and B (ops.h's gemm contract).
+// bias (not null, C's dtype, [N]): C starts as bias in every row, beta is 1.
 void gemm_any(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const TensorView& A, int64_t lda,
-              const TensorView& B, int64_t ldb, float beta, const TensorView& C, int64_t ldc) {
+              const TensorView& B, int64_t ldb, float beta, const TensorView& C, int64_t ldc,
+              const TensorView& bias = {}) {
   if (M == 0 || N == 0) return;
+  const bool widened = A.dtype != DType::F32 && (A.dtype != DType::BF16 || cpu::active_bf16_gemm() == cpu::Bf16Gemm::Widen);
+  if (bias.data != nullptr && !(widened && C.dtype == A.dtype)) {  // elsewhere C itself starts as the bias rows
+    dispatch_dtype(C.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      fill_rows(static_cast<T*>(C.data), ldc, static_cast<const T*>(bias.data), M, N);
+    });
+    beta = 1.0f;
+  }
   if (A.dtype == DType::F32) {
     sgemm_strided(ta, tb, M, N, K, alpha, static_cast<const float*>(A.data), lda, static_cast<const float*>(B.data),
                   ldb, beta, static_cast<float*>(C.data), ldc);
@@ -177,7 +231,8 @@ void gemm_any(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, co
     const T* a = static_cast<const T*>(A.data);
     const T* b = static_cast<const T*>(B.data);
     if (f32_out) gemm_typed(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, static_cast<float*>(C.data), ldc);
-    else gemm_typed(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, static_cast<T*>(C.data), ldc);
+    else gemm_typed(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, static_cast<T*>(C.data), ldc,
+                    static_cast<const T*>(bias.data));
   });
 }
 
@@ -197,6 +252,17 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alp
   // Packed operands: A stored [K,M] when transposed, else [M,K]; B [N,K] when transposed, else [K,N].
   gemm_any(trans_a, trans_b, M, N, K, alpha, A, trans_a ? M : K, B, trans_b ? K : N, beta, C, N);
 }
+
+void gemm_bias_rows(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const TensorView& A,
+                    const TensorView& B, const TensorView& bias, const TensorView& C) {
+  gemm_any(trans_a, trans_b, M, N, K, 1.0f, A, trans_a ? M : K, B, trans_b ? K : N, 1.0f, C, N, bias);
+}
+
+WidenReuse::WidenReuse() {
+  if (reuse_scopes++ == 0)
+    for (int slot = 0; slot < 3; ++slot) held(slot) = {};  // widened before the scope: may be stale
+}
+WidenReuse::~WidenReuse() { --reuse_scopes; }
 
 void gemm_ld(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const TensorView& A,
              int64_t lda, const TensorView& B, int64_t ldb, float beta, const TensorView& C, int64_t ldc) {

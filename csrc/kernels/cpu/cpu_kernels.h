@@ -153,6 +153,24 @@ const float* f32_row(const vec::Kernels& k, const T* src, int64_t n, float* buf)
 void sgemm_rm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
               const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 
+// C[M,N] = op(A) op(B) + bias, bias [N] (C's dtype) added to every row: gemm with C starting as the
+// bias rows and beta 1 (cpu_gemm.cpp). On the widened path a 16-bit C starts as the widened bias
+// in its fp32 scratch, so C is neither filled nor widened. Bitwise fill-the-rows-then-gemm.
+void gemm_bias_rows(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const TensorView& A,
+                    const TensorView& B, const TensorView& bias, const TensorView& C);
+
+// While one is open on this thread, a 16-bit operand the widened GEMM path already holds in fp32
+// scratch (the same pointer, element count and dtype, widened by a GEMM inside the scope) is not
+// widened again — the fused linear backward's dout, A or B of its two GEMMs. Only for sources
+// nothing writes while the scope is open; opening the outermost scope forgets what came before.
+class WidenReuse {
+ public:
+  WidenReuse();
+  ~WidenReuse();
+  WidenReuse(const WidenReuse&) = delete;
+  WidenReuse& operator=(const WidenReuse&) = delete;
+};
+
 // The native bf16 GEMM (cpu_gemm_bf16.cpp; cpu::Bf16Gemm::Native, call only when
 // cpu::isa_supported(Isa::Avx512)): sgemm_rm's contract on bf16 bits, fp32 accumulation; C is
 // bf16 bits (Out = uint16_t, rounded once, nearest even) or fp32 (Out = float); any K >= 0

@@ -1,14 +1,15 @@
 // cpu_linear.cpp — the fused linear ops on the CPU backend (op_list.h: linear_forward,
 // linear_backward). The fused path does one pass fewer per layer than gemm + bias_add + gelu.
-//  forward:  the bias is copied into every output row, then sgemm with beta = 1 accumulates onto
-//            it (no zero-fill of C inside OpenBLAS, no separate bias pass); GELU in one SIMD pass
-//            (vec::gelu_forward, bitwise math::gelu).
-//  backward: dW sgemm (beta 1), the bias column sums (bias_grad), dinp sgemm (beta 0) and, when
+//  forward:  the GEMM's C starts as the bias in every row and accumulates onto it with beta = 1
+//            (gemm_bias_rows: no zero-fill, no separate bias pass; on the widened 16-bit path the
+//            rows start in its fp32 scratch); GELU in one SIMD pass (vec::gelu_forward, bitwise
+//            math::gelu).
+//  backward: dW sgemm (beta 1), the bias column sums (bias_grad), dinp sgemm (beta 0; on the
+//            widened path dout is widened once for both GEMMs, WidenReuse) and, when
 //            the input was gelu(pre), the GELU backward in place over dinp in one SIMD pass
 //            (no separate dx buffer, no zero pass over a second one). Bitwise equal to the old
 //            sequence gemm → zero(d) → gelu_backward(d, pre, dx) (0 + dx·g' in both).
 
-#include <cstring>
 
 #include "cpu_kernels.h"
 #include "cpu_vec_kernels.h"
@@ -20,13 +21,6 @@ namespace {
 // split does not change any result.
 constexpr int64_t kChunk = 1 << 12;
 static_assert(kChunk % vec::kBlock == 0, "tasks start on whole blocks");
-
-// y[N,OC] = bias broadcast over rows (the sgemm's beta = 1 starting value). T is the storage type.
-template <typename T>
-void fill_bias_rows(T* y, const T* bias, int64_t N, int64_t OC) {
-#pragma omp parallel for schedule(static) if (N * OC > kParallelGrain)
-  for (int64_t i = 0; i < N; ++i) std::memcpy(y + i * OC, bias, static_cast<size_t>(OC) * sizeof(T));
-}
 
 // d[i] = 0 + d[i] · math::gelu_grad(x[i]) over n elements, in place (fp32, SIMD, one pass).
 void gelu_backward_inplace_f32(float* d, const float* x, int64_t n) {
@@ -62,15 +56,9 @@ void linear_forward(const TensorView& out, const TensorView& pre, const TensorVi
                     const TensorView& bias, int64_t N, int64_t IC, int64_t OC, bool trans_w, bool gelu) {
   if (N == 0 || OC == 0) return;
   const TensorView& y = gelu ? pre : out;  // where x·W + b lands
-  const bool has_bias = bias.data != nullptr;
-  if (has_bias) {
-    dispatch_dtype(y.dtype, [&](auto tag) {
-      using T = decltype(tag);
-      fill_bias_rows(static_cast<T*>(y.data), static_cast<const T*>(bias.data), N, OC);
-    });
-  }
-  // y[N,OC] = inp[N,IC] · W (+ y): W stored [IC,OC], or [OC,IC] when trans_w.
-  gemm(false, trans_w, N, OC, IC, 1.0f, inp, weight, has_bias ? 1.0f : 0.0f, y);
+  // y[N,OC] = inp[N,IC] · W (+ b in every row): W stored [IC,OC], or [OC,IC] when trans_w.
+  if (bias.data != nullptr) gemm_bias_rows(false, trans_w, N, OC, IC, inp, weight, bias, y);
+  else gemm(false, trans_w, N, OC, IC, 1.0f, inp, weight, 0.0f, y);
   if (gelu) gelu_forward(out, pre);
 }
 
@@ -78,6 +66,7 @@ void linear_backward(const TensorView& dinp, const TensorView& dweight, const Te
                      const TensorView& dout, const TensorView& inp, const TensorView& weight,
                      const TensorView& gelu_pre, int64_t N, int64_t IC, int64_t OC, bool trans_w) {
   if (IC == 0 || OC == 0) return;
+  const WidenReuse reuse;  // dout, widened for the dW GEMM, serves the dinp GEMM too (nothing writes it here)
   // dW += inpᵀ·dout ([IC,OC]) or doutᵀ·inp ([OC,IC]); K = N (N == 0 leaves dW unchanged).
   if (!trans_w) gemm(true, false, IC, OC, N, 1.0f, inp, dout, 1.0f, dweight);
   else gemm(true, false, OC, IC, N, 1.0f, dout, inp, 1.0f, dweight);
