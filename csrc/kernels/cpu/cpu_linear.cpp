@@ -10,7 +10,6 @@
 //            (no separate dx buffer, no zero pass over a second one). Bitwise equal to the old
 //            sequence gemm → zero(d) → gelu_backward(d, pre, dx) (0 + dx·g' in both).
 
-
 #include "cpu_kernels.h"
 #include "cpu_vec_kernels.h"
 
