@@ -4,12 +4,11 @@
 // (estimate.h), in well under a second and allocating nothing. Exit 0 when it fits, 1 with the
 // deficit when the per-rank device total exceeds --device-memory (or a node's host total exceeds
 // --host-memory), 2 on bad input.
-#include <cerrno>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 
 #include "zerotrain/app/client_optimizer.h"
+#include "cli_flags.h"
 #include "commands.h"
 #include "estimate.h"
 #include "zerotrain/app/train_setup.h"
@@ -30,23 +29,6 @@ const char* kUsage =
     "  --optimizer, --lr, ...: train's client optimizer flags (moments), for a config without an optimizer\n";
 
 }  // namespace
-
-int64_t parse_count_flag(const std::string& command, const std::string& flag, const char* v, int64_t hi) {
-  bool digits = *v != 0;
-  for (const char* c = v; *c; ++c) digits = digits && *c >= '0' && *c <= '9';
-  errno = 0;
-  const long long x = digits ? std::strtoll(v, nullptr, 10) : 0;
-  if (!digits || errno == ERANGE || x < 1 || x > hi)
-    throw InputError(command + ": " + flag + " '" + v + "': expected an integer in [1, " + std::to_string(hi) + "]");
-  return x;
-}
-
-const char* flag_value(const std::string& command, int argc, char** argv, int& i, const std::string& usage) {
-  const std::string f = argv[i];
-  if (i + 1 >= argc) throw InputError(command + ": " + f + " needs a value\n" + usage);
-  if (!argv[i + 1][0]) throw InputError(command + ": " + f + " '': empty value; expected " + f + " VALUE");
-  return argv[++i];
-}
 
 int cmd_estimate(int argc, char** argv) {
   try {

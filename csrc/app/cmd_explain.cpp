@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "cli_flags.h"
 #include "commands.h"
 #include "estimate.h"
 #include "zerotrain/comm/communicator.h"

@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "cli_flags.h"
 #include "commands.h"
 #include "estimate.h"
 #include "observe.h"

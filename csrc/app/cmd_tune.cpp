@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <string>
 
+#include "cli_flags.h"
 #include "commands.h"
 #include "estimate.h"
 #include "tune.h"

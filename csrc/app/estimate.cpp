@@ -227,24 +227,4 @@ std::string estimate_json(const MemoryEstimate& e) {
   return nlohmann::json({{"stage", e.stage}, {"world_size", e.world}, {"ranks", ranks}}).dump(2);
 }
 
-int64_t parse_bytes(const std::string& text, const std::string& flag) {
-  const char* s = text.c_str();
-  char* end = nullptr;
-  const double v = std::strtod(s, &end);
-  std::string unit(end);
-  double scale = 0;
-  if (unit.empty() || unit == "B") scale = 1;
-  else if (unit == "KiB") scale = 1024.0;
-  else if (unit == "MiB") scale = 1024.0 * 1024;
-  else if (unit == "GiB") scale = 1024.0 * 1024 * 1024;
-  else if (unit == "TiB") scale = 1024.0 * 1024 * 1024 * 1024;
-  else if (unit == "KB") scale = 1e3;
-  else if (unit == "MB") scale = 1e6;
-  else if (unit == "GB") scale = 1e9;
-  else if (unit == "TB") scale = 1e12;
-  if (end == s || scale == 0 || !(v > 0) || !std::isfinite(v) || v * scale > 9e18)
-    throw InputError(flag + " '" + text + "': expected a positive size such as 80GiB, 512MB or 1e9 (bytes)");
-  return static_cast<int64_t>(v * scale);
-}
-
 }  // namespace zt

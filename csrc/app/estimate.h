@@ -63,12 +63,5 @@ struct OffloadFormula {
 OffloadFormula zero_offload_formula(const MemoryEstimate& e);
 // The --memory-report JSON schema with predicted_bytes only: {stage, world_size, ranks:[{rank, categories}]}.
 std::string estimate_json(const MemoryEstimate& e);
-// "80GiB", "512MB", "1.5e9", "1024" -> bytes; InputError naming `flag` otherwise.
-int64_t parse_bytes(const std::string& text, const std::string& flag);
-// A flag's integer value in [1, hi]; InputError "<command>: <flag> '<v>': expected ..." otherwise.
-int64_t parse_count_flag(const std::string& command, const std::string& flag, const char* v, int64_t hi);
-// The value after flag argv[i] (i moves onto it); InputError "<command>: <flag> needs a value" (with
-// `usage`) when none follows, or naming the flag when it is empty.
-const char* flag_value(const std::string& command, int argc, char** argv, int& i, const std::string& usage);
 
 }  // namespace zt
