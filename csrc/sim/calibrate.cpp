@@ -9,6 +9,7 @@
 #include <cstring>
 #include <functional>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "zerotrain/core/check.h"
@@ -70,6 +71,13 @@ float slowest_rank(Communicator& comm, double seconds) {
   return slowest;
 }
 
+// The median of v (the upper one of an even count).
+double median(std::vector<double> v) {
+  const auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
+  std::nth_element(v.begin(), mid, v.end());
+  return *mid;
+}
+
 // Seconds of one call of f: the median of repeats filling about `budget` seconds (3 to 1000 of
 // them, the same count on every rank: f may be a collective; the median, as training sustains the
 // work rather than catching its best bursts), the slowest rank's (a step waits for the slowest).
@@ -85,8 +93,7 @@ double best_seconds(Communicator& comm, double budget, const std::function<void(
   align(comm);
   std::vector<double> t;
   for (int rep = 0; rep < reps; ++rep) t.push_back(timed());
-  std::nth_element(t.begin(), t.begin() + reps / 2, t.end());
-  return slowest_rank(comm, t[static_cast<size_t>(reps / 2)]);
+  return slowest_rank(comm, median(std::move(t)));
 }
 
 double gemm_peak(Communicator& comm, const CalibrationShapes& s, DType t, std::mt19937& rng) {
@@ -229,10 +236,6 @@ double beside_compute_seconds(Communicator& comm, std::mt19937& rng) {
     queue();
     comm.stream().synchronize();
   }) / kQueued;
-  auto median = [](std::vector<double> v) {
-    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-    return v[v.size() / 2];
-  };
   std::vector<double> rounds;
   for (int round = 0; round < kRounds; ++round) {
     std::vector<double> beside;

@@ -15,7 +15,7 @@ Done SimLanes::place(SimSlice s, double seconds, const Done& dep, double alone_s
   s.op = op_;
   slices_.push_back(std::move(s));
   step_of_.push_back(step_);
-  placement_.push_back({dep.slice, dep.slice >= 0 ? ready : 0, alone_s >= 0 ? alone_s : seconds});
+  placement_.push_back({dep.slice, alone_s >= 0 ? alone_s : seconds});
   const int idx = static_cast<int>(slices_.size()) - 1;
   lane_slices_[l].push_back(idx);
   free_[l] = slices_.back().end_s;
@@ -50,20 +50,20 @@ void SimLanes::settle(int until, double blocked_at) {
   const SimSlice& s = slices_[static_cast<size_t>(until)];
   if (s.lane == Lane::Comm) {
     run_comm_alone(blocked_at, until);
-    reflow_copies();
+    reflow_copies(blocked_at);
   } else if (s.lane == Lane::Copy) {
     const int dep = placement_[static_cast<size_t>(until)].dep;
     if (dep >= 0 && slices_[static_cast<size_t>(dep)].lane == Lane::Comm) run_comm_alone(blocked_at, dep);
-    reflow_copies();
+    reflow_copies(blocked_at);
   }
 }
 
 // When slice idx may begin behind prev, its lane's slice before it (-1: none): the later of its
-// dependency's end and prev's; that one becomes its cause.
+// dependency's end and prev's (0 for neither); that one becomes its cause.
 double SimLanes::rebegin(int idx, int prev) {
   SimSlice& k = slices_[static_cast<size_t>(idx)];
   const Placement& p = placement_[static_cast<size_t>(idx)];
-  const double ready = p.dep >= 0 ? slices_[static_cast<size_t>(p.dep)].end_s : p.ready;
+  const double ready = p.dep >= 0 ? slices_[static_cast<size_t>(p.dep)].end_s : 0;
   const double after = prev >= 0 ? slices_[static_cast<size_t>(prev)].end_s : 0;
   k.cause = p.dep >= 0 && ready > after ? p.dep : prev;
   return std::max(ready, after);
@@ -92,9 +92,16 @@ void SimLanes::run_comm_alone(double blocked_at, int until) {
 }
 
 // Copies keep their lengths and begin when their dependency and the copy before them are done.
-void SimLanes::reflow_copies() {
-  int prev = -1;
-  for (int idx : lane_slices_[static_cast<int>(Lane::Copy)]) {
+// A copy ended by `blocked_at` stays: its dependency ended before it, and run_comm_alone moves
+// no collective that ended by then; so the walk starts at the first copy still running.
+void SimLanes::reflow_copies(double blocked_at) {
+  const std::vector<int>& copies = lane_slices_[static_cast<int>(Lane::Copy)];
+  size_t first = copies.size();
+  while (first > 0 && slices_[static_cast<size_t>(copies[first - 1])].end_s > blocked_at) --first;
+  if (first == copies.size()) return;
+  int prev = first > 0 ? copies[first - 1] : -1;
+  for (size_t i = first; i < copies.size(); ++i) {
+    const int idx = copies[i];
     SimSlice& k = slices_[static_cast<size_t>(idx)];
     const double begin = rebegin(idx, prev), length = k.end_s - k.begin_s;
     k.begin_s = begin;

@@ -57,18 +57,17 @@ class SimLanes {
   // it, or through the collective a copy waits for, then the copy lane (see the top).
   void settle(int until, double blocked_at);
   void run_comm_alone(double blocked_at, int until);
-  void reflow_copies();
+  void reflow_copies(double blocked_at);
   double rebegin(int idx, int prev);
 
   const CostModel& cost_;
   double free_[3] = {0, 0, 0};
   int last_[3] = {-1, -1, -1};
   std::vector<SimSlice> slices_;
-  // Per slice: the dependency that bounds its begin (-1: none) and that bound as placed, and its
-  // time with the cores to itself.
+  // Per slice: the dependency that bounds its begin (-1: none) and its time with the cores to itself.
   struct Placement {
     int dep = -1;
-    double ready = 0, alone_s = 0;
+    double alone_s = 0;
   };
   std::vector<Placement> placement_;
   std::vector<int> lane_slices_[3];  // each lane's slices in lane order

@@ -6,7 +6,8 @@ Watches rank 0's --metrics JSONL; each time a step line appears, it reads every 
 counter's growth since the previous step line (step 1's include the start-up: launching the
 daemons, wiring up MPI, the first broadcast), and its wall time ("wall_ms") the time between the
 two lines, which unlike the step's own step_ms includes everything between steps. When several
-step lines appear between two reads, bytes and time are split evenly and marked "shared": N.
+step lines appear between two reads, or more appear while the counters are read (a watcher that
+fell behind a fast run), bytes and time are split evenly over them and marked "shared": N.
 On SIGTERM it reads the file once more, then writes one JSON line per step to --out and a table
 to stderr.
 """
@@ -69,8 +70,13 @@ def watch(counters, watcher, stopping):
     while True:
         final = bool(stopping)
         steps = watcher.new_steps()
-        if steps:
+        while steps:
             now, now_t = [c.read() for c in counters], time.monotonic()
+            later = watcher.new_steps()  # lines written while the counters were read: their bytes are in now
+            if not later:
+                break
+            steps += later
+        if steps:
             for st in steps:
                 rows.append({"step": st["step"], "step_ms": st.get("step_ms"), "shared": len(steps),
                              "wall_ms": (now_t - last_t) * 1000 / len(steps),

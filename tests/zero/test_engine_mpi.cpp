@@ -108,7 +108,9 @@ TEST(Engine, EquivalenceLlamaAllStages) {
       expect_params_close(runs.back(), ref, 1e-5, 1e-2, base.steps, what);
       for (size_t k = 0; k < ref.steps.size(); ++k)
         EXPECT_NEAR(runs.back().steps[k].loss, ref.steps[k].loss, 1e-5 * std::fabs(ref.steps[k].loss)) << what;
-      if (stage > 0) EXPECT_TRUE(bitwise_equal(runs.back(), runs.front())) << what << " differs bitwise from stage 0";
+      if (stage > 0) {
+        EXPECT_TRUE(bitwise_equal(runs.back(), runs.front())) << what << " differs bitwise from stage 0";
+      }
     }
   }
 }
@@ -406,7 +408,9 @@ TEST(Engine, MemoryMatchesPrediction) {
         }
       }
       EXPECT_EQ(r.plan.fp32_backward_grads, fp32_backward) << "stage " << stage << " variant " << variant;
-      if (fp32_backward) EXPECT_FALSE(r.plan.staged_grads) << "stage " << stage;
+      if (fp32_backward) {
+        EXPECT_FALSE(r.plan.staged_grads) << "stage " << stage;
+      }
       for (const auto& w : r.params)
         for (float x : w) ASSERT_TRUE(std::isfinite(x)) << "stage " << stage << " variant " << variant;
     }

@@ -195,8 +195,9 @@ TEST(Estimate, EqualsTheMeasuredReport) {
             // Gather is transient (its peak); everything else is held (current).
             const int64_t got = l.category == MemCategory::Gather ? l.peak : l.measured;
             EXPECT_EQ(got, want) << what << " " << mem_category_name(l.category);
-            if (l.category == MemCategory::Communicator)
+            if (l.category == MemCategory::Communicator) {
               EXPECT_EQ(got, mpi_scratch_formula(world_size())) << what;
+            }
           }
           EXPECT_EQ(p.at(MemCategory::HostActivations) > 0, variant == 2) << what;
         }
