@@ -1,7 +1,7 @@
 // bench_gemm_bf16.cpp — CPU time of one GPT layer's GEMM shapes (docs/benchmarks.md §9): fp32
-// sgemm, bf16 widened + sgemm (ZT_CPU_BF16_GEMM=widen) and, with AVX-512F, the native bf16 GEMM
-// (=native) and, with AVX512_BF16, the dpbf16 one (=dpbf16); one thread, interleaved repetitions,
-// median and fastest.
+// sgemm, bf16 widened + sgemm (ZT_CPU_BF16_GEMM=widen) and, with AVX2 or AVX-512F, the native bf16
+// GEMM (=native) and, with AVX512_BF16, the dpbf16 one (=dpbf16); one thread, interleaved
+// repetitions, median and fastest of the set, then each shape's median per path.
 //
 // Shapes: N = 512 tokens, C = 256, 4C MLP, V = 2048 LM head; forward (inp · W), dW (inpᵀ · dout,
 // accumulating) and dx (dout · Wᵀ) of qkv, attention projection, fc, fc projection and the head.
@@ -60,10 +60,12 @@ int main(int argc, char** argv) {
     a[i] = bf16(af[i]);
     b[i] = bf16(bf[i]);
   }
-  const bool native = cpu::active_isa() == cpu::Isa::Avx512, dot = native && cpu::avx512_bf16_supported();
+  const bool native = cpu::active_isa() != cpu::Isa::Scalar;
+  const bool dot = cpu::active_isa() == cpu::Isa::Avx512 && cpu::avx512_bf16_supported();
   const char* paths[] = {"fp32", "widen", "native", "dpbf16"};
   const int npaths = dot ? 4 : native ? 3 : 2;
-  std::vector<double> ms[4];
+  constexpr int kNumShapes = sizeof(kShapes) / sizeof(kShapes[0]);
+  std::vector<double> ms[4], shape_ms[4][kNumShapes];
   for (int rep = 0; rep < reps; ++rep) {
     for (int p = 0; p < npaths; ++p) {
       if (p > 0) setenv("ZT_CPU_BF16_GEMM", paths[p], 1);
@@ -72,10 +74,13 @@ int main(int argc, char** argv) {
       void* B = p == 0 ? static_cast<void*>(bf.data()) : b.data();
       void* C = p == 0 ? static_cast<void*>(cf.data()) : c.data();
       const double t0 = cpu_ms();
-      for (const Shape& s : kShapes) {
+      for (int i = 0; i < kNumShapes; ++i) {
+        const Shape& s = kShapes[i];
         const TensorView va(A, dt, {s.ta ? s.K : s.M, s.ta ? s.M : s.K}), vb(B, dt, {s.tb ? s.N : s.K, s.tb ? s.K : s.N});
         const TensorView vc(C, dt, {s.M, s.N});
+        const double ts = cpu_ms();
         cpu_ops::gemm(s.ta, s.tb, s.M, s.N, s.K, 1.0f, va, vb, s.ta ? 1.0f : 0.0f, vc);
+        if (rep >= 2) shape_ms[p][i].push_back(cpu_ms() - ts);
       }
       if (rep >= 2) ms[p].push_back(cpu_ms() - t0);  // the first two warm the caches and buffers
     }
@@ -86,7 +91,19 @@ int main(int argc, char** argv) {
     std::sort(ms[p].begin(), ms[p].end());
     std::printf("%-7s median %7.2f ms  fastest %7.2f ms\n", paths[p], ms[p][ms[p].size() / 2], ms[p].front());
   }
-  if (!native) std::printf("native: not run (needs AVX-512F)\n");
+  std::printf("per shape (M x N x K, op(A) op(B)), median (fastest) ms:\n");
+  for (int i = 0; i < kNumShapes; ++i) {
+    const Shape& s = kShapes[i];
+    std::printf("  %4lld x %4lld x %4lld %s%s", static_cast<long long>(s.M), static_cast<long long>(s.N),
+                static_cast<long long>(s.K), s.ta ? "T" : "N", s.tb ? "T" : "N");
+    for (int p = 0; p < npaths; ++p) {
+      std::vector<double>& v = shape_ms[p][i];
+      std::sort(v.begin(), v.end());
+      std::printf("  %s %6.3f (%6.3f)", paths[p], v[v.size() / 2], v.front());
+    }
+    std::printf("\n");
+  }
+  if (!native) std::printf("native: not run (needs AVX2 or AVX-512F)\n");
   if (!dot) std::printf("dpbf16: not run (needs AVX-512F and AVX512_BF16)\n");
   return 0;
 }

@@ -4,7 +4,8 @@
 For 1 and 2 ranks (--ranks) and ZeRO stages 1-3 (--stages), a GPT of 5.3 M parameters
 (V=2048, T=128, L=6, H=4, C=256, micro-batch 4 per rank, AdamW, clipping 1.0) runs as
 `zerotrain train` through zt-launch in four variants: fp32, bf16 with ZT_CPU_BF16_GEMM=dpbf16
-(left out on a CPU without AVX512_BF16), =native (left out without AVX-512F) and =widen; thread pools are
+(left out on a CPU without AVX512_BF16 and with --avx2), =native (AVX-512 tile, or AVX2 tile on an
+AVX2 CPU or with --avx2) and =widen; thread pools are
 sized by zerotrain itself (OMP_NUM_THREADS / OPENBLAS_NUM_THREADS removed: 2 threads at 1 rank
 on a 2-CPU machine, 1 per rank at 2 ranks). Every round runs
 every (ranks, stage, variant) back to back, so machine-load drift spreads over all of them. A
@@ -14,8 +15,8 @@ per-round ratio to fp32. Stage 3 runs with stage3_param_persistence_threshold 10
 parameters are gathered. The load average is printed before and after.
 
 --avx2 measures the AVX2-only path on an AVX-512 machine: every run gets ZT_CPU_ISA=avx2 and
-OPENBLAS_CORETYPE=Haswell (zerotrain's kernels and OpenBLAS's both without AVX-512), and only
-the widened bf16 path runs (the others need AVX-512).
+OPENBLAS_CORETYPE=Haswell (zerotrain's kernels and OpenBLAS's both without AVX-512); the dpbf16
+variant is left out (it needs AVX-512).
 
 usage: bf16_cost.py [--bin build/zerotrain] [--rounds 3] [--steps 10] [--skip 3] [--ranks 1,2]
                     [--stages 1,2,3] [--avx2] [--csv out.csv]
@@ -97,9 +98,9 @@ def main():
         sys.exit("bf16_cost.py: --rounds >= 1, --steps >= --skip + 2, ranks >= 1 and stages in 0..3 expected")
     with open("/proc/cpuinfo") as f:
         flags = f.read().split()
-    for flag, path in (("avx512_bf16", "dpbf16"), ("avx512f", "native")):
-        if flag not in flags or args.avx2:
-            print(f"{'--avx2' if args.avx2 else 'no ' + flag + ' on this CPU'}: the {path} variant is left out")
+    for flag, path in (("avx512_bf16", "dpbf16"), ("avx2", "native")):
+        if flag not in flags or (args.avx2 and path == "dpbf16"):
+            print(f"{'--avx2' if flag in flags else 'no ' + flag + ' on this CPU'}: the {path} variant is left out")
             VARIANTS[:] = [v for v in VARIANTS if v[2] != path]
     cases = [(r, s) for r in ranks for s in stages]
     times = {(c, v[0]): [] for c in cases for v in VARIANTS}

@@ -104,29 +104,35 @@ bool avx512_bf16_supported() {
 const char* bf16_gemm_name(Bf16Gemm g) {
   switch (g) {
     case Bf16Gemm::Widen: return "widened to fp32 + OpenBLAS sgemm";
-    case Bf16Gemm::Native: return "native (fp32 panels, AVX-512 FMA tile)";
+    case Bf16Gemm::Native:
+      return active_isa() == Isa::Avx512 ? "native (fp32 panels, AVX-512 FMA tile)" : "native (fp32 panels, AVX2 FMA tile)";
     case Bf16Gemm::Dot: return "dpbf16 (bf16 pairs, AVX512_BF16 dot-product tile)";
   }
   return "?";
 }
 
 Bf16Gemm active_bf16_gemm() {
-  const bool avx512 = active_isa() == Isa::Avx512;
+  const Isa isa = active_isa();
   const char* env = std::getenv("ZT_CPU_BF16_GEMM");
   if (env == nullptr || env[0] == '\0') {
     static const bool dot_at_full_rate = avx512_bf16_supported() && amd_cpu();
-    return avx512 && dot_at_full_rate ? Bf16Gemm::Dot : Bf16Gemm::Widen;
+    return isa == Isa::Avx512 && dot_at_full_rate ? Bf16Gemm::Dot : Bf16Gemm::Widen;
   }
   if (std::strcmp(env, "widen") == 0) return Bf16Gemm::Widen;
   const bool dot = std::strcmp(env, "dpbf16") == 0;
   if (!dot && std::strcmp(env, "native") != 0)
     throw InputError(std::string("ZT_CPU_BF16_GEMM=") + env + ": expected widen, native or dpbf16");
-  if (!avx512 || (dot && !avx512_bf16_supported())) {
+  if (dot && (isa != Isa::Avx512 || !avx512_bf16_supported())) {
     const char* why = !isa_supported(Isa::Avx512) ? "this CPU lacks AVX-512F"
-                      : !avx512                   ? "ZT_CPU_ISA is below avx512"
+                      : isa != Isa::Avx512        ? "ZT_CPU_ISA is below avx512"
                                                   : "this CPU lacks AVX512_BF16";
-    throw InputError(std::string("ZT_CPU_BF16_GEMM=") + env + ": needs AVX-512F" + (dot ? " and AVX512_BF16" : "") +
-                     " (" + why + "); use widen or leave it unset");
+    throw InputError(std::string("ZT_CPU_BF16_GEMM=") + env + ": needs AVX-512F and AVX512_BF16 (" + why +
+                     "); use widen or leave it unset");
+  }
+  if (!dot && isa == Isa::Scalar) {
+    const char* why = isa_supported(Isa::Avx2) ? "ZT_CPU_ISA is scalar" : "this CPU lacks AVX2";
+    throw InputError(std::string("ZT_CPU_BF16_GEMM=") + env + ": needs AVX2 or AVX-512F (" + why +
+                     "); use widen or leave it unset");
   }
   return dot ? Bf16Gemm::Dot : Bf16Gemm::Native;
 }

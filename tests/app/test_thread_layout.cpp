@@ -58,7 +58,7 @@ TEST(ThreadLayout, CpuKernelPathsNameTheIsaAndBf16Gemm) {
   EXPECT_NE(zt::describe(t).find("; CPU kernels "), std::string::npos);
   setenv("ZT_CPU_ISA", "scalar", 1);
   EXPECT_NE(zt::cpu_kernel_paths().find("CPU kernels scalar"), std::string::npos);
-  for (const char* own : {"native", "dpbf16"}) {  // never below avx512
+  for (const char* own : {"native", "dpbf16"}) {  // never at the scalar level
     setenv("ZT_CPU_BF16_GEMM", own, 1);
     EXPECT_THROW(zt::cpu_kernel_paths(), zt::InputError) << own;
   }

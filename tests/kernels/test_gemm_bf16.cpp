@@ -1,5 +1,5 @@
 // The bf16 GEMM paths (cpu::Bf16Gemm): the choice and its ZT_CPU_BF16_GEMM override, and our own
-// GEMMs (native: fp32 panels, AVX-512 FMA tile; dpbf16: bf16 pairs, AVX512_BF16 tile) against the
+// GEMMs (native: fp32 panels, AVX-512 or AVX2 FMA tile; dpbf16: bf16 pairs, AVX512_BF16 tile) against the
 // widened fp32 + sgemm path on the same bf16 inputs, every transpose combination, odd shapes (k odd
 // and not a multiple of 16 or 32, partial tiles), row strides, alpha/beta. The widened path is
 // always checked against a double reference; a path this CPU cannot run is skipped with the reason
@@ -80,8 +80,9 @@ void reference(const Case& c, const Operands& o, std::vector<double>* want, std:
 std::vector<Case> cases() {
   std::vector<Case> out;
   struct Shape { int64_t M, N, K; };
-  // 1-element, k = 1 and 2 (one pair, half a pair), tiles of exactly kMR × kNR = 12 × 32, partial
-  // tiles both ways, k odd / 17 / 33 / 255 (not multiples of 2, 16, 32), a long k.
+  // 1-element, k = 1 and 2 (one pair, half a pair), tiles of exactly kMR × kNR = 12 × 32 (two AVX2
+  // tiles of 6 × 16 each way), partial tiles both ways, k odd / 17 / 33 / 255 (not multiples of 2,
+  // 8, 16, 32), a long k, more A blocks than one AVX2 chunk holds (M = 130: 22 blocks, 16 + 6).
   for (Shape s : {Shape{1, 1, 1}, Shape{1, 37, 2}, Shape{13, 31, 1}, Shape{12, 32, 16}, Shape{25, 65, 33},
                   Shape{37, 100, 17}, Shape{64, 96, 128}, Shape{130, 257, 255}, Shape{7, 3, 301}, Shape{3, 40, 1024}}) {
     for (int t = 0; t < 4; ++t) {
@@ -112,11 +113,11 @@ int compare(const std::vector<double>& got, const std::vector<double>& want, con
 // Our own GEMM paths this CPU can run, and why the others are skipped.
 std::vector<const char*> own_paths() {
   std::vector<const char*> paths;
-  const bool avx512 = cpu::active_isa() == cpu::Isa::Avx512;  // ZT_CPU_ISA may hold it below
-  if (avx512) paths.push_back("native");
-  if (avx512 && cpu::avx512_bf16_supported()) paths.push_back("dpbf16");
+  const cpu::Isa isa = cpu::active_isa();  // ZT_CPU_ISA may hold it below the CPU's
+  if (isa != cpu::Isa::Scalar) paths.push_back("native");
+  if (isa == cpu::Isa::Avx512 && cpu::avx512_bf16_supported()) paths.push_back("dpbf16");
   if (paths.size() < 2)
-    std::printf("no %s here (CPU or ZT_CPU_ISA): checking %s\n", paths.empty() ? "AVX-512F" : "AVX512_BF16",
+    std::printf("no %s here (CPU or ZT_CPU_ISA): checking %s\n", paths.empty() ? "AVX2" : "AVX-512F + AVX512_BF16",
                 paths.empty() ? "the widened path only" : "widen and native only");
   return paths;
 }
@@ -125,7 +126,7 @@ TEST(Bf16Gemm, PathChoiceAndOverride) {
   RestoreEnv gemm_env("ZT_CPU_BF16_GEMM"), isa_env("ZT_CPU_ISA");
   unsetenv("ZT_CPU_BF16_GEMM");
   unsetenv("ZT_CPU_ISA");
-  const bool native = cpu::isa_supported(cpu::Isa::Avx512), dot = cpu::avx512_bf16_supported();
+  const bool native = cpu::isa_supported(cpu::Isa::Avx2), dot = cpu::avx512_bf16_supported();
   const Bf16Gemm by_default = cpu::active_bf16_gemm();  // dpbf16 where it runs at full rate, else widen
   EXPECT_TRUE(by_default == Bf16Gemm::Widen || (dot && by_default == Bf16Gemm::Dot));
   std::printf("default bf16 GEMM here: %s\n", cpu::bf16_gemm_name(by_default));
@@ -147,15 +148,23 @@ TEST(Bf16Gemm, PathChoiceAndOverride) {
   } else {
     EXPECT_THROW(cpu::active_bf16_gemm(), InputError);
   }
-  if (cpu::isa_supported(cpu::Isa::Avx2)) {  // an AVX2 run never takes an AVX-512 tile
+  if (cpu::isa_supported(cpu::Isa::Avx2)) {  // an AVX2 run never takes an AVX-512 tile: native runs the AVX2 one
     setenv("ZT_CPU_ISA", "avx2", 1);
-    for (const char* path : {"native", "dpbf16"}) {
-      setenv("ZT_CPU_BF16_GEMM", path, 1);
-      EXPECT_THROW(cpu::active_bf16_gemm(), InputError) << path;
-    }
+    setenv("ZT_CPU_BF16_GEMM", "native", 1);
+    EXPECT_EQ(cpu::active_bf16_gemm(), Bf16Gemm::Native);
+    EXPECT_STREQ(cpu::bf16_gemm_name(Bf16Gemm::Native), "native (fp32 panels, AVX2 FMA tile)");
+    setenv("ZT_CPU_BF16_GEMM", "dpbf16", 1);
+    EXPECT_THROW(cpu::active_bf16_gemm(), InputError);
     unsetenv("ZT_CPU_BF16_GEMM");
     EXPECT_EQ(cpu::active_bf16_gemm(), Bf16Gemm::Widen);
   }
+  setenv("ZT_CPU_ISA", "scalar", 1);  // no tile of ours at the scalar level
+  for (const char* path : {"native", "dpbf16"}) {
+    setenv("ZT_CPU_BF16_GEMM", path, 1);
+    EXPECT_THROW(cpu::active_bf16_gemm(), InputError) << path;
+  }
+  unsetenv("ZT_CPU_BF16_GEMM");
+  EXPECT_EQ(cpu::active_bf16_gemm(), Bf16Gemm::Widen);
 }
 
 // Random bf16 inputs in [-1, 1): every path within the stated bound of the double reference,
@@ -189,6 +198,25 @@ TEST(Bf16Gemm, OwnPathsBitwiseOnExactSums) {
     const HostTensor widened = run_path("widen", c, o);
     for (const char* path : paths)  // padding columns untouched on every path too
       ASSERT_TRUE(run_path(path, c, o).raw() == widened.raw()) << path << " " << describe(c);
+  }
+}
+
+// The native path's two tiles (AVX-512 12 × 32, AVX2 6 × 16) run the same fused multiply-adds per
+// element in the same order: bit for bit the same C on real-valued inputs, where any other order
+// or a dropped fusion would show.
+TEST(Bf16Gemm, NativeTilesBitwiseAcrossIsa) {
+  RestoreEnv gemm_env("ZT_CPU_BF16_GEMM"), isa_env("ZT_CPU_ISA");
+  if (!cpu::isa_supported(cpu::Isa::Avx512)) {
+    std::printf("no AVX-512F on this CPU: the AVX2 native tile is checked against widen only\n");
+    return;
+  }
+  std::mt19937_64 rng(14);
+  for (const Case& c : cases()) {
+    Operands o = make_operands(rng, c, false);
+    setenv("ZT_CPU_ISA", "avx512", 1);
+    const HostTensor wide = run_path("native", c, o);
+    setenv("ZT_CPU_ISA", "avx2", 1);
+    ASSERT_TRUE(run_path("native", c, o).raw() == wide.raw()) << describe(c);
   }
 }
 

@@ -198,7 +198,9 @@ void gemm_any(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, co
               const TensorView& B, int64_t ldb, float beta, const TensorView& C, int64_t ldc,
               const TensorView& bias = {}) {
   if (M == 0 || N == 0) return;
-  const bool widened = A.dtype != DType::F32 && (A.dtype != DType::BF16 || cpu::active_bf16_gemm() == cpu::Bf16Gemm::Widen);
+  // fp32 runs sgemm; fp16 is always widened; bf16 takes the run's path (cpu_isa.h).
+  const cpu::Bf16Gemm path = A.dtype == DType::BF16 ? cpu::active_bf16_gemm() : cpu::Bf16Gemm::Widen;
+  const bool widened = A.dtype != DType::F32 && path == cpu::Bf16Gemm::Widen;
   if (bias.data != nullptr && !(widened && C.dtype == A.dtype)) {  // elsewhere C itself starts as the bias rows
     dispatch_dtype(C.dtype, [&](auto tag) {
       using T = decltype(tag);
@@ -212,8 +214,7 @@ void gemm_any(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, co
     return;
   }
   const bool f32_out = C.dtype == DType::F32;
-  const cpu::Bf16Gemm path = A.dtype == DType::BF16 ? cpu::active_bf16_gemm() : cpu::Bf16Gemm::Widen;
-  if (path != cpu::Bf16Gemm::Widen) {
+  if (!widened) {
     const auto* a = static_cast<const uint16_t*>(A.data);
     const auto* b = static_cast<const uint16_t*>(B.data);
     const bool dot = path == cpu::Bf16Gemm::Dot;

@@ -1,8 +1,9 @@
 // cpu_gemm_bf16_kernels.h — the register tiles of the CPU backend's own bf16 GEMMs
-// (csrc/kernels/cpu/cpu_gemm_bf16_avx512.cpp); cpu_gemm_bf16.cpp packs the operands and drives them.
+// (csrc/kernels/cpu/cpu_gemm_bf16_avx512.cpp, cpu_gemm_bf16_avx2.cpp); cpu_gemm_bf16.cpp packs the
+// operands and drives them.
 //
-// Native (FMA tile): packed operands are fp32 (bf16 widened exactly while packing), zero past the
-// matrix:
+// Native (FMA tile; kMR × kNR with AVX-512, kMR2 × kNR2 with AVX2): packed operands are fp32 (bf16
+// widened exactly while packing), zero past the matrix:
 //   A block (kMR rows from i0): a[k · kMR + i] = op(A)[i0 + i, k]
 //   B panel (kNR columns from j0): b[k · kNR + j] = op(B)[k, j0 + j]
 // A product of two bf16 values is exact in fp32, so each fused multiply-add rounds exactly as a
@@ -23,8 +24,10 @@
 
 namespace zt::cpu_ops::bf16gemm {
 
-constexpr int kMR = 12;  // rows of a register tile
-constexpr int kNR = 32;  // columns of a register tile: two 16-lane fp32 accumulators per row
+constexpr int kMR = 12;  // rows of an AVX-512 register tile
+constexpr int kNR = 32;  // columns of an AVX-512 register tile: two 16-lane fp32 accumulators per row
+constexpr int kMR2 = 6;   // rows of the AVX2 register tile
+constexpr int kNR2 = 16;  // columns of the AVX2 register tile: two 8-lane fp32 accumulators per row
 
 // C[i, j] = alpha · Σ_k a[k, i] · b[k, j] + beta · C[i, j] for i < m <= kMR, j < n <= kNR (row
 // stride ldc); beta == 0 never reads C. Out = uint16_t: C holds bf16 bits and the fp32 result is
@@ -59,6 +62,12 @@ void pack_pairs_avx512(const uint16_t* x, int64_t ld, bool along_k, int64_t rows
 // contiguous) or x[i · ld + k] (otherwise: each row's k are contiguous). Call only when
 // cpu::isa_supported(Isa::Avx512).
 void pack_avx512(const uint16_t* x, int64_t ld, bool along_k, int64_t rows, int64_t K, int W, float* dst);
+
+// tile_avx512's and pack_avx512's contracts for the kMR2 × kNR2 tile, with AVX2 and FMA: the same
+// fused multiply-adds per element, the same bits. Call only when cpu::isa_supported(Isa::Avx2).
+template <typename Out>
+void tile_avx2(const float* a, const float* b, int64_t K, Out* c, int64_t ldc, int m, int n, float alpha, float beta);
+void pack_avx2(const uint16_t* x, int64_t ld, bool along_k, int64_t rows, int64_t K, int W, float* dst);
 
 // The widened path's passes (cpu_gemm.cpp), bitwise as the per-element loops: dst[i] = bf16
 // src[i] widened (exact), and dst[i] = f32_to_bf16_bits(src[i]), for i < n. Call only when

@@ -171,8 +171,9 @@ class WidenReuse {
   WidenReuse& operator=(const WidenReuse&) = delete;
 };
 
-// The native bf16 GEMM (cpu_gemm_bf16.cpp; cpu::Bf16Gemm::Native, call only when
-// cpu::isa_supported(Isa::Avx512)): sgemm_rm's contract on bf16 bits, fp32 accumulation; C is
+// The native bf16 GEMM (cpu_gemm_bf16.cpp; cpu::Bf16Gemm::Native, call only when cpu::active_isa()
+// is AVX2 or AVX-512, whose FMA tile it runs; both give the same bits): sgemm_rm's contract on
+// bf16 bits, fp32 accumulation in increasing k; C is
 // bf16 bits (Out = uint16_t, rounded once, nearest even) or fp32 (Out = float); any K >= 0
 // (K == 0: C = beta C); beta == 0 never reads C.
 template <typename Out>

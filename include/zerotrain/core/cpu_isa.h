@@ -6,8 +6,8 @@
 
 namespace zt::cpu {
 
-// Scalar: portable C++. Avx2: AVX2 + FMA + F16C with OS-enabled YMM state (FMA is required of
-// the CPU, never used in the arithmetic). Avx512: the Avx2 level plus AVX-512F with OS-enabled
+// Scalar: portable C++. Avx2: AVX2 + FMA + F16C with OS-enabled YMM state (FMA is used only by
+// the Native bf16 GEMM's tile, whose contract is fp32 multiply-adds fused). Avx512: the Avx2 level plus AVX-512F with OS-enabled
 // opmask/ZMM state (no AVX-512BW needed).
 enum class Isa : uint8_t { Scalar, Avx2, Avx512 };
 
@@ -26,21 +26,22 @@ bool avx512_bf16_supported();
 // How the CPU backend multiplies bf16 matrices; every path accumulates in fp32 and rounds the
 // result to bf16 once. Widen: both operands widened to fp32 scratch (exact), then OpenBLAS sgemm.
 // Native: our own GEMM, which widens the operands to fp32 while packing them into its panels and
-// runs an AVX-512F FMA register tile. Dot: our own GEMM on bf16 pairs packed along k, with an
+// runs an FMA register tile (AVX-512F, or AVX2 when that is the active ISA; the same bits). Dot: our own GEMM on bf16 pairs packed along k, with an
 // AVX512_BF16 vdpbf16ps register tile (two multiply-adds per lane and instruction; products of
 // subnormals flush to zero). Native and Dot: csrc/kernels/cpu/cpu_gemm_bf16*.cpp.
 enum class Bf16Gemm : uint8_t { Widen, Native, Dot };
 
 // The path for this process: env ZT_CPU_BF16_GEMM=widen|native|dpbf16 forces one; unset or empty
 // picks Dot where vdpbf16ps runs at full rate (AVX512_BF16 on an AMD CPU: Zen 4 and later) and
-// ZT_CPU_ISA allows AVX-512, else Widen (OpenBLAS's sgemm kernel outruns both of our tiles on the
-// Intel AVX-512 machines measured, where vdpbf16ps retired at a quarter of vfmadd's rate;
-// docs/design.md, "GEMM paths on the CPU"). An unknown value, or a path that cannot run here (no
-// AVX-512F / AVX512_BF16, or ZT_CPU_ISA below avx512), throws zt::InputError naming
+// ZT_CPU_ISA allows AVX-512, else Widen: OpenBLAS's sgemm kernel outruns our FMA tiles (the
+// AVX-512 one on the Intel machines measured, where vdpbf16ps also retired at a quarter of
+// vfmadd's rate; the AVX2 one on Zen 3 inside a training step; docs/design.md, "GEMM paths on the
+// CPU"). An unknown value, or a path that cannot run here (dpbf16 without AVX-512F + AVX512_BF16
+// or with ZT_CPU_ISA below avx512; native at the scalar ISA), throws zt::InputError naming
 // ZT_CPU_BF16_GEMM. Read on every call.
 Bf16Gemm active_bf16_gemm();
-// "widened to fp32 + OpenBLAS sgemm", "native (fp32 panels, AVX-512 FMA tile)",
-// "dpbf16 (bf16 pairs, AVX512_BF16 dot-product tile)".
+// "widened to fp32 + OpenBLAS sgemm", "native (fp32 panels, AVX-512 FMA tile)" (or "AVX2 FMA
+// tile" when the active ISA is AVX2), "dpbf16 (bf16 pairs, AVX512_BF16 dot-product tile)".
 const char* bf16_gemm_name(Bf16Gemm g);
 
 }  // namespace zt::cpu
