@@ -80,9 +80,9 @@ void reference(const Case& c, const Operands& o, std::vector<double>* want, std:
 std::vector<Case> cases() {
   std::vector<Case> out;
   struct Shape { int64_t M, N, K; };
-  // 1-element, k = 1 and 2 (one pair, half a pair), tiles of exactly kMR × kNR = 12 × 32 (two AVX2
-  // tiles of 6 × 16 each way), partial tiles both ways, k odd / 17 / 33 / 255 (not multiples of 2,
-  // 8, 16, 32), a long k, more A blocks than one AVX2 chunk holds (M = 130: 22 blocks, 16 + 6).
+  // 1-element, k = 1 and 2 (one pair, half a pair), tiles of exactly kMR × kNR = 12 × 32 (3 × 1 1/3
+  // AVX2 tiles of 4 × 24), partial tiles both ways, k odd / 17 / 33 / 255 (not multiples of 2, 8,
+  // 16, 32), a long k, more A blocks than one AVX2 chunk holds (M = 130: 33 blocks, 24 + 9).
   for (Shape s : {Shape{1, 1, 1}, Shape{1, 37, 2}, Shape{13, 31, 1}, Shape{12, 32, 16}, Shape{25, 65, 33},
                   Shape{37, 100, 17}, Shape{64, 96, 128}, Shape{130, 257, 255}, Shape{7, 3, 301}, Shape{3, 40, 1024}}) {
     for (int t = 0; t < 4; ++t) {
@@ -201,7 +201,7 @@ TEST(Bf16Gemm, OwnPathsBitwiseOnExactSums) {
   }
 }
 
-// The native path's two tiles (AVX-512 12 × 32, AVX2 6 × 16) run the same fused multiply-adds per
+// The native path's two tiles (AVX-512 12 × 32, AVX2 4 × 24) run the same fused multiply-adds per
 // element in the same order: bit for bit the same C on real-valued inputs, where any other order
 // or a dropped fusion would show.
 TEST(Bf16Gemm, NativeTilesBitwiseAcrossIsa) {

@@ -1,7 +1,9 @@
 // cpu_gemm_bf16_avx2.cpp — the AVX2 register tile of the CPU backend's Native bf16 GEMM:
-// kMR2 × kNR2 fp32 accumulators (6 rows × two 8-lane registers: 12 of the 16 ymm registers, two
-// for a B row, one for A's broadcast) fed by fused multiply-adds over packed fp32 panels, and the
-// packing that widens bf16 to fp32 on the way. Compiled with -mavx2 -mfma (top CMakeLists.txt);
+// kMR2 × kNR2 fp32 accumulators (4 rows × three 8-lane registers: 12 of the 16 ymm registers,
+// three for a B row, one for A's broadcast: per k three loads and four broadcasts feed twelve
+// multiply-adds; inside a Zen 3 training step it takes ~1.06× the time of OpenBLAS's sgemm
+// kernel, where a 6 × 16 tile, six broadcasts per k, took ~1.2×), fed over packed fp32 panels,
+// and the packing that widens bf16 to fp32 on the way. Compiled with -mavx2 -mfma (top CMakeLists.txt);
 // called only when cpu_isa.h says the CPU has AVX2. Layout and contract:
 // cpu_gemm_bf16_kernels.h. Each C element is the same sequence of fused multiply-adds in
 // increasing k as in the AVX-512 tile, then the same alpha and beta operations (no contraction:
@@ -106,9 +108,9 @@ void transpose8x8(__m256 r[8]) {
 
 void pack_avx2(const uint16_t* x, int64_t ld, bool along_k, int64_t rows, int64_t K, int W, float* dst) {
   if (along_k) {  // each k: `rows` contiguous values → one contiguous run of dst
-    // A full 6-row A block takes 8 lanes per k but the last (see below): lanes 6 and 7 read the two
-    // elements after the row's 6 (inside x, as ld >= 8 and a later k follows) and land on the next
-    // k's first rows, which its own store overwrites.
+    // A full block narrower than 8 (the 4-row A blocks) takes 8 lanes per k but the last (see
+    // below): the lanes past W read the elements after the block's (inside x, as ld >= 8 and a
+    // later k follows) and land on the next k's first rows, which its own store overwrites.
     const bool spill = rows == W && W % 8 != 0 && ld >= 8;
     for (int64_t k = 0; k < K; ++k) {
       const uint16_t* src = x + k * ld;
@@ -119,7 +121,7 @@ void pack_avx2(const uint16_t* x, int64_t ld, bool along_k, int64_t rows, int64_
         continue;
       }
       for (; i + 8 <= rows; i += 8) _mm256_storeu_ps(out + i, widen8(src + i));
-      for (; i + 4 <= rows; i += 4) {  // the 6-row A blocks: 4 + 2
+      for (; i + 4 <= rows; i += 4) {  // the 4-row A blocks
         const __m128i h = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(src + i));
         _mm_storeu_ps(out + i, _mm_castsi128_ps(_mm_slli_epi32(_mm_cvtepu16_epi32(h), 16)));
       }
@@ -129,7 +131,7 @@ void pack_avx2(const uint16_t* x, int64_t ld, bool along_k, int64_t rows, int64_
   }
   // Each row's k are contiguous: 8 rows × 8 k widened (rows past `rows` as zeros), transposed in
   // registers, and each k's 8 lanes stored as one run of the block. Where the run is wider than
-  // the rest of the block's row (the 6-row A blocks), its last lanes (zeros) land on the next k's
+  // the rest of the block's row (the 4-row A blocks), its last lanes (zeros) land on the next k's
   // first rows, which the next store overwrites; the block's last k is stored lane by lane, so
   // nothing is written past the block. (Masked stores would do, but run slowly on AMD cores.)
   const int64_t full = K / 8 * 8;
@@ -160,25 +162,28 @@ void pack_avx2(const uint16_t* x, int64_t ld, bool along_k, int64_t rows, int64_
 template <typename Out>
 void tile_avx2(const float* a, const float* b, int64_t K, Out* c, int64_t ldc, int m, int n, float alpha,
                float beta) {
-  __m256 acc0[kMR2], acc1[kMR2];
+  __m256 acc0[kMR2], acc1[kMR2], acc2[kMR2];
   prefetch_tile(c, ldc, m, n);
-#pragma GCC unroll 6
-  for (int i = 0; i < kMR2; ++i) acc0[i] = acc1[i] = _mm256_setzero_ps();
+#pragma GCC unroll 4
+  for (int i = 0; i < kMR2; ++i) acc0[i] = acc1[i] = acc2[i] = _mm256_setzero_ps();
   for (int64_t k = 0; k < K; ++k) {
-    const __m256 b0 = _mm256_loadu_ps(b + k * kNR2), b1 = _mm256_loadu_ps(b + k * kNR2 + 8);
+    const float* bk = b + k * kNR2;
+    const __m256 b0 = _mm256_loadu_ps(bk), b1 = _mm256_loadu_ps(bk + 8), b2 = _mm256_loadu_ps(bk + 16);
     const float* ak = a + k * kMR2;
-#pragma GCC unroll 6
+#pragma GCC unroll 4
     for (int i = 0; i < kMR2; ++i) {
       const __m256 ai = _mm256_broadcast_ss(ak + i);
       acc0[i] = _mm256_fmadd_ps(ai, b0, acc0[i]);
       acc1[i] = _mm256_fmadd_ps(ai, b1, acc1[i]);
+      acc2[i] = _mm256_fmadd_ps(ai, b2, acc2[i]);
     }
   }
-#pragma GCC unroll 6
+#pragma GCC unroll 4
   for (int i = 0; i < kMR2; ++i) {
     if (i >= m) break;
     store8(c + i * ldc, acc0[i], n, alpha, beta);
     store8(c + i * ldc + 8, acc1[i], n - 8, alpha, beta);
+    store8(c + i * ldc + 16, acc2[i], n - 16, alpha, beta);
   }
 }
 

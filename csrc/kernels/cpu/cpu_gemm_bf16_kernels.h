@@ -26,8 +26,8 @@ namespace zt::cpu_ops::bf16gemm {
 
 constexpr int kMR = 12;  // rows of an AVX-512 register tile
 constexpr int kNR = 32;  // columns of an AVX-512 register tile: two 16-lane fp32 accumulators per row
-constexpr int kMR2 = 6;   // rows of the AVX2 register tile
-constexpr int kNR2 = 16;  // columns of the AVX2 register tile: two 8-lane fp32 accumulators per row
+constexpr int kMR2 = 4;   // rows of the AVX2 register tile
+constexpr int kNR2 = 24;  // columns of the AVX2 register tile: three 8-lane fp32 accumulators per row
 
 // C[i, j] = alpha · Σ_k a[k, i] · b[k, j] + beta · C[i, j] for i < m <= kMR, j < n <= kNR (row
 // stride ldc); beta == 0 never reads C. Out = uint16_t: C holds bf16 bits and the fp32 result is
