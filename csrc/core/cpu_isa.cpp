@@ -105,7 +105,8 @@ const char* bf16_gemm_name(Bf16Gemm g) {
   switch (g) {
     case Bf16Gemm::Widen: return "widened to fp32 + OpenBLAS sgemm";
     case Bf16Gemm::Native:
-      return active_isa() == Isa::Avx512 ? "native (fp32 panels, AVX-512 FMA tile)" : "native (fp32 panels, AVX2 FMA tile)";
+      return active_isa() == Isa::Avx512 ? "native (fp32 panels, AVX-512 FMA tile)"
+                                         : "native (fp32 panels, AVX2 FMA tile)";
     case Bf16Gemm::Dot: return "dpbf16 (bf16 pairs, AVX512_BF16 dot-product tile)";
   }
   return "?";

@@ -22,37 +22,25 @@ namespace {
 // Each Panels type: its tile (kMR rows × kNR columns), the packed element and depth, and how many
 // A blocks a chunk of the tile loop holds (0: all of them).
 
-// Native with AVX-512: fp32 panels, k deep.
+// Native: fp32 panels, k deep; the AVX-512 tile (12 × 32), or the AVX2 one (4 × 24), whose
+// tiles go 24 A blocks at a time: such a chunk (96 rows; 96 KiB at k = 256) stays in L2 while
+// every B panel passes over it, where panel-major over all of A streams A from L3 once per panel
+// (5-18% slower at the GPT layer shapes in a one-thread harness on Zen 3).
+template <bool kAvx512>
 struct FmaPanels {
   using Elem = float;
-  static constexpr int kMR = bf16gemm::kMR, kNR = bf16gemm::kNR, kChunkBlocks = 0;
+  static constexpr int kMR = kAvx512 ? bf16gemm::kMR : bf16gemm::kMR2;
+  static constexpr int kNR = kAvx512 ? bf16gemm::kNR : bf16gemm::kNR2;
+  static constexpr int kChunkBlocks = kAvx512 ? 0 : 24;
   static constexpr bool kReadsAInPlace = false;
   static int64_t depth(int64_t K) { return K; }
   static void pack(const uint16_t* x, int64_t ld, bool along_k, int64_t rows, int64_t K, int W, float* dst) {
-    bf16gemm::pack_avx512(x, ld, along_k, rows, K, W, dst);
+    (kAvx512 ? bf16gemm::pack_avx512 : bf16gemm::pack_avx2)(x, ld, along_k, rows, K, W, dst);
   }
   template <typename Out>
   static void tile(const float* a, const float* b, int64_t depth, Out* c, int64_t ldc, int m, int n, float alpha,
                    float beta) {
-    bf16gemm::tile_avx512(a, b, depth, c, ldc, m, n, alpha, beta);
-  }
-};
-
-// Native with AVX2: fp32 panels, k deep, 4 × 24 tiles. A chunk of 24 A blocks (96 rows; 96 KiB at
-// k = 256) stays in L2 while every B panel passes over it: panel-major over all of A would stream A
-// from L3 once per panel (measured 6-15% slower on Zen 3 at the GPT layer shapes).
-struct Fma2Panels {
-  using Elem = float;
-  static constexpr int kMR = bf16gemm::kMR2, kNR = bf16gemm::kNR2, kChunkBlocks = 24;
-  static constexpr bool kReadsAInPlace = false;
-  static int64_t depth(int64_t K) { return K; }
-  static void pack(const uint16_t* x, int64_t ld, bool along_k, int64_t rows, int64_t K, int W, float* dst) {
-    bf16gemm::pack_avx2(x, ld, along_k, rows, K, W, dst);
-  }
-  template <typename Out>
-  static void tile(const float* a, const float* b, int64_t depth, Out* c, int64_t ldc, int m, int n, float alpha,
-                   float beta) {
-    bf16gemm::tile_avx2(a, b, depth, c, ldc, m, n, alpha, beta);
+    (kAvx512 ? bf16gemm::tile_avx512<Out> : bf16gemm::tile_avx2<Out>)(a, b, depth, c, ldc, m, n, alpha, beta);
   }
 };
 
@@ -160,8 +148,9 @@ void gemm_tiled(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, 
 template <typename Out>
 void gemm_bf16_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t* A,
                       int64_t lda, const uint16_t* B, int64_t ldb, float beta, Out* C, int64_t ldc) {
-  if (cpu::active_isa() == cpu::Isa::Avx512) gemm_tiled<FmaPanels>(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-  else gemm_tiled<Fma2Panels>(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);  // AVX2 (active_bf16_gemm)
+  const bool avx512 = cpu::active_isa() == cpu::Isa::Avx512;  // else AVX2 (active_bf16_gemm's guarantee)
+  (avx512 ? gemm_tiled<FmaPanels<true>, Out> : gemm_tiled<FmaPanels<false>, Out>)(ta, tb, M, N, K, alpha, A, lda, B,
+                                                                                  ldb, beta, C, ldc);
 }
 
 template <typename Out>

@@ -73,7 +73,9 @@ __attribute__((always_inline)) inline void store8(float* c, __m256 acc, int n, f
 }
 
 // Touches, for writing, the cache lines of the m × n block of C a tile is about to store (and,
-// with beta != 0, read), before its k loop, which hides the misses of C's strided rows.
+// with beta != 0, read), before its k loop, which hides the misses of C's strided rows. The
+// AVX-512 file has its own copy: code shared between files compiled for different ISAs could
+// reach the linker as one copy built for the wider ISA.
 template <typename Out>
 __attribute__((always_inline)) inline void prefetch_tile(Out* c, int64_t ldc, int m, int n) {
   const int bytes = n * static_cast<int>(sizeof(Out));
