@@ -1,6 +1,6 @@
 // cli_flags.h — reading a command's flags: the value after a flag, counts and byte sizes, each
 // failure an InputError naming the command and the flag (exit 2), shared by the commands that
-// take them (estimate, explain, simulate, tune).
+// take them (train, consolidate, estimate, explain, simulate, tune).
 #pragma once
 #include <cstdint>
 #include <string>

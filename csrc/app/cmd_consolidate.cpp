@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_flags.h"
 #include "commands.h"
 #include "zerotrain/ckpt/checkpoint.h"
 #include "zerotrain/ckpt/ckpt_fs.h"
@@ -34,11 +35,7 @@ int cmd_consolidate(int argc, char** argv) {
     bool allow_non_finite = false;
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
-      auto value = [&]() -> std::string {
-        if (i + 1 >= argc) throw InputError("consolidate: " + a + " needs a value\n" + usage());
-        if (!argv[i + 1][0]) throw InputError("consolidate: " + a + " '': empty value; expected " + a + " VALUE");
-        return argv[++i];
-      };
+      auto value = [&] { return std::string(flag_value("consolidate", argc, argv, i, usage())); };
       if (a == "--dtype") {
         const std::string d = value();
         if (d == "fp32") dtype = DType::F32;

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "cli_flags.h"
 #include "zerotrain/app/client_optimizer.h"
 #include "observe.h"
 #include "zerotrain/config/optim_inputs.h"
@@ -128,12 +129,8 @@ TrainArgs parse_train_args(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string f = argv[i];
     const int at = i;
-    auto value = [&]() -> const char* {
-      if (i + 1 >= argc) throw InputError("train: " + f + " needs a value\n" + train_usage());
-      // An empty value (an unset shell variable) is an error, never "not given".
-      if (!argv[i + 1][0]) throw InputError("train: " + f + " '': empty value; expected " + f + " VALUE");
-      return argv[++i];
-    };
+    // An empty value (an unset shell variable) is an error, never "not given".
+    auto value = [&] { return flag_value("train", argc, argv, i, train_usage()); };
     if (f == "--config") a.config = value();
     else if (f == "--model") a.model = value();
     else if (f == "--data") a.data = value();
