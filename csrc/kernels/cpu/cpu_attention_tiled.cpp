@@ -181,8 +181,9 @@ void tiled_forward(T* o, float* st, const Operands<T>& x, const Dims& d, Tiles t
           T* orow = o + (b * T_ + t) * ldo + h * hs;
           if constexpr (std::is_same_v<T, float>) {
             vec::scale_row(vk, orow, hs, inv, acc.data() + r * hs);
-          } else {
-            for (int64_t i = 0; i < hs; ++i) orow[i] = from_f32<T>(acc[r * hs + i] * inv);
+          } else {  // acc·inv in place (acc is refilled for the next query tile), rounded once
+            vec::scale_row(vk, acc.data() + r * hs, hs, inv);
+            narrow_n(vk, acc.data() + r * hs, orow, hs);
           }
           float* s_row = st + (bh * T_ + t) * attn_tile::kStatsPerRow;
           s_row[0] = m[r];

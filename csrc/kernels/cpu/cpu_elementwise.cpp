@@ -1,5 +1,7 @@
 // cpu_elementwise.cpp — elementwise ops and simple reductions on the CPU backend:
 // bias add / bias grad, GELU, ReLU, SwiGLU, residual add, scale, cast, squared L2 norm.
+#include <omp.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -12,8 +14,11 @@ namespace zt::cpu_ops {
 namespace {
 
 // Columns handled by one task of a column-parallel reduction (bias_grad). Each column is summed
-// over rows 0..N-1 in order, so the result does not depend on the thread count.
-constexpr int64_t kColumnBlock = 64;
+// over rows 0..N-1 in order, so the result depends neither on the thread count nor on the block
+// width. The 16-bit path takes one block per thread, at most kColumnBlock16 wide (4 KiB of sums
+// and 4 KiB of widened row on the stack): a block walks every row of dout, so narrow blocks
+// re-walk a matrix that no longer fits in L2 in short strided reads.
+constexpr int64_t kColumnBlock16 = 1024;
 // The fp32 path's column block: wide, so a row's share is one SIMD call (1 KiB of sums on the stack).
 constexpr int64_t kColumnBlockF32 = 256;
 
@@ -87,16 +92,21 @@ void bias_grad(const TensorView& dbias, const TensorView& dout) {
     }
     return;
   }
-  const int64_t blocks = (C + kColumnBlock - 1) / kColumnBlock;
+  const bool parallel = N * C > kParallelGrain;
+  const int64_t threads = parallel && !omp_in_parallel() ? omp_get_max_threads() : 1;
+  const int64_t blocks =
+      std::max<int64_t>((C + kColumnBlock16 - 1) / kColumnBlock16, std::min<int64_t>(threads, C / 16));
+  const int64_t width = ((C + blocks - 1) / blocks + 15) / 16 * 16;  // whole 16-lane pieces but the last
   dispatch_dtype(dout.dtype, [&](auto tag) {  // dbias: dout's dtype or fp32; rows widened, then the fp32 sums
     using T = decltype(tag);
     const vec::Kernels& k = vec::active();
     const GradOut<T> db(dbias);
     const T* d = static_cast<const T*>(dout.data);
-#pragma omp parallel for schedule(static) if (N * C > kParallelGrain)
+#pragma omp parallel for schedule(static) if (parallel)
     for (int64_t blk = 0; blk < blocks; ++blk) {
-      const int64_t j0 = blk * kColumnBlock, w = std::min(kColumnBlock, C - j0);
-      float acc[kColumnBlock] = {}, row[kColumnBlock] = {};
+      const int64_t j0 = blk * width, w = std::min(width, C - j0);
+      if (w <= 0) continue;
+      float acc[kColumnBlock16] = {}, row[kColumnBlock16] = {};
       for (int64_t i = 0; i < N; ++i) {
         widen_n(k, d + i * C + j0, row, w);
         vec::add_to(k, acc, row, w);

@@ -163,13 +163,23 @@ void sgemm_strided(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alph
   split_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+// then(i0, i1) over rows [0, M) of a GEMM's C, in blocks of rows over the threads.
+void rows_after(int64_t M, int64_t N, const RowsFn& then) {
+  const int64_t block = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(N, 1));
+  const int64_t blocks = (M + block - 1) / block;
+#pragma omp parallel for schedule(static) if (blocks > 1)
+  for (int64_t b = 0; b < blocks; ++b) then(b * block, std::min(M, (b + 1) * block));
+}
+
 // 16-bit operands widened to fp32 scratch and multiplied by sgemm: into C directly when C is fp32
-// (Out = float: a 16-bit-input, fp32-output GEMM), else into fp32 scratch rounded back once.
+// (Out = float: a 16-bit-input, fp32-output GEMM), else into fp32 scratch rounded back once, row
+// by row, each row followed by then(i, i + 1) when `then` is given (after the GEMM for fp32 C).
 // bias_rows (not null, a 16-bit C only): C starts as that [N] row in every row, widened straight
 // into the fp32 scratch (beta is then 1, C is not read).
 template <typename T, typename Out>
 void gemm_typed(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const T* A, int64_t lda, const T* B,
-                int64_t ldb, float beta, Out* C, int64_t ldc, const T* bias_rows = nullptr) {
+                int64_t ldb, float beta, Out* C, int64_t ldc, const T* bias_rows = nullptr,
+                const RowsFn* then = nullptr) {
   const int64_t na = span(ta ? K : M, ta ? M : K, lda);  // A stored [K,M] when transposed
   const int64_t nb = span(tb ? N : K, tb ? K : N, ldb);  // B stored [N,K] when transposed
   const int sa = holds(1, A, na) ? 1 : 0;  // A widened as the scope's previous GEMM's B stays put
@@ -178,6 +188,7 @@ void gemm_typed(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, 
   if (bias_rows != nullptr) beta = 1.0f;
   if constexpr (std::is_same_v<Out, float>) {
     sgemm_strided(ta, tb, M, N, K, alpha, a32, lda, b32, ldb, beta, C, ldc);
+    if (then != nullptr) rows_after(M, N, *then);
   } else {
     const int64_t nc = span(M, N, ldc);
     std::vector<float>& c32 = scratch(2);
@@ -188,15 +199,19 @@ void gemm_typed(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, 
     sgemm_strided(ta, tb, M, N, K, alpha, a32, lda, b32, ldb, beta, c32.data(), ldc);
     const vec::Kernels& k = vec::active();
 #pragma omp parallel for schedule(static) if (M * N > kParallelGrain)
-    for (int64_t i = 0; i < M; ++i) narrow_n(k, c32.data() + i * ldc, C + i * ldc, N);
+    for (int64_t i = 0; i < M; ++i) {
+      narrow_n(k, c32.data() + i * ldc, C + i * ldc, N);
+      if (then != nullptr) (*then)(i, i + 1);
+    }
   }
 }
 
 // A and B share a dtype; C has it too, or is fp32 with 16-bit A and B (ops.h's gemm contract).
-// bias (not null, C's dtype, [N]): C starts as bias in every row, beta is 1.
+// bias (not null, C's dtype, [N]): C starts as bias in every row, beta is 1. then (not null):
+// then(i0, i1) over every row of C once the rows are written (gemm_then_rows).
 void gemm_any(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const TensorView& A, int64_t lda,
               const TensorView& B, int64_t ldb, float beta, const TensorView& C, int64_t ldc,
-              const TensorView& bias = {}) {
+              const TensorView& bias = {}, const RowsFn* then = nullptr) {
   if (M == 0 || N == 0) return;
   // fp32 runs sgemm; fp16 is always widened; bf16 takes the run's path (cpu_isa.h).
   const cpu::Bf16Gemm path = A.dtype == DType::BF16 ? cpu::active_bf16_gemm() : cpu::Bf16Gemm::Widen;
@@ -211,6 +226,7 @@ void gemm_any(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, co
   if (A.dtype == DType::F32) {
     sgemm_strided(ta, tb, M, N, K, alpha, static_cast<const float*>(A.data), lda, static_cast<const float*>(B.data),
                   ldb, beta, static_cast<float*>(C.data), ldc);
+    if (then != nullptr) rows_after(M, N, *then);
     return;
   }
   const bool f32_out = C.dtype == DType::F32;
@@ -225,15 +241,20 @@ void gemm_any(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, co
       (dot ? gemm_bf16_dot<uint16_t> : gemm_bf16_native<uint16_t>)(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta,
                                                                     static_cast<uint16_t*>(C.data), ldc);
     }
+    if (then != nullptr) rows_after(M, N, *then);
     return;
   }
   dispatch_dtype(A.dtype, [&](auto tag) {
     using T = decltype(tag);
     const T* a = static_cast<const T*>(A.data);
     const T* b = static_cast<const T*>(B.data);
-    if (f32_out) gemm_typed(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, static_cast<float*>(C.data), ldc);
-    else gemm_typed(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, static_cast<T*>(C.data), ldc,
-                    static_cast<const T*>(bias.data));
+    if (f32_out) {
+      gemm_typed(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, static_cast<float*>(C.data), ldc,
+                 static_cast<const T*>(nullptr), then);
+    } else {
+      gemm_typed(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, static_cast<T*>(C.data), ldc,
+                 static_cast<const T*>(bias.data), then);
+    }
   });
 }
 
@@ -257,6 +278,11 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alp
 void gemm_bias_rows(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const TensorView& A,
                     const TensorView& B, const TensorView& bias, const TensorView& C) {
   gemm_any(trans_a, trans_b, M, N, K, 1.0f, A, trans_a ? M : K, B, trans_b ? K : N, 1.0f, C, N, bias);
+}
+
+void gemm_then_rows(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const TensorView& A,
+                    const TensorView& B, const TensorView& bias, const TensorView& C, const RowsFn& rows) {
+  gemm_any(trans_a, trans_b, M, N, K, 1.0f, A, trans_a ? M : K, B, trans_b ? K : N, 0.0f, C, N, bias, &rows);
 }
 
 WidenReuse::WidenReuse() {

@@ -3,6 +3,7 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <type_traits>
 
 #include "zerotrain/core/check.h"
@@ -158,6 +159,15 @@ void sgemm_rm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, co
 // in its fp32 scratch, so C is neither filled nor widened. Bitwise fill-the-rows-then-gemm.
 void gemm_bias_rows(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const TensorView& A,
                     const TensorView& B, const TensorView& bias, const TensorView& C);
+
+// gemm (bias empty: beta 0) or gemm_bias_rows, then rows(i0, i1) over every row of C: work on the
+// GEMM's output that is cheapest while the rows are still in cache (the fused linear ops' GELU).
+// On the widened 16-bit path rows(i, i + 1) runs inside the rounding pass, right after row i is
+// rounded into C; on every other path it runs after the GEMM, over blocks of rows on the threads.
+// rows must be elementwise per row (no row reads another), so where it runs changes no result.
+using RowsFn = std::function<void(int64_t i0, int64_t i1)>;
+void gemm_then_rows(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const TensorView& A,
+                    const TensorView& B, const TensorView& bias, const TensorView& C, const RowsFn& rows);
 
 // While one is open on this thread, a 16-bit operand the widened GEMM path already holds in fp32
 // scratch (the same pointer, element count and dtype, widened by a GEMM inside the scope) is not

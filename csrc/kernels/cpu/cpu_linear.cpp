@@ -1,14 +1,17 @@
 // cpu_linear.cpp — the fused linear ops on the CPU backend (op_list.h: linear_forward,
 // linear_backward). The fused path does one pass fewer per layer than gemm + bias_add + gelu.
 //  forward:  the GEMM's C starts as the bias in every row and accumulates onto it with beta = 1
-//            (gemm_bias_rows: no zero-fill, no separate bias pass; on the widened 16-bit path the
-//            rows start in its fp32 scratch); GELU in one SIMD pass (vec::gelu_forward, bitwise
-//            math::gelu).
+//            (no zero-fill, no separate bias pass; on the widened 16-bit path the rows start in
+//            its fp32 scratch); GELU runs row by row on the GEMM's output (gemm_then_rows: on the
+//            widened 16-bit path each row right after it is rounded, while it is in cache),
+//            vec::gelu_forward, bitwise math::gelu.
 //  backward: dW sgemm (beta 1), the bias column sums (bias_grad), dinp sgemm (beta 0; on the
-//            widened path dout is widened once for both GEMMs, WidenReuse) and, when
-//            the input was gelu(pre), the GELU backward in place over dinp in one SIMD pass
+//            widened path dout is widened once for both GEMMs, WidenReuse) and, when the input
+//            was gelu(pre), the GELU backward in place over dinp's rows as the GEMM writes them
 //            (no separate dx buffer, no zero pass over a second one). Bitwise equal to the old
 //            sequence gemm → zero(d) → gelu_backward(d, pre, dx) (0 + dx·g' in both).
+
+#include <vector>
 
 #include "cpu_kernels.h"
 #include "cpu_vec_kernels.h"
@@ -16,36 +19,53 @@
 namespace zt::cpu_ops {
 namespace {
 
-// Elements per task of the in-place GELU backward (a multiple of vec::kBlock). Elementwise: the
-// split does not change any result.
-constexpr int64_t kChunk = 1 << 12;
-static_assert(kChunk % vec::kBlock == 0, "tasks start on whole blocks");
+// Elements per piece of a 16-bit row taken through fp32 (whole SIMD blocks; elementwise, so the
+// split changes no result).
+constexpr int64_t kPiece = 1 << 10;
+static_assert(kPiece % vec::kBlock == 0, "pieces start on whole blocks");
 
-// d[i] = 0 + d[i] · math::gelu_grad(x[i]) over n elements, in place (fp32, SIMD, one pass).
-void gelu_backward_inplace_f32(float* d, const float* x, int64_t n) {
-  const vec::Kernels& k = vec::active();
-  const int64_t chunks = (n + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) if (n > kParallelGrain)
-  for (int64_t c = 0; c < chunks; ++c) {
-    const int64_t b = c * kChunk, len = (b + kChunk < n ? b + kChunk : n) - b;
-    vec::gelu_backward_inplace(k, d + b, x + b, len);
+// Per-thread fp32 buffers for a 16-bit row piece (written before read).
+float* piece_buffer(int which) {
+  thread_local std::vector<float> buffers[2] = {std::vector<float>(kPiece), std::vector<float>(kPiece)};
+  return buffers[which].data();
+}
+
+// out[i] = gelu(x[i]) over rows [i0, i1) of n elements (vec::gelu_forward, bitwise math::gelu;
+// 16-bit rows through fp32, rounded once).
+template <typename T>
+void gelu_rows(const vec::Kernels& k, T* out, const T* x, int64_t n, int64_t i0, int64_t i1) {
+  for (int64_t i = i0; i < i1; ++i) {
+    if constexpr (std::is_same_v<T, float>) {
+      vec::gelu_forward(k, out + i * n, x + i * n, n);
+    } else {
+      float* buf = piece_buffer(0);
+      for (int64_t b = 0; b < n; b += kPiece) {
+        const int64_t len = std::min(kPiece, n - b);
+        widen_n(k, x + i * n + b, buf, len);
+        vec::gelu_forward(k, buf, buf, len);
+        narrow_n(k, buf, out + i * n + b, len);
+      }
+    }
   }
 }
 
-// The same for 16-bit d and x, a chunk at a time through fp32 buffers (bitwise the per-element
-// from_f32(0 + to_f32(d) · gelu_grad(to_f32(x)))).
+// d[i] = 0 + d[i] · math::gelu_grad(x[i]) in place over rows [i0, i1) of n elements (16-bit rows
+// through fp32, bitwise the per-element from_f32(0 + to_f32(d) · gelu_grad(to_f32(x)))).
 template <typename T>
-void gelu_backward_inplace(T* d, const T* x, int64_t n) {
-  const vec::Kernels& k = vec::active();
-  const int64_t chunks = (n + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) if (n > kParallelGrain)
-  for (int64_t c = 0; c < chunks; ++c) {
-    const int64_t b = c * kChunk, len = (b + kChunk < n ? b + kChunk : n) - b;
-    float dd[kChunk], xx[kChunk];
-    widen_n(k, d + b, dd, len);
-    widen_n(k, x + b, xx, len);
-    vec::gelu_backward_inplace(k, dd, xx, len);
-    narrow_n(k, dd, d + b, len);
+void gelu_backward_rows(const vec::Kernels& k, T* d, const T* x, int64_t n, int64_t i0, int64_t i1) {
+  for (int64_t i = i0; i < i1; ++i) {
+    if constexpr (std::is_same_v<T, float>) {
+      vec::gelu_backward_inplace(k, d + i * n, x + i * n, n);
+    } else {
+      float *dd = piece_buffer(0), *xx = piece_buffer(1);
+      for (int64_t b = 0; b < n; b += kPiece) {
+        const int64_t len = std::min(kPiece, n - b);
+        widen_n(k, d + i * n + b, dd, len);
+        widen_n(k, x + i * n + b, xx, len);
+        vec::gelu_backward_inplace(k, dd, xx, len);
+        narrow_n(k, dd, d + i * n + b, len);
+      }
+    }
   }
 }
 
@@ -54,11 +74,21 @@ void gelu_backward_inplace(T* d, const T* x, int64_t n) {
 void linear_forward(const TensorView& out, const TensorView& pre, const TensorView& inp, const TensorView& weight,
                     const TensorView& bias, int64_t N, int64_t IC, int64_t OC, bool trans_w, bool gelu) {
   if (N == 0 || OC == 0) return;
-  const TensorView& y = gelu ? pre : out;  // where x·W + b lands
   // y[N,OC] = inp[N,IC] · W (+ b in every row): W stored [IC,OC], or [OC,IC] when trans_w.
-  if (bias.data != nullptr) gemm_bias_rows(false, trans_w, N, OC, IC, inp, weight, bias, y);
-  else gemm(false, trans_w, N, OC, IC, 1.0f, inp, weight, 0.0f, y);
-  if (gelu) gelu_forward(out, pre);
+  if (!gelu) {
+    if (bias.data != nullptr) gemm_bias_rows(false, trans_w, N, OC, IC, inp, weight, bias, out);
+    else gemm(false, trans_w, N, OC, IC, 1.0f, inp, weight, 0.0f, out);
+    return;
+  }
+  // pre = x·W + b, then out = gelu(pre) row by row as the GEMM writes pre.
+  const vec::Kernels& k = vec::active();
+  dispatch_dtype(out.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* o = static_cast<T*>(out.data);
+    const T* x = static_cast<const T*>(pre.data);
+    gemm_then_rows(false, trans_w, N, OC, IC, inp, weight, bias, pre,
+                   [&](int64_t i0, int64_t i1) { gelu_rows(k, o, x, OC, i0, i1); });
+  });
 }
 
 void linear_backward(const TensorView& dinp, const TensorView& dweight, const TensorView& dbias,
@@ -72,16 +102,17 @@ void linear_backward(const TensorView& dinp, const TensorView& dweight, const Te
   if (dbias.data != nullptr) bias_grad(dbias, dout);
   if (dinp.data == nullptr || N == 0) return;
   // dinp[N,IC] = dout[N,OC] · Wᵀ: W [IC,OC] is used transposed, [OC,IC] as is.
-  gemm(false, !trans_w, N, IC, OC, 1.0f, dout, weight, 0.0f, dinp);
-  if (gelu_pre.data == nullptr) return;
-  const int64_t n = N * IC;
-  if (dinp.dtype == DType::F32) {
-    gelu_backward_inplace_f32(static_cast<float*>(dinp.data), static_cast<const float*>(gelu_pre.data), n);
+  if (gelu_pre.data == nullptr) {
+    gemm(false, !trans_w, N, IC, OC, 1.0f, dout, weight, 0.0f, dinp);
     return;
   }
+  const vec::Kernels& k = vec::active();
   dispatch_dtype(dinp.dtype, [&](auto tag) {
     using T = decltype(tag);
-    gelu_backward_inplace(static_cast<T*>(dinp.data), static_cast<const T*>(gelu_pre.data), n);
+    T* d = static_cast<T*>(dinp.data);
+    const T* x = static_cast<const T*>(gelu_pre.data);
+    gemm_then_rows(false, !trans_w, N, IC, OC, dout, weight, {}, dinp,
+                   [&](int64_t i0, int64_t i1) { gelu_backward_rows(k, d, x, IC, i0, i1); });
   });
 }
 
