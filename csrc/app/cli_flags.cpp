@@ -19,10 +19,12 @@ int64_t parse_count_flag(const std::string& command, const std::string& flag, co
   return x;
 }
 
-const char* flag_value(const std::string& command, int argc, char** argv, int& i, const std::string& usage) {
+const char* flag_value(const std::string& command, int argc, char** argv, int& i, const std::string& usage,
+                       bool empty_ok) {
   const std::string f = argv[i];
-  if (i + 1 >= argc) throw InputError(command + ": " + f + " needs a value\n" + usage);
-  if (!argv[i + 1][0]) throw InputError(command + ": " + f + " '': empty value; expected " + f + " VALUE");
+  if (i + 1 >= argc) throw InputError(command + ": " + f + " needs a value" + (usage.empty() ? "" : "\n" + usage));
+  if (!argv[i + 1][0] && !empty_ok)
+    throw InputError(command + ": " + f + " '': empty value; expected " + f + " VALUE");
   return argv[++i];
 }
 

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <string>
 
+#include "cli_flags.h"
 #include "zerotrain/app/client_optimizer.h"
 #include "commands.h"
 #include "estimate.h"
@@ -69,17 +70,13 @@ int cmd_check_config(int argc, char** argv) {
   try {
     for (int i = 1; i < argc; ++i) {
       std::string a = argv[i];
-      auto value = [&](const char* flag) -> const char* {
-        if (i + 1 >= argc) throw InputError(std::string("check-config: ") + flag + " needs a value");
-        if (!argv[i + 1][0]) throw InputError(std::string("check-config: ") + flag + " '': empty value; expected " + flag + " VALUE");
-        return argv[++i];
-      };
+      const auto value = [&] { return flag_value("check-config", argc, argv, i, ""); };
       if (a == "-h" || a == "--help") {
         if (printer) usage(stdout);
         return 0;
       } else if (a == "--world-size") {
         int64_t n = 0;
-        const char* v = value("--world-size");
+        const char* v = value();
         if (!parse_positive(v, &n) || n > (1 << 24)) {
           throw InputError(std::string("check-config: --world-size: found '") + v + "'; expected a positive integer");
         }
@@ -100,15 +97,15 @@ int cmd_check_config(int argc, char** argv) {
         explain = true;
       } else if (a == "--hidden-size") {
         int64_t h = 0;
-        const char* v = value("--hidden-size");
+        const char* v = value();
         if (!parse_positive(v, &h)) {
           throw InputError(std::string("check-config: --hidden-size: found '") + v + "'; expected a positive integer");
         }
         opt.hidden_size = h;
       } else if (a == "--model") {
-        model = value("--model");
+        model = value();
       } else if (a == "--set") {
-        std::string kv = value("--set");
+        std::string kv = value();
         const size_t bad = first_invalid_utf8(kv);
         if (bad != std::string::npos)
           throw InputError("check-config: --set: invalid UTF-8 byte at byte offset " + std::to_string(bad) +

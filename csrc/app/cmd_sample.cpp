@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "cli_flags.h"
 #include "commands.h"
 #include "sample_setup.h"
 #include "zerotrain/core/check.h"
@@ -98,11 +99,8 @@ SampleArgs parse_sample_args(int argc, char** argv) {
       {"--tokenizer", &a.tokenizer}};
   for (int i = 1; i < argc; ++i) {
     const std::string f = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw InputError("sample: " + f + " needs a value\n" + usage());
-      if (!argv[i + 1][0] && f != "--prompt") throw InputError("sample: " + f + " '': empty value; expected " + f + " VALUE");
-      return argv[++i];
-    };
+    // An empty --prompt gets its own message, once encoded ("empty prompt", sample_setup.cpp).
+    const auto value = [&] { return std::string(flag_value("sample", argc, argv, i, usage(), f == "--prompt")); };
     const auto text = text_flags.find(f);
     if (text != text_flags.end()) *text->second = value();
     else if (f == "--prompt") { a.prompt = value(); a.prompt_given = true; }

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_flags.h"
 #include "commands.h"
 #include "zerotrain/core/check.h"
 #include "zerotrain/core/file_io.h"
@@ -52,10 +53,7 @@ Args parse_args(int argc, char** argv, const std::string& sub) {
   Args a;
   for (int i = 2; i < argc; ++i) {
     const std::string f = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc || !argv[i + 1][0]) throw InputError("tokenize " + sub + ": " + f + " needs a value\n" + usage());
-      return argv[++i];
-    };
+    const auto value = [&] { return std::string(flag_value("tokenize " + sub, argc, argv, i, usage())); };
     if (f == "--out") a.out = value();
     else if (f == "--tokenizer") a.tokenizer = value();
     else if (f == "--vocab-size" && sub == "train") a.vocab_size = parse_count(f, value(), 256, (int64_t(1) << 31) - 1);

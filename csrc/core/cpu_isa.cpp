@@ -112,8 +112,9 @@ const char* bf16_gemm_name(Bf16Gemm g) {
   return "?";
 }
 
-Bf16Gemm active_bf16_gemm() {
-  const Isa isa = active_isa();
+Bf16Gemm active_bf16_gemm() { return active_bf16_gemm(active_isa()); }
+
+Bf16Gemm active_bf16_gemm(Isa isa) {
   const char* env = std::getenv("ZT_CPU_BF16_GEMM");
   if (env == nullptr || env[0] == '\0') {
     static const bool dot_at_full_rate = avx512_bf16_supported() && amd_cpu();

@@ -116,9 +116,12 @@ SimWorkload make_workload(const ModelConfig& model, const ZeroPlan& plan, int64_
                           DType compute) {
   ZT_CHECK(micro_batch >= 1, "micro batch " + std::to_string(micro_batch));
   SimWorkload w;
-  if (model.type == ModelConfig::Type::GPT) w = transformer_workload(gpt_shape(model.gpt), plan, micro_batch, recompute, compute);
-  else if (model.type == ModelConfig::Type::Llama) w = transformer_workload(llama_shape(model.llama), plan, micro_batch, recompute, compute);
-  else w = mlp_workload(plan, micro_batch);
+  if (model.type == ModelConfig::Type::MLP) {
+    w = mlp_workload(plan, micro_batch);
+  } else {
+    const TransformerShape s = model.type == ModelConfig::Type::GPT ? gpt_shape(model.gpt) : llama_shape(model.llama);
+    w = transformer_workload(s, plan, micro_batch, recompute, compute);
+  }
   w.micro_batch = micro_batch;
   return w;
 }

@@ -213,8 +213,9 @@ void gemm_any(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, co
               const TensorView& B, int64_t ldb, float beta, const TensorView& C, int64_t ldc,
               const TensorView& bias = {}, const RowsFn* then = nullptr) {
   if (M == 0 || N == 0) return;
-  // fp32 runs sgemm; fp16 is always widened; bf16 takes the run's path (cpu_isa.h).
-  const cpu::Bf16Gemm path = A.dtype == DType::BF16 ? cpu::active_bf16_gemm() : cpu::Bf16Gemm::Widen;
+  // fp32 runs sgemm; fp16 is always widened; bf16 takes the run's path (cpu_isa.h), ISA read once.
+  const cpu::Isa isa = A.dtype == DType::BF16 ? cpu::active_isa() : cpu::Isa::Scalar;
+  const cpu::Bf16Gemm path = A.dtype == DType::BF16 ? cpu::active_bf16_gemm(isa) : cpu::Bf16Gemm::Widen;
   const bool widened = A.dtype != DType::F32 && path == cpu::Bf16Gemm::Widen;
   if (bias.data != nullptr && !(widened && C.dtype == A.dtype)) {  // elsewhere C itself starts as the bias rows
     dispatch_dtype(C.dtype, [&](auto tag) {
@@ -233,14 +234,12 @@ void gemm_any(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, co
   if (!widened) {
     const auto* a = static_cast<const uint16_t*>(A.data);
     const auto* b = static_cast<const uint16_t*>(B.data);
-    const bool dot = path == cpu::Bf16Gemm::Dot;
-    if (f32_out) {
-      (dot ? gemm_bf16_dot<float> : gemm_bf16_native<float>)(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta,
-                                                              static_cast<float*>(C.data), ldc);
-    } else {
-      (dot ? gemm_bf16_dot<uint16_t> : gemm_bf16_native<uint16_t>)(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta,
-                                                                    static_cast<uint16_t*>(C.data), ldc);
-    }
+    const auto own = [&](auto* c) {  // c: C as fp32 or as bf16 bits
+      if (path == cpu::Bf16Gemm::Dot) gemm_bf16_dot(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc);
+      else gemm_bf16_native(isa, ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc);
+    };
+    if (f32_out) own(static_cast<float*>(C.data));
+    else own(static_cast<uint16_t*>(C.data));
     if (then != nullptr) rows_after(M, N, *then);
     return;
   }

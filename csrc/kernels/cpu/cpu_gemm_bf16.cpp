@@ -146,9 +146,10 @@ void gemm_tiled(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, 
 }  // namespace
 
 template <typename Out>
-void gemm_bf16_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t* A,
-                      int64_t lda, const uint16_t* B, int64_t ldb, float beta, Out* C, int64_t ldc) {
-  const bool avx512 = cpu::active_isa() == cpu::Isa::Avx512;  // else AVX2 (active_bf16_gemm's guarantee)
+void gemm_bf16_native(cpu::Isa isa, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                      const uint16_t* A, int64_t lda, const uint16_t* B, int64_t ldb, float beta, Out* C,
+                      int64_t ldc) {
+  const bool avx512 = isa == cpu::Isa::Avx512;  // else AVX2 (active_bf16_gemm's guarantee)
   (avx512 ? gemm_tiled<FmaPanels<true>, Out> : gemm_tiled<FmaPanels<false>, Out>)(ta, tb, M, N, K, alpha, A, lda, B,
                                                                                   ldb, beta, C, ldc);
 }
@@ -160,7 +161,7 @@ void gemm_bf16_dot(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alph
 }
 
 #define ZT_BF16_GEMM_OUT(Out)                                                                                       \
-  template void gemm_bf16_native(bool, bool, int64_t, int64_t, int64_t, float, const uint16_t*, int64_t,             \
+  template void gemm_bf16_native(cpu::Isa, bool, bool, int64_t, int64_t, int64_t, float, const uint16_t*, int64_t,   \
                                  const uint16_t*, int64_t, float, Out*, int64_t);                                    \
   template void gemm_bf16_dot(bool, bool, int64_t, int64_t, int64_t, float, const uint16_t*, int64_t, const uint16_t*, \
                               int64_t, float, Out*, int64_t);

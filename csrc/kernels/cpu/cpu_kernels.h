@@ -181,14 +181,13 @@ class WidenReuse {
   WidenReuse& operator=(const WidenReuse&) = delete;
 };
 
-// The native bf16 GEMM (cpu_gemm_bf16.cpp; cpu::Bf16Gemm::Native, call only when cpu::active_isa()
-// is AVX2 or AVX-512, whose FMA tile it runs; both give the same bits): sgemm_rm's contract on
-// bf16 bits, fp32 accumulation in increasing k; C is
-// bf16 bits (Out = uint16_t, rounded once, nearest even) or fp32 (Out = float); any K >= 0
-// (K == 0: C = beta C); beta == 0 never reads C.
+// The native bf16 GEMM (cpu_gemm_bf16.cpp; cpu::Bf16Gemm::Native) on the FMA tile of isa, the
+// active ISA: AVX2 or AVX-512 (both tiles give the same bits). sgemm_rm's contract on bf16 bits,
+// fp32 accumulation in increasing k; C is bf16 bits (Out = uint16_t, rounded once, nearest even)
+// or fp32 (Out = float); any K >= 0 (K == 0: C = beta C); beta == 0 never reads C.
 template <typename Out>
-void gemm_bf16_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t* A,
-                      int64_t lda, const uint16_t* B, int64_t ldb, float beta, Out* C, int64_t ldc);
+void gemm_bf16_native(cpu::Isa isa, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                      const uint16_t* A, int64_t lda, const uint16_t* B, int64_t ldb, float beta, Out* C, int64_t ldc);
 // The same contract on the vdpbf16ps tile (cpu::Bf16Gemm::Dot; call only when
 // cpu::avx512_bf16_supported()); subnormal products and sums flush to zero.
 template <typename Out>

@@ -7,8 +7,8 @@
 namespace zt::cpu {
 
 // Scalar: portable C++. Avx2: AVX2 + FMA + F16C with OS-enabled YMM state (FMA is used only by
-// the Native bf16 GEMM's tile, whose contract is fp32 multiply-adds fused). Avx512: the Avx2 level plus AVX-512F with OS-enabled
-// opmask/ZMM state (no AVX-512BW needed).
+// the Native bf16 GEMM's tile, whose contract is fp32 multiply-adds fused). Avx512: the Avx2
+// level plus AVX-512F with OS-enabled opmask/ZMM state (no AVX-512BW needed).
 enum class Isa : uint8_t { Scalar, Avx2, Avx512 };
 
 Isa detected_isa();            // best level this CPU and OS support (CPUID + XGETBV), cached
@@ -26,9 +26,10 @@ bool avx512_bf16_supported();
 // How the CPU backend multiplies bf16 matrices; every path accumulates in fp32 and rounds the
 // result to bf16 once. Widen: both operands widened to fp32 scratch (exact), then OpenBLAS sgemm.
 // Native: our own GEMM, which widens the operands to fp32 while packing them into its panels and
-// runs an FMA register tile (AVX-512F, or AVX2 when that is the active ISA; the same bits). Dot: our own GEMM on bf16 pairs packed along k, with an
-// AVX512_BF16 vdpbf16ps register tile (two multiply-adds per lane and instruction; products of
-// subnormals flush to zero). Native and Dot: csrc/kernels/cpu/cpu_gemm_bf16*.cpp.
+// runs an FMA register tile (AVX-512F, or AVX2 when that is the active ISA; the same bits).
+// Dot: our own GEMM on bf16 pairs packed along k, with an AVX512_BF16 vdpbf16ps register tile
+// (two multiply-adds per lane and instruction; products of subnormals flush to zero). Native
+// and Dot: csrc/kernels/cpu/cpu_gemm_bf16*.cpp.
 enum class Bf16Gemm : uint8_t { Widen, Native, Dot };
 
 // The path for this process: env ZT_CPU_BF16_GEMM=widen|native|dpbf16 forces one; unset or empty
@@ -40,6 +41,8 @@ enum class Bf16Gemm : uint8_t { Widen, Native, Dot };
 // or with ZT_CPU_ISA below avx512; native at the scalar ISA), throws zt::InputError naming
 // ZT_CPU_BF16_GEMM. Read on every call.
 Bf16Gemm active_bf16_gemm();
+// The same for a caller that has already read active_isa() (passed as isa).
+Bf16Gemm active_bf16_gemm(Isa isa);
 // "widened to fp32 + OpenBLAS sgemm", "native (fp32 panels, AVX-512 FMA tile)" (or "AVX2 FMA
 // tile" when the active ISA is AVX2), "dpbf16 (bf16 pairs, AVX512_BF16 dot-product tile)".
 const char* bf16_gemm_name(Bf16Gemm g);
