@@ -30,43 +30,48 @@ float* piece_buffer(int which) {
   return buffers[which].data();
 }
 
-// out[i] = gelu(x[i]) over rows [i0, i1) of n elements (vec::gelu_forward, bitwise math::gelu;
-// 16-bit rows through fp32, rounded once).
+// Over rows [i0, i1) of n elements: forward, y[i] = gelu(x[i]); backward, in place,
+// y[i] = 0 + y[i] · gelu_grad(x[i]) (y is dx, x the pre-activation). vec::gelu_forward and
+// vec::gelu_backward_inplace, bitwise math::gelu / math::gelu_grad; 16-bit rows through fp32
+// pieces, rounded once.
 template <typename T>
-void gelu_rows(const vec::Kernels& k, T* out, const T* x, int64_t n, int64_t i0, int64_t i1) {
+void gelu_rows(const vec::Kernels& k, bool backward, T* y, const T* x, int64_t n, int64_t i0, int64_t i1) {
   for (int64_t i = i0; i < i1; ++i) {
+    T* yr = y + i * n;
+    const T* xr = x + i * n;
     if constexpr (std::is_same_v<T, float>) {
-      vec::gelu_forward(k, out + i * n, x + i * n, n);
+      if (backward) vec::gelu_backward_inplace(k, yr, xr, n);
+      else vec::gelu_forward(k, yr, xr, n);
     } else {
-      float* buf = piece_buffer(0);
+      float *yb = piece_buffer(0), *xb = piece_buffer(1);
       for (int64_t b = 0; b < n; b += kPiece) {
         const int64_t len = std::min(kPiece, n - b);
-        widen_n(k, x + i * n + b, buf, len);
-        vec::gelu_forward(k, buf, buf, len);
-        narrow_n(k, buf, out + i * n + b, len);
+        widen_n(k, xr + b, xb, len);
+        if (backward) {
+          widen_n(k, yr + b, yb, len);
+          vec::gelu_backward_inplace(k, yb, xb, len);
+        } else {
+          vec::gelu_forward(k, yb, xb, len);
+        }
+        narrow_n(k, yb, yr + b, len);
       }
     }
   }
 }
 
-// d[i] = 0 + d[i] · math::gelu_grad(x[i]) in place over rows [i0, i1) of n elements (16-bit rows
-// through fp32, bitwise the per-element from_f32(0 + to_f32(d) · gelu_grad(to_f32(x)))).
-template <typename T>
-void gelu_backward_rows(const vec::Kernels& k, T* d, const T* x, int64_t n, int64_t i0, int64_t i1) {
-  for (int64_t i = i0; i < i1; ++i) {
-    if constexpr (std::is_same_v<T, float>) {
-      vec::gelu_backward_inplace(k, d + i * n, x + i * n, n);
-    } else {
-      float *dd = piece_buffer(0), *xx = piece_buffer(1);
-      for (int64_t b = 0; b < n; b += kPiece) {
-        const int64_t len = std::min(kPiece, n - b);
-        widen_n(k, d + i * n + b, dd, len);
-        widen_n(k, x + i * n + b, xx, len);
-        vec::gelu_backward_inplace(k, dd, xx, len);
-        narrow_n(k, dd, d + i * n + b, len);
-      }
-    }
-  }
+// C[M,N] = op(A)[M,K]·op(B) (+ bias rows), A as stored (not transposed), then gelu_rows over C's
+// rows as the GEMM writes them: forward, gelu_out = gelu(C); backward, C ·= gelu'(pre) in place.
+void gemm_gelu(bool backward, bool trans_b, int64_t M, int64_t N, int64_t K, const TensorView& A,
+               const TensorView& B, const TensorView& bias, const TensorView& C, const TensorView& gelu_out,
+               const TensorView& pre) {
+  const vec::Kernels& k = vec::active();
+  dispatch_dtype(C.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* y = static_cast<T*>(backward ? C.data : gelu_out.data);
+    const T* x = static_cast<const T*>(backward ? pre.data : C.data);
+    gemm_then_rows(false, trans_b, M, N, K, A, B, bias, C,
+                   [&](int64_t i0, int64_t i1) { gelu_rows(k, backward, y, x, N, i0, i1); });
+  });
 }
 
 }  // namespace
@@ -80,15 +85,7 @@ void linear_forward(const TensorView& out, const TensorView& pre, const TensorVi
     else gemm(false, trans_w, N, OC, IC, 1.0f, inp, weight, 0.0f, out);
     return;
   }
-  // pre = x·W + b, then out = gelu(pre) row by row as the GEMM writes pre.
-  const vec::Kernels& k = vec::active();
-  dispatch_dtype(out.dtype, [&](auto tag) {
-    using T = decltype(tag);
-    T* o = static_cast<T*>(out.data);
-    const T* x = static_cast<const T*>(pre.data);
-    gemm_then_rows(false, trans_w, N, OC, IC, inp, weight, bias, pre,
-                   [&](int64_t i0, int64_t i1) { gelu_rows(k, o, x, OC, i0, i1); });
-  });
+  gemm_gelu(false, trans_w, N, OC, IC, inp, weight, bias, pre, out, {});  // pre = x·W + b, out = gelu(pre)
 }
 
 void linear_backward(const TensorView& dinp, const TensorView& dweight, const TensorView& dbias,
@@ -106,14 +103,7 @@ void linear_backward(const TensorView& dinp, const TensorView& dweight, const Te
     gemm(false, !trans_w, N, IC, OC, 1.0f, dout, weight, 0.0f, dinp);
     return;
   }
-  const vec::Kernels& k = vec::active();
-  dispatch_dtype(dinp.dtype, [&](auto tag) {
-    using T = decltype(tag);
-    T* d = static_cast<T*>(dinp.data);
-    const T* x = static_cast<const T*>(gelu_pre.data);
-    gemm_then_rows(false, !trans_w, N, IC, OC, dout, weight, {}, dinp,
-                   [&](int64_t i0, int64_t i1) { gelu_backward_rows(k, d, x, IC, i0, i1); });
-  });
+  gemm_gelu(true, !trans_w, N, IC, OC, dout, weight, {}, dinp, {}, gelu_pre);  // dinp ·= gelu'(pre)
 }
 
 }  // namespace zt::cpu_ops
