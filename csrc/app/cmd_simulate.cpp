@@ -120,8 +120,9 @@ int run(const SimArgs& a) {
   for (const std::string& w : cfg.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
   const EngineOptions eopt = engine_options_from(cfg, a.client);
   const Recompute rc = recompute_of(cfg, a.recompute);
-  const PlanOnlyModel pm = plan_only_model(cfg, mcfg, eopt, rc, CommBackend::NCCL);
-  const ZeroPlan plan = plan_for_model(*pm.model, eopt, static_cast<int>(a.world), static_cast<int>(nodes));
+  const PlanOnlyModel pm =
+      plan_only_model(cfg, mcfg, eopt, rc, CommBackend::NCCL, static_cast<int>(a.world), static_cast<int>(nodes));
+  const ZeroPlan& plan = pm.plan;
   const CostModel cost(hw, static_cast<int>(a.world), static_cast<int>(nodes), eopt.compute_dtype);
   const SimWorkload work = make_workload(mcfg, plan, cfg.train_micro_batch_size_per_gpu, rc, eopt.compute_dtype);
   const SimResult r = simulate_step(plan, eopt, work, cost);

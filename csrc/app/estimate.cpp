@@ -36,7 +36,7 @@ CommBackend comm_backend_for_device(const std::string& device, const std::string
 }
 
 PlanOnlyModel plan_only_model(const DsConfig& cfg, const ModelConfig& model, const EngineOptions& eopt,
-                              Recompute recompute, CommBackend backend) {
+                              Recompute recompute, CommBackend backend, int world, int nodes) {
   PlanOnlyModel p;
   p.dev = make_cpu_device();  // never allocates: plan-only model
   p.stream = p.dev->create_stream("estimate");
@@ -51,16 +51,17 @@ PlanOnlyModel plan_only_model(const DsConfig& cfg, const ModelConfig& model, con
   // The plan-only model sits on a CPU device; the logits padding is the training device's.
   mopt.vocab_pad = default_vocab_pad(backend == CommBackend::NCCL ? DeviceKind::CUDA : DeviceKind::CPU);
   p.model = make_model(model, mopt);
+  p.plan = plan_for_model(*p.model, eopt, world, nodes);
   return p;
 }
 
 MemoryEstimate estimate_memory(const DsConfig& cfg, const ModelConfig& model, int world, Recompute recompute,
                                CommBackend backend, const ClientOptimizer& client) {
   const EngineOptions eopt = engine_options_from(cfg, client);
-  const PlanOnlyModel pm = plan_only_model(cfg, model, eopt, recompute, backend);
+  const PlanOnlyModel pm = plan_only_model(cfg, model, eopt, recompute, backend, world);
   const Model* m = pm.model.get();
   const ModelOptions& mopt = pm.options;
-  const ZeroPlan plan = plan_for_model(*m, eopt, world);
+  const ZeroPlan& plan = pm.plan;
   MemoryEstimate e;
   e.stage = eopt.stage;
   e.world = world;

@@ -28,16 +28,17 @@ struct MemoryEstimate {
 };
 
 // A model built for its parameters and buffer list only (nothing allocated) on a CPU device, as
-// `train` would build it for this config; the logits padding is `backend`'s device's. Members
-// are destroyed model first.
+// `train` would build it for this config, and its ZeRO plan at `world` ranks on `nodes` nodes;
+// the logits padding is `backend`'s device's. Members are destroyed model first.
 struct PlanOnlyModel {
   std::unique_ptr<Device> dev;
   std::unique_ptr<Stream> stream;
   ModelOptions options;
   std::unique_ptr<Model> model;
+  ZeroPlan plan;
 };
 PlanOnlyModel plan_only_model(const DsConfig& cfg, const ModelConfig& model, const EngineOptions& eopt,
-                              Recompute recompute, CommBackend backend);
+                              Recompute recompute, CommBackend backend, int world, int nodes = 1);
 
 // "cpu" -> MPI, "cuda" -> NCCL, "auto" -> as `train --device auto`: NCCL when a CUDA GPU is
 // visible, else MPI. InputError naming `flag` otherwise.

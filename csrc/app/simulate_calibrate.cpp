@@ -61,8 +61,8 @@ CalibrationShapes shapes_for(const CalibrateArgs& a, int world) {
     s.C = mcfg.mlp.dims.empty() ? 128 : *std::max_element(mcfg.mlp.dims.begin(), mcfg.mlp.dims.end());
     s.H = 0;
   }
-  const PlanOnlyModel pm = plan_only_model(cfg, mcfg, eopt, Recompute::None, CommBackend::MPI);
-  const ZeroPlan plan = plan_for_model(*pm.model, eopt, world);
+  const PlanOnlyModel pm = plan_only_model(cfg, mcfg, eopt, Recompute::None, CommBackend::MPI, world);
+  const ZeroPlan& plan = pm.plan;
   s.optimizer_elems = std::max<int64_t>(1, plan.numel / (eopt.stage >= 1 ? world : 1));
   s.optimizer_bytes_per_element = optimizer_bytes_per_element(eopt, plan.reduced_dtype());
   return s;

@@ -24,8 +24,8 @@ std::string stage3_threshold_note(const DsConfig& cfg, const ModelConfig& model,
                                   CommBackend backend, const ClientOptimizer& client) {
   if (cfg.zero.stage != 3) return "";
   const EngineOptions eopt = engine_options_from(cfg, client);
-  const PlanOnlyModel pm = plan_only_model(cfg, model, eopt, recompute, backend);
-  const ZeroPlan plan = plan_for_model(*pm.model, eopt, world);
+  const PlanOnlyModel pm = plan_only_model(cfg, model, eopt, recompute, backend, world);
+  const ZeroPlan& plan = pm.plan;
   int64_t persistent = 0, largest = 0, gathered_elems = 0;
   for (const PlanParam& p : plan.params) {
     largest = std::max(largest, p.numel);

@@ -140,8 +140,8 @@ TuneOutcome tune_evaluate(const TuneInputs& in, const TuneSetting& s) {
     const DsConfig cfg = resolve_ds_config(o.config, in.source + " (tuned)", config_options(in));
     const EngineOptions eopt = engine_options_from(cfg, in.client);
     const Recompute rc = recompute_of(cfg, "");
-    const PlanOnlyModel pm = plan_only_model(cfg, in.model, eopt, rc, CommBackend::NCCL);
-    const ZeroPlan plan = plan_for_model(*pm.model, eopt, in.world, in.nodes);
+    const PlanOnlyModel pm = plan_only_model(cfg, in.model, eopt, rc, CommBackend::NCCL, in.world, in.nodes);
+    const ZeroPlan& plan = pm.plan;
     o.signature = plan_signature(plan, s, describe_program(step_program(plan, eopt.gradient_accumulation_steps)));
     o.buckets = static_cast<int>(plan.buckets.size());
     const std::vector<BufferSpec> buffers = pm.model->buffer_plan();
