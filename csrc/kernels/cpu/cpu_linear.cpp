@@ -59,8 +59,8 @@ void gelu_rows(const vec::Kernels& k, bool backward, T* y, const T* x, int64_t n
   }
 }
 
-// C[M,N] = op(A)[M,K]·op(B) (+ bias rows), A as stored (not transposed), then gelu_rows over C's
-// rows as the GEMM writes them: forward, gelu_out = gelu(C); backward, C ·= gelu'(pre) in place.
+// C[M,N] = A[M,K]·op(B) (+ bias rows), then gelu_rows over C's rows as the GEMM writes them:
+// forward, gelu_out = gelu(C); backward, C ·= gelu'(pre) in place.
 void gemm_gelu(bool backward, bool trans_b, int64_t M, int64_t N, int64_t K, const TensorView& A,
                const TensorView& B, const TensorView& bias, const TensorView& C, const TensorView& gelu_out,
                const TensorView& pre) {
