@@ -53,16 +53,15 @@ bool holds(int slot, const T* src, int64_t n) {
   return reuse_scopes > 0 && h.src == src && h.n == n && h.type == &typeid(T);
 }
 
-// Widens n elements of src into fp32 scratch slot `slot`, on the SIMD table's row passes (bf16 on
+// Widens n elements of src into fp32 scratch slot `slot`, on SIMD table k's row passes (bf16 on
 // AVX-512 / AVX2: cpu_kernels.h's widen_n, bitwise the element loop) — unless, inside a
 // WidenReuse scope, the slot already holds them.
 template <typename T>
-const float* widen(const T* src, int64_t n, int slot) {
+const float* widen(const vec::Kernels& k, const T* src, int64_t n, int slot) {
   std::vector<float>& buf = scratch(slot);
   if (holds(slot, src, n)) return buf.data();
   if (static_cast<int64_t>(buf.size()) < n) buf.resize(static_cast<size_t>(n));
   float* out = buf.data();
-  const vec::Kernels& k = vec::active();
   constexpr int64_t kChunk = 1 << 14;
 #pragma omp parallel for schedule(static) if (n > kParallelGrain)
   for (int64_t b = 0; b < n; b += kChunk) widen_n(k, src + b, out + b, std::min(kChunk, n - b));
@@ -72,8 +71,7 @@ const float* widen(const T* src, int64_t n, int slot) {
 
 // Rows [M, N] of dst (row stride ld) = bias [N], widened when T is 16-bit and dst fp32.
 template <typename T, typename D>
-void fill_rows(D* dst, int64_t ld, const T* bias, int64_t M, int64_t N) {
-  const vec::Kernels& k = vec::active();
+void fill_rows(const vec::Kernels& k, D* dst, int64_t ld, const T* bias, int64_t M, int64_t N) {
 #pragma omp parallel for schedule(static) if (M * N > kParallelGrain)
   for (int64_t i = 0; i < M; ++i) {
     if constexpr (std::is_same_v<T, D>) std::memcpy(dst + i * ld, bias, static_cast<size_t>(N) * sizeof(T));
@@ -177,14 +175,14 @@ void rows_after(int64_t M, int64_t N, const RowsFn& then) {
 // bias_rows (not null, a 16-bit C only): C starts as that [N] row in every row, widened straight
 // into the fp32 scratch (beta is then 1, C is not read).
 template <typename T, typename Out>
-void gemm_typed(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const T* A, int64_t lda, const T* B,
+void gemm_typed(const vec::Kernels& k, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const T* A, int64_t lda, const T* B,
                 int64_t ldb, float beta, Out* C, int64_t ldc, const T* bias_rows = nullptr,
                 const RowsFn* then = nullptr) {
   const int64_t na = span(ta ? K : M, ta ? M : K, lda);  // A stored [K,M] when transposed
   const int64_t nb = span(tb ? N : K, tb ? K : N, ldb);  // B stored [N,K] when transposed
   const int sa = holds(1, A, na) ? 1 : 0;  // A widened as the scope's previous GEMM's B stays put
-  const float* a32 = widen(A, na, sa);
-  const float* b32 = widen(B, nb, 1 - sa);
+  const float* a32 = widen(k, A, na, sa);
+  const float* b32 = widen(k, B, nb, 1 - sa);
   if (bias_rows != nullptr) beta = 1.0f;
   if constexpr (std::is_same_v<Out, float>) {
     sgemm_strided(ta, tb, M, N, K, alpha, a32, lda, b32, ldb, beta, C, ldc);
@@ -193,11 +191,10 @@ void gemm_typed(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, 
     const int64_t nc = span(M, N, ldc);
     std::vector<float>& c32 = scratch(2);
     if (static_cast<int64_t>(c32.size()) < nc) c32.resize(static_cast<size_t>(nc));
-    if (bias_rows != nullptr) fill_rows(c32.data(), ldc, bias_rows, M, N);
-    else if (beta != 0.0f) widen(C, nc, 2);
+    if (bias_rows != nullptr) fill_rows(k, c32.data(), ldc, bias_rows, M, N);
+    else if (beta != 0.0f) widen(k, C, nc, 2);
     held(2) = {};  // the slot now holds C's fp32 values, not a source's
     sgemm_strided(ta, tb, M, N, K, alpha, a32, lda, b32, ldb, beta, c32.data(), ldc);
-    const vec::Kernels& k = vec::active();
 #pragma omp parallel for schedule(static) if (M * N > kParallelGrain)
     for (int64_t i = 0; i < M; ++i) {
       narrow_n(k, c32.data() + i * ldc, C + i * ldc, N);
@@ -213,14 +210,16 @@ void gemm_any(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, co
               const TensorView& B, int64_t ldb, float beta, const TensorView& C, int64_t ldc,
               const TensorView& bias = {}, const RowsFn* then = nullptr) {
   if (M == 0 || N == 0) return;
-  // fp32 runs sgemm; fp16 is always widened; bf16 takes the run's path (cpu_isa.h), ISA read once.
-  const cpu::Isa isa = A.dtype == DType::BF16 ? cpu::active_isa() : cpu::Isa::Scalar;
+  // fp32 runs sgemm; fp16 is always widened; bf16 takes the run's path (cpu_isa.h); the ISA is read
+  // once, for the path and for every SIMD pass the GEMM runs.
+  const cpu::Isa isa = A.dtype == DType::F32 ? cpu::Isa::Scalar : cpu::active_isa();
+  const vec::Kernels& k = vec::for_isa(isa);
   const cpu::Bf16Gemm path = A.dtype == DType::BF16 ? cpu::active_bf16_gemm(isa) : cpu::Bf16Gemm::Widen;
   const bool widened = A.dtype != DType::F32 && path == cpu::Bf16Gemm::Widen;
   if (bias.data != nullptr && !(widened && C.dtype == A.dtype)) {  // elsewhere C itself starts as the bias rows
     dispatch_dtype(C.dtype, [&](auto tag) {
       using T = decltype(tag);
-      fill_rows(static_cast<T*>(C.data), ldc, static_cast<const T*>(bias.data), M, N);
+      fill_rows(k, static_cast<T*>(C.data), ldc, static_cast<const T*>(bias.data), M, N);
     });
     beta = 1.0f;
   }
@@ -248,10 +247,10 @@ void gemm_any(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, co
     const T* a = static_cast<const T*>(A.data);
     const T* b = static_cast<const T*>(B.data);
     if (f32_out) {
-      gemm_typed(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, static_cast<float*>(C.data), ldc,
+      gemm_typed(k, ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, static_cast<float*>(C.data), ldc,
                  static_cast<const T*>(nullptr), then);
     } else {
-      gemm_typed(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, static_cast<T*>(C.data), ldc,
+      gemm_typed(k, ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, static_cast<T*>(C.data), ldc,
                  static_cast<const T*>(bias.data), then);
     }
   });

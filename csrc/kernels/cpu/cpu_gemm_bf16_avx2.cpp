@@ -64,10 +64,17 @@ __attribute__((always_inline)) inline void store8(uint16_t* c, __m256 acc, int n
 }
 
 // c[0, n) = alpha · acc + beta · c in fp32 (one rounding each), n in [0, 8]; beta == 0 never reads c.
+// A full row of 8 takes plain loads and stores: the masked ones are microcoded on AMD cores
+// (~5% of a 256 × 1024 × 512 fp32-output GEMM on Zen 3, one thread).
 __attribute__((always_inline)) inline void store8(float* c, __m256 acc, int n, float alpha, float beta) {
   if (n <= 0) return;
-  const __m256i mask = first_lanes(n);
   if (alpha != 1.0f) acc = _mm256_mul_ps(acc, _mm256_set1_ps(alpha));
+  if (n >= 8) {
+    if (beta != 0.0f) acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(c), _mm256_set1_ps(beta)));
+    _mm256_storeu_ps(c, acc);
+    return;
+  }
+  const __m256i mask = first_lanes(n);
   if (beta != 0.0f) acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_maskload_ps(c, mask), _mm256_set1_ps(beta)));
   _mm256_maskstore_ps(c, mask, acc);
 }

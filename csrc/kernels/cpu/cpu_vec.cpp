@@ -111,8 +111,10 @@ const Kernels kScalar{"scalar",    gelu_forward_s, gelu_backward_s, row_max_s, r
                       ln_dinp_s,   ln_cols_s,      gelu_backward_inplace_s, add_to_s, dot16_s,
                       swiglu_forward_s, swiglu_backward_s};
 
-const Kernels& active() {
-  switch (cpu::active_isa()) {
+const Kernels& active() { return for_isa(cpu::active_isa()); }
+
+const Kernels& for_isa(cpu::Isa isa) {
+  switch (isa) {
     case cpu::Isa::Avx512: return kAvx512;
     case cpu::Isa::Avx2: return kAvx2;
     case cpu::Isa::Scalar: break;

@@ -18,6 +18,10 @@
 #pragma once
 #include <cstdint>
 
+namespace zt::cpu {
+enum class Isa : uint8_t;  // zerotrain/core/cpu_isa.h
+}
+
 namespace zt::cpu_ops::vec {
 
 // Every table entry processes exactly n elements with n % kBlock == 0 (callers run the tail
@@ -78,6 +82,8 @@ extern const Kernels kAvx512;  // call only when cpu::isa_supported(Isa::Avx512)
 // The table for cpu::active_isa() (reads ZT_CPU_ISA on every call; throws InputError
 // for an unknown or unsupported value).
 const Kernels& active();
+// The table for `isa` (one the CPU supports: cpu::active_isa()'s guarantee).
+const Kernels& for_isa(cpu::Isa isa);
 
 // Any n (tails in scalar). Bitwise equal across tables, see above.
 void gelu_forward(const Kernels& k, float* out, const float* x, int64_t n);
