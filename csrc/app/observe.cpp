@@ -3,6 +3,7 @@
 #include "observe.h"
 
 #include <algorithm>
+#include <cstring>
 #include <cstdio>
 #include <cmath>
 #include <cstdlib>
@@ -81,39 +82,40 @@ double own_exposed_ms(const std::vector<std::vector<double>>& per_rank) {
 
 namespace {
 
-// Each of the steps' comm waits (exposed ms), a step per line, as text for gather_strings.
-std::string stall_lines(const std::vector<StepBreakdown>& steps, size_t from) {
+// Each of the steps' comm waits (exposed ms) as bytes for gather_strings: per step, its wait count
+// (uint64) then that many doubles, in the rank's own byte order (every rank runs the same binary).
+std::string stall_bytes(const std::vector<StepBreakdown>& steps, size_t from) {
   std::string out;
+  const auto put = [&](const void* p, size_t n) { out.append(static_cast<const char*>(p), n); };
   for (size_t k = from; k < steps.size(); ++k) {
-    for (double x : steps[k].comm_stall_exposed_ms) out += fmt("%.6g ", x);
-    out += "\n";
+    const std::vector<double>& waits = steps[k].comm_stall_exposed_ms;
+    const uint64_t n = waits.size();
+    put(&n, sizeof(n));
+    put(waits.data(), n * sizeof(double));
   }
   return out;
 }
 
-std::vector<std::vector<double>> parse_stall_lines(const std::string& text) {
+// stall_bytes back into [step][wait]; a truncated record (which no rank writes) ends the list.
+std::vector<std::vector<double>> parse_stall_bytes(const std::string& bytes) {
   std::vector<std::vector<double>> steps;
   size_t at = 0;
-  while (at < text.size()) {
-    const size_t end = text.find('\n', at);
-    std::vector<double>& step = steps.emplace_back();
-    const std::string line = text.substr(at, end - at);
-    for (const char* p = line.c_str(); *p;) {
-      char* next = nullptr;
-      const double v = std::strtod(p, &next);
-      if (next == p) break;
-      step.push_back(v);
-      p = next;
-    }
-    at = end == std::string::npos ? text.size() : end + 1;
+  uint64_t n = 0;
+  while (at + sizeof(n) <= bytes.size()) {
+    std::memcpy(&n, bytes.data() + at, sizeof(n));
+    at += sizeof(n);
+    if (n > (bytes.size() - at) / sizeof(double)) break;
+    std::vector<double>& step = steps.emplace_back(n);
+    std::memcpy(step.data(), bytes.data() + at, n * sizeof(double));
+    at += n * sizeof(double);
   }
   return steps;
 }
 
-// The median over the steps of own_exposed_ms, from every rank's stall_lines (rank 0 only).
-double median_own_exposed(const std::vector<std::string>& per_rank_text) {
+// The median over the steps of own_exposed_ms, from every rank's stall_bytes (rank 0 only).
+double median_own_exposed(const std::vector<std::string>& per_rank_bytes) {
   std::vector<std::vector<std::vector<double>>> ranks;  // [rank][step][wait]
-  for (const std::string& t : per_rank_text) ranks.push_back(parse_stall_lines(t));
+  for (const std::string& t : per_rank_bytes) ranks.push_back(parse_stall_bytes(t));
   std::vector<double> own;
   for (size_t k = 0; k < ranks[0].size(); ++k) {
     std::vector<std::vector<double>> step;
@@ -146,7 +148,7 @@ std::string breakdown_summary(Communicator& comm, const std::vector<StepBreakdow
   const std::vector<std::string> all = comm.gather_strings(line, 0, "breakdown summary");
   std::vector<std::string> stalls;
   const size_t from = std::max(skip, steps.size() > kOwnExposedSteps ? steps.size() - kOwnExposedSteps : 0);
-  if (comm.world_size() > 1) stalls = comm.gather_strings(stall_lines(steps, from), 0, "breakdown waits");
+  if (comm.world_size() > 1) stalls = comm.gather_strings(stall_bytes(steps, from), 0, "breakdown waits");
   if (comm.rank() != 0) return {};
   std::string out = "wall_clock_breakdown per rank (medians over " + std::to_string(steps.size() - skip) +
                     " steps" + (skip ? ", the first left out" : "") + "):\n";
