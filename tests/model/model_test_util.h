@@ -6,6 +6,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "zerotrain/core/device.h"
@@ -15,9 +16,12 @@
 
 namespace zt {
 
+// A device (the CPU unless given) and its compute stream, with model options on them.
 struct Env {
-  std::unique_ptr<Device> dev = make_cpu_device();
-  std::unique_ptr<Stream> stream = dev->create_stream("compute");
+  std::unique_ptr<Device> dev;
+  std::unique_ptr<Stream> stream;
+  explicit Env(std::unique_ptr<Device> d = make_cpu_device())
+      : dev(std::move(d)), stream(dev->create_stream("compute")) {}
   ModelOptions opt(int64_t micro_batch, DType dt = DType::F32) const {
     ModelOptions o;
     o.compute_dtype = dt;

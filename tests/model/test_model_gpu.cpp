@@ -15,32 +15,6 @@
 namespace zt {
 namespace {
 
-struct Backend {
-  std::unique_ptr<Device> dev;
-  std::unique_ptr<Stream> stream;
-  ModelOptions opt(int64_t micro_batch, DType dt) const {
-    ModelOptions o;
-    o.compute_dtype = dt;
-    o.micro_batch = micro_batch;
-    o.device = dev.get();
-    o.stream = stream.get();
-    return o;
-  }
-};
-
-Backend cpu() {
-  Backend b;
-  b.dev = make_cpu_device();
-  b.stream = b.dev->create_stream("compute");
-  return b;
-}
-Backend gpu() {
-  Backend b;
-  b.dev = make_cuda_device(0);
-  b.stream = b.dev->create_stream("compute");
-  return b;
-}
-
 double cosine(const std::vector<float>& a, const std::vector<float>& b) {
   double d = 0, na = 0, nb = 0;
   for (size_t i = 0; i < a.size(); ++i) d += double(a[i]) * b[i], na += double(a[i]) * a[i], nb += double(b[i]) * b[i];
@@ -50,7 +24,7 @@ double cosine(const std::vector<float>& a, const std::vector<float>& b) {
 // Runs forward+backward of `make(opt)` on both backends with parameters from init(seed).
 template <typename Make>
 void compare(Make make, const Batch& batch, int64_t micro_batch, DType dt, double loss_rtol, double grad_tol) {
-  Backend c = cpu(), g = gpu();
+  Env c, g(make_cuda_device(0));
   auto mc = make(c.opt(micro_batch, DType::F32));
   auto mg = make(g.opt(micro_batch, dt));
   LocalModelState sc(*mc, *c.dev, *c.stream, DType::F32), sg(*mg, *g.dev, *g.stream, dt);
