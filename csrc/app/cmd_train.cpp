@@ -214,6 +214,7 @@ void set_up(TrainRun& run, const TrainArgs& args, Rank0Log& log, const MaxOverRa
       static_cast<long long>(run.cfg.train_micro_batch_size_per_gpu),
       static_cast<long long>(run.cfg.gradient_accumulation_steps), world, dtype_name(eopt.compute_dtype),
       eopt.overlap_comm ? "on" : "off");
+  log("%s", bf16_cpu_note(eopt.compute_dtype == DType::BF16, run.dev->kind() == DeviceKind::CPU).c_str());
   log("%s\n", optimizer_line(run.cfg, args.client_optimizer, eopt.optimizer).c_str());
   const OffloadOptions& off = eopt.offload;
   if (off.optimizer) {

@@ -93,4 +93,11 @@ std::string cpu_kernel_paths() {
          cpu::bf16_gemm_name(cpu::active_bf16_gemm());
 }
 
+std::string bf16_cpu_note(bool bf16_compute, bool cpu_device) {
+  if (!bf16_compute || !cpu_device || cpu::active_bf16_gemm() == cpu::Bf16Gemm::Dot) return {};
+  return "note: bf16 on this CPU halves activation memory but does not speed steps up: its bf16 GEMMs multiply in "
+         "fp32 (no bf16 dot-product tile here) and the conversions cost time (docs/benchmarks.md, bf16 vs fp32); "
+         "\"bf16\": {\"enabled\": false} trains in fp32\n";
+}
+
 }  // namespace zt

@@ -7,6 +7,7 @@
 #include "zerotrain/app/train_setup.h"
 #include "zerotrain/config/ds_config.h"
 #include "zerotrain/core/check.h"
+#include "zerotrain/core/cpu_isa.h"
 
 using zt::plan_thread_layout;
 
@@ -65,5 +66,23 @@ TEST(ThreadLayout, CpuKernelPathsNameTheIsaAndBf16Gemm) {
   setenv("ZT_CPU_ISA", "avx1024", 1);
   EXPECT_THROW(zt::cpu_kernel_paths(), zt::InputError);
   unsetenv("ZT_CPU_ISA");
+  unsetenv("ZT_CPU_BF16_GEMM");
+}
+
+// The bf16 note: only for bf16 compute on the CPU device with a GEMM path that multiplies in fp32.
+TEST(ThreadLayout, Bf16NoteOnlyWhereBf16GemmsMultiplyFp32) {
+  unsetenv("ZT_CPU_ISA");
+  for (const char* path : {"widen", "native"}) {
+    setenv("ZT_CPU_BF16_GEMM", path, 1);
+    EXPECT_NE(zt::bf16_cpu_note(true, true).find("does not speed steps up"), std::string::npos) << path;
+    EXPECT_EQ(zt::bf16_cpu_note(false, true), "") << path;  // fp32 compute
+    EXPECT_EQ(zt::bf16_cpu_note(true, false), "") << path;  // the CUDA device
+  }
+  if (zt::cpu::avx512_bf16_supported()) {
+    setenv("ZT_CPU_BF16_GEMM", "dpbf16", 1);
+    EXPECT_EQ(zt::bf16_cpu_note(true, true), "");
+  }
+  setenv("ZT_CPU_BF16_GEMM", "fast", 1);
+  EXPECT_THROW(zt::bf16_cpu_note(true, true), zt::InputError);
   unsetenv("ZT_CPU_BF16_GEMM");
 }

@@ -34,5 +34,9 @@ std::string describe(const ThreadLayout& t);
 // (cpu::active_bf16_gemm()): "CPU kernels avx512, bf16 GEMM native (fp32 panels, AVX-512 FMA
 // tile)". Throws zt::InputError for a bad ZT_CPU_ISA or ZT_CPU_BF16_GEMM.
 std::string cpu_kernel_paths();
+// For bf16 compute on the CPU device where the bf16 GEMMs multiply fp32 (the widened and the native
+// paths: no bf16 dot-product tile), the run header's line saying that bf16 halves activation
+// memory there but does not speed steps up; empty otherwise. Throws as cpu_kernel_paths().
+std::string bf16_cpu_note(bool bf16_compute, bool cpu_device);
 
 }  // namespace zt
