@@ -93,33 +93,6 @@ void print_rank_map(Communicator& comm, const NodeLocal& local, const Device& de
   for (const std::string& l : all) std::printf("%s\n", l.c_str());
 }
 
-DatasetShape dataset_shape(const ModelConfig& m, const DsConfig& cfg, uint64_t seed, int rank, int world) {
-  DatasetShape shape;
-  if (m.is_token_model()) {
-    shape.vocab_size = m.vocab_size();
-    shape.n_ctx = m.context_length();
-  } else {
-    shape.mlp_dims = m.mlp.dims;
-    shape.mlp_relu = m.mlp.activation == Activation::ReLU;
-    shape.mlp_classification = m.mlp.task == MlpTask::Classification;
-  }
-  shape.global_batch = cfg.train_batch_size;
-  shape.seed = seed;
-  shape.validate_shard = rank;  // each rank validates its part of a token file (agreed in phase A)
-  shape.validate_shards = world;
-  return shape;
-}
-
-DsConfig load_config(const TrainArgs& args, const ModelConfig& model_cfg, int world) {
-  ConfigOptions copt;
-  copt.world_size = world;
-  copt.world_size_origin = "MPI";
-  copt.strict = args.strict;
-  copt.hidden_size = model_hidden_size(model_cfg);
-  copt.recompute_flag = args.recompute;
-  return load_ds_config(args.config, copt);
-}
-
 void warn_rank0(const Communicator& comm, const char* prefix, const std::vector<std::string>& warnings) {
   if (comm.rank() != 0) return;
   for (const std::string& w : warnings) std::fprintf(stderr, "warning: %s%s\n", prefix, w.c_str());

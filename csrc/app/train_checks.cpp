@@ -166,4 +166,31 @@ ModelConfig train_model_config(const TrainArgs& args) {
   return model_config_from_hf(hf_config);
 }
 
+DatasetShape dataset_shape(const ModelConfig& m, const DsConfig& cfg, uint64_t seed, int rank, int world) {
+  DatasetShape shape;
+  if (m.is_token_model()) {
+    shape.vocab_size = m.vocab_size();
+    shape.n_ctx = m.context_length();
+  } else {
+    shape.mlp_dims = m.mlp.dims;
+    shape.mlp_relu = m.mlp.activation == Activation::ReLU;
+    shape.mlp_classification = m.mlp.task == MlpTask::Classification;
+  }
+  shape.global_batch = cfg.train_batch_size;
+  shape.seed = seed;
+  shape.validate_shard = rank;  // each rank validates its part of a token file (agreed in phase A)
+  shape.validate_shards = world;
+  return shape;
+}
+
+DsConfig load_config(const TrainArgs& args, const ModelConfig& model_cfg, int world) {
+  ConfigOptions copt;
+  copt.world_size = world;
+  copt.world_size_origin = "MPI";
+  copt.strict = args.strict;
+  copt.hidden_size = model_hidden_size(model_cfg);
+  copt.recompute_flag = args.recompute;
+  return load_ds_config(args.config, copt);
+}
+
 }  // namespace zt

@@ -1,9 +1,10 @@
-// train_checks.h — `zerotrain train`'s input checks that need no device and no collective; they
-// run in the first agreed phase (rank_agreement.h), before anything is allocated.
+// train_checks.h — `zerotrain train`'s inputs and their checks that need no device and no
+// collective; they run in the first agreed phase (rank_agreement.h), before anything is allocated.
 #pragma once
 #include <cstdint>
 
 #include "zerotrain/app/train_setup.h"
+#include "zerotrain/data/dataset.h"
 
 namespace zt {
 
@@ -24,5 +25,12 @@ void check_output_paths(const TrainArgs& args, int world);
 // has one; without --model, the model config.json describes (InputError when --init-from is not
 // a folder with a config.json).
 ModelConfig train_model_config(const TrainArgs& args);
+
+// The dataset's shape for this run's model and config; a token file is validated by `rank`'s
+// share of `world` shards.
+DatasetShape dataset_shape(const ModelConfig& m, const DsConfig& cfg, uint64_t seed, int rank, int world);
+
+// The --config file for this model and world size (--strict and --recompute applied).
+DsConfig load_config(const TrainArgs& args, const ModelConfig& model_cfg, int world);
 
 }  // namespace zt
