@@ -3,10 +3,10 @@
 #include "observe.h"
 
 #include <algorithm>
-#include <cstring>
 #include <cstdio>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 
 #include "rank_agreement.h"

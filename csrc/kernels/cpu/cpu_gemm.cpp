@@ -169,14 +169,14 @@ void rows_after(int64_t M, int64_t N, const RowsFn& then) {
   for (int64_t b = 0; b < blocks; ++b) then(b * block, std::min(M, (b + 1) * block));
 }
 
-// 16-bit operands widened to fp32 scratch and multiplied by sgemm: into C directly when C is fp32
+// 16-bit operands widened to fp32 scratch (on SIMD table k) and multiplied by sgemm: into C directly when C is fp32
 // (Out = float: a 16-bit-input, fp32-output GEMM), else into fp32 scratch rounded back once, row
 // by row, each row followed by then(i, i + 1) when `then` is given (after the GEMM for fp32 C).
 // bias_rows (not null, a 16-bit C only): C starts as that [N] row in every row, widened straight
 // into the fp32 scratch (beta is then 1, C is not read).
 template <typename T, typename Out>
-void gemm_typed(const vec::Kernels& k, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const T* A, int64_t lda, const T* B,
-                int64_t ldb, float beta, Out* C, int64_t ldc, const T* bias_rows = nullptr,
+void gemm_typed(const vec::Kernels& k, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const T* A,
+                int64_t lda, const T* B, int64_t ldb, float beta, Out* C, int64_t ldc, const T* bias_rows = nullptr,
                 const RowsFn* then = nullptr) {
   const int64_t na = span(ta ? K : M, ta ? M : K, lda);  // A stored [K,M] when transposed
   const int64_t nb = span(tb ? N : K, tb ? K : N, ldb);  // B stored [N,K] when transposed
