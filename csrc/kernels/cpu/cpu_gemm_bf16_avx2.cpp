@@ -1,7 +1,7 @@
 // cpu_gemm_bf16_avx2.cpp — the AVX2 register tile of the CPU backend's Native bf16 GEMM:
 // kMR2 × kNR2 fp32 accumulators (4 rows × three 8-lane registers: 12 of the 16 ymm registers,
 // three for a B row, one for A's broadcast: per k three loads and four broadcasts feed twelve
-// multiply-adds; inside a Zen 3 training step it takes ~1.06× the time of OpenBLAS's sgemm
+// multiply-adds; inside a Zen 3 training step it takes ~1.1× the time of OpenBLAS's sgemm
 // kernel, where a 6 × 16 tile, six broadcasts per k, took ~1.2×), fed over packed fp32 panels,
 // and the packing that widens bf16 to fp32 on the way. Compiled with -mavx2 -mfma (top CMakeLists.txt);
 // called only when cpu_isa.h says the CPU has AVX2. Layout and contract:
