@@ -11,8 +11,11 @@ on a 2-CPU machine, 1 per rank at 2 ranks). Every round runs
 every (ranks, stage, variant) back to back, so machine-load drift spreads over all of them. A
 run's time is the median of rank 0's step_ms (--metrics) after the first --skip steps; the
 table gives per case the median over rounds of each variant and the median over rounds of the
-per-round ratio to fp32. Stage 3 runs with stage3_param_persistence_threshold 1000, so its
-parameters are gathered. The load average is printed before and after.
+per-round ratio to fp32. A second table pools every step time a variant took over all rounds
+and gives its 10th percentile and that percentile's ratio to fp32's: a shared machine's noise
+only adds time, so a gap that holds at the 10th percentile is the code's, not the machine's.
+Stage 3 runs with stage3_param_persistence_threshold 1000, so its parameters are gathered. The
+load average is printed before and after.
 
 --avx2 measures the AVX2-only path on an AVX-512 machine: every run gets ZT_CPU_ISA=avx2 and
 OPENBLAS_CORETYPE=Haswell (zerotrain's kernels and OpenBLAS's both without AVX-512); the dpbf16
@@ -69,7 +72,13 @@ def run(args, d, ranks, stage, variant):
         sys.exit(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
     with open(metrics) as f:
         ms = [json.loads(line)["step_ms"] for line in f][args.skip:]
-    return statistics.median(ms), next((l for l in p.stdout.splitlines() if l.startswith("threads:")), "")
+    return ms, next((l for l in p.stdout.splitlines() if l.startswith("threads:")), "")
+
+
+def percentile(xs, q):
+    """The q-quantile of xs (0 <= q <= 1), nearest rank below."""
+    xs = sorted(xs)
+    return xs[int(q * (len(xs) - 1))]
 
 
 def load_average():
@@ -103,7 +112,8 @@ def main():
             print(f"{'--avx2' if flag in flags else 'no ' + flag + ' on this CPU'}: the {path} variant is left out")
             VARIANTS[:] = [v for v in VARIANTS if v[2] != path]
     cases = [(r, s) for r in ranks for s in stages]
-    times = {(c, v[0]): [] for c in cases for v in VARIANTS}
+    times = {(c, v[0]): [] for c in cases for v in VARIANTS}  # each run's median step ms
+    steps = {(c, v[0]): [] for c in cases for v in VARIANTS}  # every step ms, pooled over rounds
     headers = {}
     print(f"load average at start {load_average()}", flush=True)
     with tempfile.TemporaryDirectory() as d:
@@ -113,8 +123,10 @@ def main():
         for r in range(args.rounds):
             for c in cases:
                 for v in VARIANTS:
-                    ms, header = run(args, d, c[0], c[1], v)
+                    step_ms, header = run(args, d, c[0], c[1], v)
+                    ms = statistics.median(step_ms)
                     times[(c, v[0])].append(ms)
+                    steps[(c, v[0])] += step_ms
                     headers[(c[0], v[0])] = header
                     print(f"round {r + 1}: {c[0]} rank(s), stage {c[1]}, {v[0]}: {ms:.1f} ms (load average "
                           f"{load_average()})", flush=True)
@@ -136,10 +148,24 @@ def main():
         rows.append(row)
         print("| %d | %d | %.1f | " % tuple(row[:3]) + " | ".join("%.1f | %.2f" % tuple(row[i:i + 2])
                                                                for i in range(3, len(row), 2)) + " |")
+    print(f"\nEvery step time after {args.skip} steps pooled over the {args.rounds} rounds: 10th percentile, ms, and "
+          f"its ratio to fp32's")
+    print("| ranks | stage | fp32 p10 ms | " + " | ".join(f"{n} p10 ms | {n} p10 / fp32" for n in names) + " |")
+    print("|---|---|---|" + "---|---|" * len(names))
+    for c, row in zip(cases, rows):
+        f32 = percentile(steps[(c, "fp32")], 0.1)
+        p10 = [f32]
+        for n in names:
+            x = percentile(steps[(c, n)], 0.1)
+            p10 += [x, x / f32]
+        row += p10
+        print("| %d | %d | %.1f | " % (c[0], c[1], f32) + " | ".join("%.1f | %.2f" % tuple(p10[i:i + 2])
+                                                                    for i in range(1, len(p10), 2)) + " |")
     if args.csv:
         with open(args.csv, "w") as f:
-            f.write("ranks,stage,fp32_ms," + ",".join(f"{n.replace(' ', '_')}_ms,{n.replace(' ', '_')}_over_fp32"
-                                                      for n in names) + "\n")
+            cols = [f"{n.replace(' ', '_')}_ms,{n.replace(' ', '_')}_over_fp32" for n in names]
+            cols_p10 = [f"{n.replace(' ', '_')}_p10_ms,{n.replace(' ', '_')}_p10_over_fp32" for n in names]
+            f.write("ranks,stage,fp32_ms," + ",".join(cols) + ",fp32_p10_ms," + ",".join(cols_p10) + "\n")
             for row in rows:
                 f.write(",".join(str(x) if isinstance(x, int) else "%.4f" % x for x in row) + "\n")
 

@@ -341,5 +341,25 @@ TEST(Bf16Gemm, WidenReuseOnlyInsideItsScope) {
   }
 }
 
+// The GEMMs' per-thread scratch (packed panels, widened operands, fp32 C) is used from a cache line
+// on: aligned for every element type and size, n elements inside the buffer, and the same start
+// while the buffer does not grow (a widened operand reused from its slot is found where it was
+// written).
+template <typename T>
+void expect_cache_aligned() {
+  std::vector<T> buf;
+  for (const int64_t n : {1, 7, 1000, 1 << 16, 1 << 20, 3}) {
+    T* p = cpu_ops::cache_aligned(buf, n);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % cpu_ops::kCacheLine, 0u) << n;
+    EXPECT_LE(p + n, buf.data() + buf.size()) << n;
+    EXPECT_EQ(cpu_ops::cache_aligned(buf, n), p) << n << ": moved without growing";
+  }
+}
+TEST(Bf16Gemm, ScratchStartsOnACacheLine) {
+  expect_cache_aligned<float>();
+  expect_cache_aligned<uint32_t>();
+  expect_cache_aligned<uint16_t>();
+}
+
 }  // namespace
 }  // namespace zt::test

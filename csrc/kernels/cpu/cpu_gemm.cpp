@@ -27,7 +27,8 @@
 namespace zt::cpu_ops {
 namespace {
 
-// Per-thread fp32 scratch for widened operands; grows to the largest call and is reused.
+// Per-thread fp32 scratch for widened operands; grows to the largest call and is reused; used from
+// a cache line on (cache_aligned).
 // Slots 0 and 1 hold A and B, slot 2 C.
 std::vector<float>& scratch(int slot) {
   thread_local std::vector<float> buffers[3];
@@ -58,10 +59,9 @@ bool holds(int slot, const T* src, int64_t n) {
 // WidenReuse scope, the slot already holds them.
 template <typename T>
 const float* widen(const vec::Kernels& k, const T* src, int64_t n, int slot) {
-  std::vector<float>& buf = scratch(slot);
-  if (holds(slot, src, n)) return buf.data();
-  if (static_cast<int64_t>(buf.size()) < n) buf.resize(static_cast<size_t>(n));
-  float* out = buf.data();
+  // Held elements were widened into this same start: the buffer has not grown since.
+  float* out = cache_aligned(scratch(slot), n);
+  if (holds(slot, src, n)) return out;
   constexpr int64_t kChunk = 1 << 14;
 #pragma omp parallel for schedule(static) if (n > kParallelGrain)
   for (int64_t b = 0; b < n; b += kChunk) widen_n(k, src + b, out + b, std::min(kChunk, n - b));
@@ -189,15 +189,14 @@ void gemm_typed(const vec::Kernels& k, bool ta, bool tb, int64_t M, int64_t N, i
     if (then != nullptr) rows_after(M, N, *then);
   } else {
     const int64_t nc = span(M, N, ldc);
-    std::vector<float>& c32 = scratch(2);
-    if (static_cast<int64_t>(c32.size()) < nc) c32.resize(static_cast<size_t>(nc));
-    if (bias_rows != nullptr) fill_rows(k, c32.data(), ldc, bias_rows, M, N);
+    float* c32 = cache_aligned(scratch(2), nc);
+    if (bias_rows != nullptr) fill_rows(k, c32, ldc, bias_rows, M, N);
     else if (beta != 0.0f) widen(k, C, nc, 2);
     held(2) = {};  // the slot now holds C's fp32 values, not a source's
-    sgemm_strided(ta, tb, M, N, K, alpha, a32, lda, b32, ldb, beta, c32.data(), ldc);
+    sgemm_strided(ta, tb, M, N, K, alpha, a32, lda, b32, ldb, beta, c32, ldc);
 #pragma omp parallel for schedule(static) if (M * N > kParallelGrain)
     for (int64_t i = 0; i < M; ++i) {
-      narrow_n(k, c32.data() + i * ldc, C + i * ldc, N);
+      narrow_n(k, c32 + i * ldc, C + i * ldc, N);
       if (then != nullptr) (*then)(i, i + 1);
     }
   }

@@ -66,13 +66,13 @@ struct PairPanels {
   }
 };
 
-// Per-thread packed operands (slot 0: A blocks, 1: B panels); grow to the largest call and are reused.
+// Per-thread packed operands (slot 0: A blocks, 1: B panels); grow to the largest call and are
+// reused. They start on a cache line, as then does every panel and panel row whose size is a
+// multiple of the tile's vector.
 template <typename Elem>
 Elem* reserve(int slot, int64_t n) {
   thread_local std::vector<Elem> buffers[2];
-  std::vector<Elem>& buf = buffers[slot];
-  if (static_cast<int64_t>(buf.size()) < n) buf.resize(static_cast<size_t>(n));
-  return buf.data();
+  return cache_aligned(buffers[slot], n);
 }
 
 // A row-major matrix X read as op(X)[r, k] (X stored [K, R] when trans), r < R, k < K.

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <type_traits>
+#include <vector>
 
 #include "zerotrain/core/check.h"
 #include "zerotrain/core/cpu_isa.h"
@@ -51,6 +52,20 @@ class GradOut {
 
 // OpenMP regions only pay off above this many elements of work.
 constexpr int64_t kParallelGrain = 1 << 14;
+
+// The first n elements of `buf` from a cache line on (kCacheLine bytes), growing it as needed: the
+// per-thread scratch of the GEMMs (packed panels, widened operands, fp32 C). A large allocation
+// sits 16 bytes past a page, where a 32-byte load or store straddles two lines one time in two and
+// a 64-byte one always. The pointer holds until buf grows again.
+constexpr size_t kCacheLine = 64;
+template <typename T>
+T* cache_aligned(std::vector<T>& buf, int64_t n) {
+  static_assert(kCacheLine % sizeof(T) == 0, "whole elements per cache line");
+  constexpr size_t pad = kCacheLine / sizeof(T);
+  if (buf.size() < static_cast<size_t>(n) + pad) buf.resize(static_cast<size_t>(n) + pad);
+  const auto addr = reinterpret_cast<uintptr_t>(buf.data());
+  return buf.data() + (kCacheLine - addr % kCacheLine) % kCacheLine / sizeof(T);
+}
 
 // Attention heads (cpu_attention*.cpp): head h of batch row b is channels [offset + h·hs, +hs)
 // of rows of length row_stride; load_head widens it to fp32 [T,hs], add_head adds an fp32 [T,hs]
