@@ -19,8 +19,9 @@
 namespace zt::cpu_ops {
 namespace {
 
-// Each Panels type: its tile (kMR rows × kNR columns), the packed element and depth, and how many
-// A blocks a chunk of the tile loop holds (0: all of them).
+// Each Panels type: its tile (kMR rows × kNR columns), the packed element and depth, how many
+// A blocks a chunk of the tile loop holds (0: all of them) and how many blocks W wide one pack
+// call fills (run_blocks).
 
 // Native: fp32 panels, k deep; the AVX-512 tile (12 × 32), or the AVX2 one (4 × 24), whose
 // tiles go 24 A blocks at a time: such a chunk (96 rows; 96 KiB at k = 256) stays in L2 while
@@ -33,6 +34,10 @@ struct FmaPanels {
   static constexpr int kNR = kAvx512 ? bf16gemm::kNR : bf16gemm::kNR2;
   static constexpr int kChunkBlocks = kAvx512 ? 0 : 24;
   static constexpr bool kReadsAInPlace = false;
+  // AVX2 packs runs of 64 rows (16 A blocks, 2 B panels): an along-k operand's row of a run is then
+  // 128 bytes read at once, where a 4-row block alone read 8 bytes of each line per k and came
+  // back to the line for the next block after it had left L1.
+  static constexpr int64_t run_blocks(int W) { return kAvx512 ? 1 : std::max(1, 64 / W); }
   static int64_t depth(int64_t K) { return K; }
   static void pack(const uint16_t* x, int64_t ld, bool along_k, int64_t rows, int64_t K, int W, float* dst) {
     (kAvx512 ? bf16gemm::pack_avx512 : bf16gemm::pack_avx2)(x, ld, along_k, rows, K, W, dst);
@@ -50,6 +55,7 @@ struct PairPanels {
   static constexpr int kMR = bf16gemm::kMR, kNR = bf16gemm::kNR, kChunkBlocks = 0;
   // A whose rows hold their k contiguously, K even, is already in pairs: the tile reads it in place.
   static constexpr bool kReadsAInPlace = true;
+  static constexpr int64_t run_blocks(int) { return 1; }
   static int64_t depth(int64_t K) { return (K + 1) / 2; }
   static void pack(const uint16_t* x, int64_t ld, bool along_k, int64_t rows, int64_t K, int W, uint32_t* dst) {
     bf16gemm::pack_pairs_avx512(x, ld, along_k, rows, K, W, dst);
@@ -83,14 +89,15 @@ struct Operand {
   int64_t R, K;
 };
 
-// Packs block `blk` of op(X) [R, K]: depth × W elements from row blk · W, zero rows past R (the A
-// blocks with W = kMR, the B panels with W = kNR and X = op(B)ᵀ).
+// Packs blocks [blk, blk + n) of op(X) [R, K] in one call (n <= Panels::run_blocks(W)): depth × W
+// elements each from row blk · W, zero rows past R (the A blocks with W = kMR, the B panels with
+// W = kNR and X = op(B)ᵀ).
 template <typename Panels, int W>
-void pack_block(const Operand& op, int64_t blk, typename Panels::Elem* out) {
+void pack_run(const Operand& op, int64_t blk, int64_t n, typename Panels::Elem* out) {
   const int64_t depth = Panels::depth(op.K);
   typename Panels::Elem* dst = out + blk * depth * W;
-  const int64_t r0 = blk * W, rows = std::min<int64_t>(W, op.R - r0);
-  if (rows < W) std::fill(dst, dst + depth * W, typename Panels::Elem{0});
+  const int64_t r0 = blk * W, rows = std::min<int64_t>(n * W, op.R - r0);
+  if (rows < n * W) std::fill(dst + rows / W * depth * W, dst + n * depth * W, typename Panels::Elem{0});
   // X stored [K, R] when trans: each k's rows are contiguous.
   Panels::pack(op.x + r0 * (op.trans ? 1 : op.ld), op.ld, op.trans, rows, op.K, W, dst);
 }
@@ -114,10 +121,12 @@ void gemm_tiled(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, 
   const Operand op_a{A, lda, ta, M, K}, op_bt{B, ldb, !tb, N, K};  // op(B)ᵀ[j, k] = op(B)[k, j]
 #pragma omp parallel if (M * N * std::max<int64_t>(K, 1) > 8 * kParallelGrain && !omp_in_parallel())
   {
+    constexpr int64_t ra = Panels::run_blocks(kMR), rb = Panels::run_blocks(kNR);
 #pragma omp for schedule(static) nowait
-    for (int64_t blk = 0; blk < (a_in_place ? 0 : mb); ++blk) pack_block<Panels, kMR>(op_a, blk, a);
+    for (int64_t blk = 0; blk < (a_in_place ? 0 : mb); blk += ra)
+      pack_run<Panels, kMR>(op_a, blk, std::min(ra, mb - blk), a);
 #pragma omp for schedule(static)
-    for (int64_t blk = 0; blk < nb; ++blk) pack_block<Panels, kNR>(op_bt, blk, b);
+    for (int64_t blk = 0; blk < nb; blk += rb) pack_run<Panels, kNR>(op_bt, blk, std::min(rb, nb - blk), b);
     // Tile (ib, jb): rows ib · kMR.., columns jb · kNR.. of C.
     const auto tile_at = [&](int64_t ib, int64_t jb) {
       const int64_t i0 = ib * kMR, j0 = jb * kNR;

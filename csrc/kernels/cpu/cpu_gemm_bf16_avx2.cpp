@@ -114,59 +114,62 @@ void transpose8x8(__m256 r[8]) {
   }
 }
 
-}  // namespace
-
-void pack_avx2(const uint16_t* x, int64_t ld, bool along_k, int64_t rows, int64_t K, int W, float* dst) {
-  if (along_k) {  // each k: `rows` contiguous values → one contiguous run of dst
-    // A full block narrower than 8 (the 4-row A blocks) takes 8 lanes per k but the last (see
-    // below): the lanes past W read the elements after the block's (inside x, as ld >= 8 and a
-    // later k follows) and land on the next k's first rows, which its own store overwrites.
-    const bool spill = rows == W && W % 8 != 0 && ld >= 8;
+// pack_avx2 for blocks W wide (a multiple of 4). Row i of the run of rows lands in block i / W, at
+// lane i % W: a run of 4 rows from a multiple of 4 never straddles two blocks, nor does a run of 8
+// from a multiple of 8 when W is a multiple of 8 (the 24-wide B panels); with W = 4 (the A blocks)
+// a run of 8 rows is two blocks' 4 lanes each. Nothing is written past the last block holding a row.
+template <int W>
+void pack_blocks(const uint16_t* x, int64_t ld, bool along_k, int64_t rows, int64_t K, float* dst) {
+  static_assert(W % 4 == 0, "blocks hold whole runs of 4 rows");
+  const int64_t block = K * W;  // elements per block
+  const auto lane0 = [&](int64_t i) { return dst + i / W * block + i % W; };  // row i at k = 0
+  // Rows i..i+7 at k (v: lane r holds row i + r), i a multiple of 8; high: rows i + 4.. exist.
+  const auto store_rows8 = [&](float* lo, float* hi, int64_t k, __m256 v, bool high) {
+    if constexpr (W % 8 == 0) {
+      _mm256_storeu_ps(lo + k * W, v);  // one block holds all 8 (lanes past the rows are zeros in it)
+    } else {
+      _mm_storeu_ps(lo + k * W, _mm256_castps256_ps128(v));
+      if (high) _mm_storeu_ps(hi + k * W, _mm256_extractf128_ps(v, 1));
+    }
+  };
+  if (along_k) {  // each k's rows are contiguous: read once, in order, for every block of the run
     for (int64_t k = 0; k < K; ++k) {
       const uint16_t* src = x + k * ld;
-      float* out = dst + k * W;
       int64_t i = 0;
-      if (spill && k + 1 < K) {
-        for (; i < rows; i += 8) _mm256_storeu_ps(out + i, widen8(src + i));
-        continue;
-      }
-      for (; i + 8 <= rows; i += 8) _mm256_storeu_ps(out + i, widen8(src + i));
-      for (; i + 4 <= rows; i += 4) {  // the 4-row A blocks
+      for (; i + 8 <= rows; i += 8) store_rows8(lane0(i), lane0(i + 4), k, widen8(src + i), true);
+      for (; i + 4 <= rows; i += 4) {
         const __m128i h = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(src + i));
-        _mm_storeu_ps(out + i, _mm_castsi128_ps(_mm_slli_epi32(_mm_cvtepu16_epi32(h), 16)));
+        _mm_storeu_ps(lane0(i) + k * W, _mm_castsi128_ps(_mm_slli_epi32(_mm_cvtepu16_epi32(h), 16)));
       }
-      for (; i < rows; ++i) out[i] = widen1(src[i]);
+      for (; i < rows; ++i) lane0(i)[k * W] = widen1(src[i]);
     }
     return;
   }
   // Each row's k are contiguous: 8 rows × 8 k widened (rows past `rows` as zeros), transposed in
-  // registers, and each k's 8 lanes stored as one run of the block. Where the run is wider than
-  // the rest of the block's row (the 4-row A blocks), its last lanes (zeros) land on the next k's
-  // first rows, which the next store overwrites; the block's last k is stored lane by lane, so
-  // nothing is written past the block. (Masked stores would do, but run slowly on AMD cores.)
+  // registers, each k's 8 lanes stored into the rows' block(s).
   const int64_t full = K / 8 * 8;
   for (int64_t i0 = 0; i0 < rows; i0 += 8) {
     const int g = static_cast<int>(rows - i0 < 8 ? rows - i0 : 8);
-    const bool spills = i0 + 8 > W;
+    float* lo = lane0(i0);
+    float* hi = g > 4 ? lane0(i0 + 4) : nullptr;
     for (int64_t k = 0; k < full; k += 8) {
       __m256 r[8];
       for (int i = 0; i < 8; ++i) r[i] = i < g ? widen8(x + (i0 + i) * ld + k) : _mm256_setzero_ps();
       transpose8x8(r);
-      for (int j = 0; j < 8; ++j) {
-        float* out = dst + (k + j) * W + i0;
-        if (!spills || k + j + 1 < K) {
-          _mm256_storeu_ps(out, r[j]);
-          continue;
-        }
-        alignas(32) float lanes[8];
-        _mm256_store_ps(lanes, r[j]);
-        for (int i = 0; i < g; ++i) out[i] = lanes[i];
-      }
+      for (int j = 0; j < 8; ++j) store_rows8(lo, hi, k + j, r[j], g > 4);
     }
   }
   for (int64_t i = 0; i < rows; ++i) {
-    for (int64_t k = full; k < K; ++k) dst[k * W + i] = widen1(x[i * ld + k]);
+    float* out = lane0(i);
+    for (int64_t k = full; k < K; ++k) out[k * W] = widen1(x[i * ld + k]);
   }
+}
+
+}  // namespace
+
+void pack_avx2(const uint16_t* x, int64_t ld, bool along_k, int64_t rows, int64_t K, int W, float* dst) {
+  if (W == kMR2) return pack_blocks<kMR2>(x, ld, along_k, rows, K, dst);
+  pack_blocks<kNR2>(x, ld, along_k, rows, K, dst);  // W == kNR2 (the contract)
 }
 
 template <typename Out>
