@@ -142,12 +142,19 @@ void gemm_tiled(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, 
       }
       Panels::tile(a + ib * kMR * depth, panel, depth, c, ldc, m, n, alpha, beta);
     };
-    // Tiles in order, t → (chunk ic, panel jb, block in chunk): every chunk but the last is full,
-    // so t / (chunk · nb) is t's chunk; the static split hands each thread as many tiles.
-#pragma omp for schedule(static)
-    for (int64_t t = 0; t < mb * nb; ++t) {
-      const int64_t ic = t / (chunk * nb), len = std::min(chunk, mb - ic * chunk), r = t - ic * chunk * nb;
-      tile_at(ic * chunk + r % len, r / len);
+    // Tiles in order, t → (chunk ic, panel jb, block i in chunk): every chunk but the last is full,
+    // so t / (chunk · nb) is t's chunk. Each thread takes one contiguous range of as many tiles
+    // (± 1), decodes its first and steps through the rest (no divisions per tile).
+    const int64_t tiles = mb * nb, nth = omp_get_num_threads(), tid = omp_get_thread_num();
+    const int64_t t0 = tiles * tid / nth, t1 = tiles * (tid + 1) / nth;
+    int64_t ic = t0 / (chunk * nb), len = std::min(chunk, mb - ic * chunk), r = t0 - ic * chunk * nb;
+    int64_t jb = r / len, i = r % len;
+    for (int64_t t = t0; t < t1; ++t) {
+      tile_at(ic * chunk + i, jb);
+      if (++i < len) continue;
+      i = 0;
+      if (++jb < nb) continue;
+      jb = 0, ++ic, len = std::min(chunk, mb - ic * chunk);
     }
   }
 }
