@@ -82,9 +82,12 @@ std::vector<Case> cases() {
   struct Shape { int64_t M, N, K; };
   // 1-element, k = 1 and 2 (one pair, half a pair), tiles of exactly kMR × kNR = 12 × 32 (3 × 1 1/3
   // AVX2 tiles of 4 × 24), partial tiles both ways, k odd / 17 / 33 / 255 (not multiples of 2, 8,
-  // 16, 32), a long k, more A blocks than one AVX2 chunk holds (M = 130: 33 blocks, 24 + 9).
+  // 16, 32), a long k, more A blocks than one AVX2 chunk holds (M = 130: 33 blocks, 24 + 9), AVX2
+  // pack runs that end inside a block (M = 101: runs of 16 A blocks, 16 + 10, the last block one
+  // row; N = 50: runs of 2 B panels, 2 + 1, the last panel 2 columns).
   for (Shape s : {Shape{1, 1, 1}, Shape{1, 37, 2}, Shape{13, 31, 1}, Shape{12, 32, 16}, Shape{25, 65, 33},
-                  Shape{37, 100, 17}, Shape{64, 96, 128}, Shape{130, 257, 255}, Shape{7, 3, 301}, Shape{3, 40, 1024}}) {
+                  Shape{37, 100, 17}, Shape{64, 96, 128}, Shape{130, 257, 255}, Shape{7, 3, 301}, Shape{3, 40, 1024},
+                  Shape{101, 50, 70}}) {
     for (int t = 0; t < 4; ++t) {
       out.push_back({s.M, s.N, s.K, (t & 1) != 0, (t & 2) != 0, 1.0f, 0.0f, 0});
       out.push_back({s.M, s.N, s.K, (t & 1) != 0, (t & 2) != 0, 1.0f, 1.0f, 3});    // accumulate (dW, bias rows)

@@ -95,7 +95,7 @@ __attribute__((always_inline)) inline void prefetch_tile(Out* c, int64_t ldc, in
 }
 
 // In-register transpose of an 8 × 8 matrix of fp32: on return r[j] holds what was column j.
-__attribute__((always_inline)) inline void transpose8x8(__m256 r[8]) {
+void transpose8x8(__m256 r[8]) {
   __m256 t[8], u[8];
   for (int i = 0; i < 8; i += 2) {
     t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
