@@ -69,8 +69,9 @@ template <typename Out>
 void tile_avx2(const float* a, const float* b, int64_t K, Out* c, int64_t ldc, int m, int n, float alpha, float beta);
 // pack_avx512's contract for W = kMR2 or kNR2, over a run of consecutive blocks: row i < rows goes
 // to block i / W (blocks K · W elements apart): dst[(i / W) · K · W + k · W + i % W] = x(i, k)
-// widened; the last block's rows from `rows` on are left alone. One call reads a run of rows
-// whole (each k's rows in one pass when along_k). Call only when cpu::isa_supported(Isa::Avx2).
+// widened; the last block's rows from `rows` on are left alone or set to zero (the caller zeroes
+// them first), and nothing past that block is written. One call reads a run of rows whole (each
+// k's rows in one pass when along_k). Call only when cpu::isa_supported(Isa::Avx2).
 void pack_avx2(const uint16_t* x, int64_t ld, bool along_k, int64_t rows, int64_t K, int W, float* dst);
 
 // The widened path's passes (cpu_gemm.cpp), bitwise as the per-element loops: dst[i] = bf16
