@@ -102,7 +102,11 @@ def explain_node_bytes(test, cfg, world=4, nodes=2):
 class ClusterRun:
     """One `zerotrain` run on the emulated cluster (2 nodes x 2 ranks) with --tx-report and, when
     asked, --comm-log: the output, each step's row, the comm log's records and the bytes the busiest
-    node sent per step (its mean eth0 tx_bytes over steps 2.., step 1 holding the start-up).
+    node sent per step (the median of its eth0 tx_bytes over steps 2.., step 1 holding the start-up).
+    The median, not the mean: a counter read that lags its step line (the watcher polls, and a
+    loaded machine delays it) moves bytes from one step to the next, which a late read at step 1
+    or at the last step moves out of or into the mean's sum (a plain ZeRO-3 run's mean read 396 KB
+    per step where its steps send ~470 KB).
 
     Every run here is symmetric (each node holds the same ranks' share of every collective), so the
     nodes send within a few percent of each other. Rarely one node's counter records almost nothing
@@ -130,7 +134,7 @@ class ClusterRun:
         with open(report) as f:
             self.rows = [json.loads(ln) for ln in f]
         test.assertEqual([r["step"] for r in self.rows], list(range(1, steps + 1)), self.out)
-        self.per_node = {node: statistics.mean(r["tx_bytes"][node] for r in self.rows[1:])
+        self.per_node = {node: statistics.median(r["tx_bytes"][node] for r in self.rows[1:])
                          for node in self.rows[0]["tx_bytes"]}
         self.sent = max(self.per_node.values())
         self.records = []
