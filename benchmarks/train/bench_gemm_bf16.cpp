@@ -9,8 +9,9 @@
 // usage: zt_gemm_bf16_bench [repetitions, default 12] [--per-call]. --per-call interleaves the
 // paths call by call within each shape and keeps each path's fastest call: on a VM whose speed
 // swings over seconds, the paths then see the same machine and the ratio is steadier than the
-// set medians'. Set OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 and pin with taskset. Unlike zerotrain, this tool does not re-execute itself when OpenBLAS
-// falls back to its SSE kernels on a CPU it does not recognise (benchmarks.md §4).
+// set medians'. Set OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 and pin with taskset. Unlike
+// zerotrain, this tool does not re-execute itself when OpenBLAS falls back to its SSE kernels on
+// a CPU it does not recognise (benchmarks.md §4).
 #include <time.h>
 
 #include <algorithm>
@@ -41,6 +42,30 @@ double cpu_ms() {
   timespec t{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
   return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_nsec) / 1e6;
+}
+
+// --per-call: per shape, `reps` rounds of one call per path (run(p, shape) → CPU ms), each path's
+// fastest call and its ratio to fp32; then each path's sum of fastest over the shapes.
+template <typename Run>
+int report_per_call(const Run& run, const char* const* paths, int npaths, int reps) {
+  std::printf("15 GEMM shapes of one GPT layer (N=512, C=256, 4C, V=2048), each path's fastest of %d calls per\n"
+              "shape, the paths interleaved call by call; ms, and the ratio to fp32 sgemm\n", reps);
+  double total[4] = {};
+  for (const Shape& s : kShapes) {
+    double best[4] = {1e30, 1e30, 1e30, 1e30};
+    for (int rep = 0; rep < reps; ++rep)
+      for (int p = 0; p < npaths; ++p) best[p] = std::min(best[p], run(p, s));
+    std::printf("  %4lld x %4lld x %4lld %s%s", static_cast<long long>(s.M), static_cast<long long>(s.N),
+                static_cast<long long>(s.K), s.ta ? "T" : "N", s.tb ? "T" : "N");
+    for (int p = 0; p < npaths; ++p) {
+      total[p] += best[p];
+      std::printf("  %s %6.3f ms (%.3f)", paths[p], best[p], best[p] / best[0]);
+    }
+    std::printf("\n");
+  }
+  for (int p = 0; p < npaths; ++p)
+    std::printf("%-7s sum of fastest %7.2f ms  %.3f x fp32\n", paths[p], total[p], total[p] / total[0]);
+  return 0;
 }
 
 }  // namespace
@@ -86,26 +111,7 @@ int main(int argc, char** argv) {
     cpu_ops::gemm(s.ta, s.tb, s.M, s.N, s.K, 1.0f, va, vb, s.ta ? 1.0f : 0.0f, vc);
     return cpu_ms() - t0;
   };
-  if (per_call) {
-    std::printf("15 GEMM shapes of one GPT layer (N=512, C=256, 4C, V=2048), each path's fastest of %d calls per\n"
-                "shape, the paths interleaved call by call; ms, and the ratio to fp32 sgemm\n", reps);
-    double total[4] = {};
-    for (const Shape& s : kShapes) {
-      double best[4] = {1e30, 1e30, 1e30, 1e30};
-      for (int rep = 0; rep < reps; ++rep)
-        for (int p = 0; p < npaths; ++p) best[p] = std::min(best[p], run(p, s));
-      std::printf("  %4lld x %4lld x %4lld %s%s", static_cast<long long>(s.M), static_cast<long long>(s.N),
-                  static_cast<long long>(s.K), s.ta ? "T" : "N", s.tb ? "T" : "N");
-      for (int p = 0; p < npaths; ++p) {
-        total[p] += best[p];
-        std::printf("  %s %6.3f ms (%.3f)", paths[p], best[p], best[p] / best[0]);
-      }
-      std::printf("\n");
-    }
-    for (int p = 0; p < npaths; ++p)
-      std::printf("%-7s sum of fastest %7.2f ms  %.3f x fp32\n", paths[p], total[p], total[p] / total[0]);
-    return 0;
-  }
+  if (per_call) return report_per_call(run, paths, npaths, reps);
   std::vector<double> ms[4], shape_ms[4][kNumShapes];
   for (int rep = 0; rep < reps; ++rep) {
     for (int p = 0; p < npaths; ++p) {

@@ -104,9 +104,8 @@ class ClusterRun:
     asked, --comm-log: the output, each step's row, the comm log's records and the bytes the busiest
     node sent per step (the median of its eth0 tx_bytes over steps 2.., step 1 holding the start-up).
     The median, not the mean: a counter read that lags its step line (the watcher polls, and a
-    loaded machine delays it) moves bytes from one step to the next, which a late read at step 1
-    or at the last step moves out of or into the mean's sum (a plain ZeRO-3 run's mean read 396 KB
-    per step where its steps send ~470 KB).
+    loaded machine delays it) moves bytes from one step to the next, and a late read at step 1 or
+    at the last step moves them out of or into the mean's sum.
 
     Every run here is symmetric (each node holds the same ranks' share of every collective), so the
     nodes send within a few percent of each other. Rarely one node's counter records almost nothing
