@@ -204,32 +204,48 @@ void pack_avx2(const uint16_t* x, int64_t ld, bool along_k, int64_t rows, int64_
   pack_blocks<kNR2>(x, ld, along_k, rows, K, dst);  // W == kNR2 (the contract)
 }
 
-template <typename Out>
-void tile_avx2(const float* a, const float* b, int64_t K, Out* c, int64_t ldc, int m, int n, float alpha,
-               float beta) {
-  __m256 acc0[kMR2], acc1[kMR2], acc2[kMR2];
-  if (beta != 0.0f) prefetch_tile(c, ldc, m, n);
+// The tile's k loop and stores over its first NV of three 8-lane columns: a panel's columns from
+// 8 · NV on hold only the panel's zero padding (n <= 8 · NV), so they are neither multiplied nor
+// stored. Each computed element takes the same fused multiply-adds whatever NV.
+template <int NV, typename Out>
+__attribute__((always_inline)) inline void tile_cols(const float* a, const float* b, int64_t K, Out* c, int64_t ldc,
+                                                     int m, int n, float alpha, float beta) {
+  __m256 acc[NV][kMR2];
 #pragma GCC unroll 4
-  for (int i = 0; i < kMR2; ++i) acc0[i] = acc1[i] = acc2[i] = _mm256_setzero_ps();
+  for (int i = 0; i < kMR2; ++i)
+#pragma GCC unroll 3
+    for (int v = 0; v < NV; ++v) acc[v][i] = _mm256_setzero_ps();
   for (int64_t k = 0; k < K; ++k) {
     const float* bk = b + k * kNR2;
-    const __m256 b0 = _mm256_loadu_ps(bk), b1 = _mm256_loadu_ps(bk + 8), b2 = _mm256_loadu_ps(bk + 16);
+    __m256 bv[NV];
+#pragma GCC unroll 3
+    for (int v = 0; v < NV; ++v) bv[v] = _mm256_loadu_ps(bk + 8 * v);
     const float* ak = a + k * kMR2;
 #pragma GCC unroll 4
     for (int i = 0; i < kMR2; ++i) {
       const __m256 ai = _mm256_broadcast_ss(ak + i);
-      acc0[i] = _mm256_fmadd_ps(ai, b0, acc0[i]);
-      acc1[i] = _mm256_fmadd_ps(ai, b1, acc1[i]);
-      acc2[i] = _mm256_fmadd_ps(ai, b2, acc2[i]);
+#pragma GCC unroll 3
+      for (int v = 0; v < NV; ++v) acc[v][i] = _mm256_fmadd_ps(ai, bv[v], acc[v][i]);
     }
   }
 #pragma GCC unroll 4
   for (int i = 0; i < kMR2; ++i) {
     if (i >= m) break;
-    store8(c + i * ldc, acc0[i], n, alpha, beta);
-    store8(c + i * ldc + 8, acc1[i], n - 8, alpha, beta);
-    store8(c + i * ldc + 16, acc2[i], n - 16, alpha, beta);
+#pragma GCC unroll 3
+    for (int v = 0; v < NV; ++v) store8(c + i * ldc + 8 * v, acc[v][i], n - 8 * v, alpha, beta);
   }
+}
+
+// A panel's last columns are often short of 24 (N = 256: 16 of them): such a tile runs one or two
+// of the three column vectors (at N = 256 the full-width tile spent a third of that panel's
+// multiply-adds on padding).
+template <typename Out>
+void tile_avx2(const float* a, const float* b, int64_t K, Out* c, int64_t ldc, int m, int n, float alpha,
+               float beta) {
+  if (beta != 0.0f) prefetch_tile(c, ldc, m, n);
+  if (n > 16) tile_cols<3>(a, b, K, c, ldc, m, n, alpha, beta);
+  else if (n > 8) tile_cols<2>(a, b, K, c, ldc, m, n, alpha, beta);
+  else tile_cols<1>(a, b, K, c, ldc, m, n, alpha, beta);
 }
 
 template void tile_avx2(const float*, const float*, int64_t, uint16_t*, int64_t, int, int, float, float);
