@@ -1,10 +1,10 @@
 // cpu_gemm_bf16_avx2.cpp — the AVX2 register tile of the CPU backend's Native bf16 GEMM:
 // kMR2 × kNR2 fp32 accumulators (4 rows × three 8-lane registers: 12 of the 16 ymm registers,
 // three for a B row, one for A's broadcast: per k three loads and four broadcasts feed twelve
-// multiply-adds; over one GPT layer's GEMM shapes on Zen 3, one thread, the GEMM takes within ~5%
-// of the time of OpenBLAS's sgemm when its panels start on a cache line, while its k loop takes
-// 1.03–1.12× the time of sgemm's kernel there and ~1.1–1.15× inside a step; a 6 × 16 tile,
-// six broadcasts per k, took ~1.2× in the step), fed over packed fp32 panels,
+// multiply-adds; over one GPT layer's GEMM shapes on Zen 3, one thread, the GEMM takes ~0.99× the
+// time of OpenBLAS's sgemm when its panels start on a cache line, while its k loop takes
+// ~1.02–1.08× the time of sgemm's kernel inside a step; a 6 × 16 tile, six broadcasts per k,
+// was not faster), fed over packed fp32 panels,
 // and the packing that widens bf16 to fp32 on the way. Compiled with -mavx2 -mfma (top CMakeLists.txt);
 // called only when cpu_isa.h says the CPU has AVX2. Layout and contract:
 // cpu_gemm_bf16_kernels.h. Each C element is the same sequence of fused multiply-adds in
