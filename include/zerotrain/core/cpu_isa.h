@@ -34,12 +34,12 @@ enum class Bf16Gemm : uint8_t { Widen, Native, Dot };
 
 // The path for this process: env ZT_CPU_BF16_GEMM=widen|native|dpbf16 forces one; unset or empty
 // picks Dot where vdpbf16ps runs at full rate (AVX512_BF16 on an AMD CPU: Zen 4 and later) and
-// ZT_CPU_ISA allows AVX-512, else Widen: OpenBLAS's sgemm kernel outruns our FMA tiles (the
-// AVX-512 one on the Intel machines measured, where vdpbf16ps also retired at a quarter of
-// vfmadd's rate; the AVX2 one on Zen 3 inside a training step; docs/design.md, "GEMM paths on the
-// CPU"). An unknown value, or a path that cannot run here (dpbf16 without AVX-512F + AVX512_BF16
-// or with ZT_CPU_ISA below avx512; native at the scalar ISA), throws zt::InputError naming
-// ZT_CPU_BF16_GEMM. Read on every call.
+// ZT_CPU_ISA allows AVX-512, else Widen: on the Intel machines measured OpenBLAS's sgemm kernel
+// outruns our AVX-512 FMA tile (and vdpbf16ps retired at a quarter of vfmadd's rate); on Zen 3 the
+// AVX2 tile's GEMMs match sgemm's, but the native step is not ahead of widen's in every case
+// measured (docs/design.md, "GEMM paths on the CPU"). An unknown value, or a path that cannot
+// run here (dpbf16 without AVX-512F + AVX512_BF16 or with ZT_CPU_ISA below avx512; native at the
+// scalar ISA), throws zt::InputError naming ZT_CPU_BF16_GEMM. Read on every call.
 Bf16Gemm active_bf16_gemm();
 // The same for a caller that has already read active_isa() (passed as isa).
 Bf16Gemm active_bf16_gemm(Isa isa);
