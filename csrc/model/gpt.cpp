@@ -220,13 +220,14 @@ class Gpt final : public TokenModel {
                             param(p(l, LN2_W)), f32(*a.ln2_mean, {n}), f32(*a.ln2_rstd, {n}));
     // Attention branch: mid = residual[l] + c_proj(attn(c_attn(ln_1(residual[l])))).
     linear_backward(dC, dres, act(*a.atty, {n, C}), p(l, APROJ_W), p(l, APROJ_B), C, C);
-    zero(dqkv);
-    if (cfg_.attention == AttentionKind::Tiled)
+    if (cfg_.attention == AttentionKind::Tiled) {  // overwrites dqkv
       ops::attention_tiled_backward(stream_, dqkv, dC, act(*a.qkv, {n, 3 * C}), act(*a.atty, {n, C}),
                                     stats_view(*a.att), B_, T_, C, cfg_.n_head, 0, 0);
-    else
+    } else {  // adds into dqkv
+      zero(dqkv);
       ops::attention_backward(stream_, dqkv, att_view(*datt_), dC, act(*a.qkv, {n, 3 * C}), att_view(*a.att), B_, T_,
                               C, cfg_.n_head);
+    }
     linear_backward(dC, dqkv, act(*a.ln1, {n, C}), p(l, ATTN_W), p(l, ATTN_B), C, 3 * C);
     ops::layernorm_backward(stream_, dres, grad(p(l, LN1_W)), grad(p(l, LN1_B)), dC, act(*residual_[l], {n, C}),
                             param(p(l, LN1_W)), f32(*a.ln1_mean, {n}), f32(*a.ln1_rstd, {n}));

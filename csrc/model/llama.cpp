@@ -221,9 +221,6 @@ class Llama final : public TokenModel {
                           f32(*a.ln2_rstd, {n}));
     // Attention branch: mid = x + o(attn(rope(q(h)), rope(k(h)), v(h))), h = rmsnorm(x).
     linear_back(datty, dres, act(*a.atty, {n, qw_}), p(l, WO), qw_, C);
-    zero(dq);
-    zero(dk);
-    zero(dv);
     ops::attention_gqa_backward(stream_, dq, dk, dv, datty, q, k, v, act(*a.atty, {n, qw_}), stats(a), B_, T_, H, Hkv,
                                 hs, 0, 0);
     ops::rope_backward(stream_, dq, table(), B_, T_, H, hs, 0);

@@ -1,5 +1,5 @@
 // CUDA vs CPU backend: grouped-query attention (attention_gqa_forward / _backward). Forward (out
-// and the (max, sum) statistics) and backward (dq, dk, dv accumulated onto random values) against
+// and the (max, sum) statistics) and backward (dq, dk, dv overwriting random values) against
 // the CPU kernel run with the CUDA tiles, for H/Hkv = 1, 2, 3, 4 and the head sizes the kernels
 // branch on; with Hkv == H and q|k|v the thirds of a packed qkv the GQA kernels give the packed
 // tiled kernels' bits; the backward (a key/value head summing its group) is bitwise repeatable.
@@ -47,7 +47,7 @@ TEST_P(GpuGqa, GqaAttentionMatchesCpu) {
     const std::string sz = describe(c, dt);
     expect_close(out.gpu_values(), out.cpu_values(), gqa_tol(dt), gqa_tol(dt), "gqa out" + sz);
     expect_close(stats.gpu_values(), stats.cpu_values(), 1e-4, 1e-4, "gqa stats" + sz);
-    // Backward from the CPU's out and statistics on both sides.
+    // Backward from the CPU's out and statistics on both sides; both overwrite dq, dk, dv of random values.
     out.upload();
     stats.upload();
     Dual dout(*this, *gpu_, dt, {c.B, c.T, c.H * c.hs}, uniform(c.q_el()));

@@ -81,7 +81,7 @@ void GpuSequence::check_tiled_against_cpu(DType dt, const std::vector<TiledCase>
     sz << " B=" << c.B << " T=" << c.T << " C=" << c.C << " H=" << c.H << tag(dt);
     expect_close(out.gpu_values(), out.cpu_values(), att_tol(dt), att_tol(dt), "tiled out" + sz.str());
     expect_close(stats.gpu_values(), stats.cpu_values(), 1e-4, 1e-4, "tiled stats" + sz.str());
-    // Backward from the CPU's out and statistics on both sides; dqkv accumulates onto random values.
+    // Backward from the CPU's out and statistics on both sides; both overwrite a dqkv of random values.
     out.upload();
     stats.upload();
     Dual dout(*this, *gpu_, dt, {c.B, c.T, c.C}, uniform(c.B * c.T * c.C));

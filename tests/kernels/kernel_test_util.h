@@ -191,6 +191,18 @@ inline void expect_accumulated(const std::vector<double>& after, const std::vect
   }
   expect_close_mag(after, want, mag, rel, what);
 }
+// A gradient an op overwrites (whatever the tensor held before): after == grad within
+// rel (|grad| + max|grad| + 1). The 1 is the inputs' scale (the tests draw values of magnitude ~1):
+// where grad is exactly 0 (no key before the first query), fp32 sums of such terms still leave
+// round-off of their size.
+inline void expect_overwritten(const std::vector<double>& after, const std::vector<double>& grad, double rel,
+                               const std::string& what) {
+  double gmax = 0;
+  for (double g : grad) gmax = std::max(gmax, std::fabs(g));
+  std::vector<double> mag(grad.size());
+  for (size_t i = 0; i < grad.size(); ++i) mag[i] = std::fabs(grad[i]) + gmax + 1.0;
+  expect_close_mag(after, grad, mag, rel, what);
+}
 // Relative tolerance for a backward kernel checked against double finite differences.
 inline double grad_rel(DType t) { return t == DType::F32 ? 1e-4 : t == DType::BF16 ? 2e-2 : 4e-3; }
 

@@ -253,9 +253,10 @@ void backward_head(const vec::Kernels& vk, const HeadInputs& in, const HeadGrads
 
 // Work is split over (b, key/value head) pairs: a pair's thread runs the group's query heads in
 // order h = g·G, g·G + 1, ..., so each dk/dv element sums its group in a fixed order and no other
-// thread writes the pair's dq, dk, dv rows. fp32 accumulates in place (every tile GEMM adds into
-// the gradient tensors); 16-bit accumulates a query head's dq and the pair's dk, dv in fp32 and
-// adds each to the tensor with one rounding per element.
+// thread writes the pair's dq, dk, dv rows. The gradients are overwritten: fp32 zeroes a head's
+// rows and accumulates in place (every tile GEMM adds into the gradient tensors); 16-bit
+// accumulates a query head's dq and the pair's dk, dv in fp32 and stores each with one rounding
+// per element (never reading the tensor's old values).
 template <typename T>
 void tiled_backward(T* dq, T* dk, T* dv, const T* dy, const T* y, const float* st, const Operands<T>& x,
                     const Dims& d, Tiles tl) {
@@ -272,6 +273,8 @@ void tiled_backward(T* dq, T* dk, T* dv, const T* dy, const T* y, const float* s
       const int64_t b = bg / d.Hkv, g = bg % d.Hkv;
       HeadGrads gr{{w.dq.data(), hs}, {w.dk.data(), hs}, {w.dv.data(), hs}};
       if constexpr (kInPlace) {
+        zero_head(dk, b, g, T_, x.ldkv, 0, hs);
+        zero_head(dv, b, g, T_, x.ldkv, 0, hs);
         gr.k = {dk + b * T_ * x.ldkv + g * hs, x.ldkv}, gr.v = {dv + b * T_ * x.ldkv + g * hs, x.ldkv};
       } else {
         std::fill(w.dk.begin(), w.dk.end(), 0.0f);
@@ -281,6 +284,7 @@ void tiled_backward(T* dq, T* dk, T* dv, const T* dy, const T* y, const float* s
                     head_rows(vk, x.v, b, g, T_, x.ldkv, hs, w.vb, in_bf16), {}, {}};
       for (int64_t h = g * G; h < (g + 1) * G; ++h) {
         if constexpr (kInPlace) {
+          zero_head(dq, b, h, T_, x.ldq, 0, hs);
           gr.q = {dq + b * T_ * x.ldq + h * hs, x.ldq};
         } else {
           std::fill(w.dq.begin(), w.dq.end(), 0.0f);
@@ -289,11 +293,11 @@ void tiled_backward(T* dq, T* dk, T* dv, const T* dy, const T* y, const float* s
         in.go = head_rows(vk, dy, b, h, T_, ldo, hs, w.gob, in_bf16);
         in.yo = head_rows(vk, y, b, h, T_, ldo, hs, w.yob, in_bf16);
         backward_head(vk, in, gr, st + (b * H + h) * T_ * attn_tile::kStatsPerRow, T_, hs, tl, w);
-        if constexpr (!kInPlace) add_head(vk, dq, b, h, T_, x.ldq, 0, hs, w.dq.data());
+        if constexpr (!kInPlace) store_head(vk, dq, b, h, T_, x.ldq, 0, hs, w.dq.data());
       }
       if constexpr (!kInPlace) {
-        add_head(vk, dk, b, g, T_, x.ldkv, 0, hs, w.dk.data());
-        add_head(vk, dv, b, g, T_, x.ldkv, 0, hs, w.dv.data());
+        store_head(vk, dk, b, g, T_, x.ldkv, 0, hs, w.dk.data());
+        store_head(vk, dv, b, g, T_, x.ldkv, 0, hs, w.dv.data());
       }
     }
   }

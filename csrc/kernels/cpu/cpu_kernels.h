@@ -120,8 +120,9 @@ void narrow_n(const vec::Kernels& k, const float* src, T* dst, int64_t n) {
   narrow_n(src, dst, n);
 }
 
-// load_head / add_head on SIMD table k: bf16 heads convert through k's passes (bitwise the
-// element loops: one fp32 add, one rounding per element).
+// load_head / store_head on SIMD table k: bf16 heads convert through k's passes (bitwise the
+// element loops). store_head overwrites head h with the fp32 [T,hs] rows of src, one rounding per
+// element; zero_head zeroes it (the start of a head that fp32 kernels accumulate into in place).
 template <typename T>
 void load_head(const vec::Kernels& k, const T* base, int64_t b, int64_t h, int64_t T_, int64_t row_stride,
                int64_t offset, int64_t hs, float* dst) {
@@ -132,22 +133,15 @@ void load_head(const vec::Kernels& k, const T* base, int64_t b, int64_t h, int64
   }
 }
 template <typename T>
-void add_head(const vec::Kernels& k, T* base, int64_t b, int64_t h, int64_t T_, int64_t row_stride, int64_t offset,
-              int64_t hs, const float* src) {
-  if constexpr (!std::is_same_v<T, bf16>) {
-    add_head(base, b, h, T_, row_stride, offset, hs, src);
-  } else {
-    constexpr int64_t kPiece = 256;
-    float tmp[kPiece];
-    for (int64_t t = 0; t < T_; ++t) {
-      T* dst = base + (b * T_ + t) * row_stride + offset + h * hs;
-      for (int64_t i = 0; i < hs; i += kPiece) {
-        const int64_t n = std::min(kPiece, hs - i);
-        widen_n(k, dst + i, tmp, n);
-        vec::add_to(k, tmp, src + t * hs + i, n);
-        narrow_n(k, tmp, dst + i, n);
-      }
-    }
+void store_head(const vec::Kernels& k, T* base, int64_t b, int64_t h, int64_t T_, int64_t row_stride, int64_t offset,
+                int64_t hs, const float* src) {
+  for (int64_t t = 0; t < T_; ++t) narrow_n(k, src + t * hs, base + (b * T_ + t) * row_stride + offset + h * hs, hs);
+}
+template <typename T>
+void zero_head(T* base, int64_t b, int64_t h, int64_t T_, int64_t row_stride, int64_t offset, int64_t hs) {
+  for (int64_t t = 0; t < T_; ++t) {
+    T* row = base + (b * T_ + t) * row_stride + offset + h * hs;
+    std::fill(row, row + hs, T{});
   }
 }
 

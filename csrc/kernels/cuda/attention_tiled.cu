@@ -20,6 +20,7 @@
 // output element is written by exactly one block (no atomics, deterministic), in a different
 // summation order than the CPU (agreement is within fp32 tolerance, not bitwise).
 // D_t = dout_t·out_t is computed first into the stream's scratch (B·H·T floats).
+#include <initializer_list>
 #include <type_traits>
 
 #include "attention_mma.cuh"
@@ -364,6 +365,12 @@ void backward_any(Stream& s, DQkv<T> dx, const T* dout, Qkv<T> x, const T* out, 
   }
 }
 
+// The backward kernels add each gradient element into its tensor (once, in a fixed order); the ops
+// overwrite, so their gradient tensors start at zero (all-zero bits: 0.0 in every dtype).
+void overwrite_start(Stream& s, std::initializer_list<const TensorView*> grads) {
+  for (const TensorView* g : grads) ZT_CUDA_CHECK(cudaMemsetAsync(g->data, 0, g->nbytes(), native(s)));
+}
+
 // GPT's packed qkv[B,T,3C] (and dqkv) as the operands: the thirds of a row, rows 3C apart.
 template <typename T> Qkv<T> packed(const T* qkv, int64_t C) { return {qkv, qkv + C, qkv + 2 * C}; }
 template <typename T> DQkv<T> packed_grads(T* dqkv, int64_t C) { return {dqkv, dqkv + C, dqkv + 2 * C}; }
@@ -387,6 +394,7 @@ void attention_tiled_backward(Stream& s, const TensorView& dqkv, const TensorVie
                               int64_t H, int64_t tile_q, int64_t tile_k) {
   const Shape sh = shape_of("attention_tiled_backward", B, T, H, H, C / H, 3 * C, 3 * C, tile_q, tile_k);
   if (B == 0 || T == 0 || C == 0) return;
+  overwrite_start(s, {&dqkv});
   ZT_DISPATCH_DTYPE(dqkv.dtype, X,
                     backward_any(s, packed_grads(static_cast<X*>(dqkv.data), C), static_cast<const X*>(dout.data),
                                  packed(static_cast<const X*>(qkv.data), C), static_cast<const X*>(out.data),
@@ -411,6 +419,7 @@ void attention_gqa_backward(Stream& s, const TensorView& dq, const TensorView& d
                             int64_t Hkv, int64_t hs, int64_t tile_q, int64_t tile_k) {
   const Shape sh = shape_of("attention_gqa_backward", B, T, H, Hkv, hs, H * hs, Hkv * hs, tile_q, tile_k);
   if (B == 0 || T == 0) return;
+  overwrite_start(s, {&dq, &dk, &dv});
   ZT_DISPATCH_DTYPE(dq.dtype, X,
                     backward_any(s, DQkv<X>{static_cast<X*>(dq.data), static_cast<X*>(dk.data),
                                             static_cast<X*>(dv.data)},

@@ -152,8 +152,8 @@ ZT_OP(attention_tiled_forward,
       (const TensorView& out, const TensorView& stats, const TensorView& qkv, int64_t B, int64_t T, int64_t C,
        int64_t H, int64_t tile_q, int64_t tile_k),
       (out, stats, qkv, B, T, C, H, tile_q, tile_k))
-// dqkv[B,T,3C] +=. out and stats are the forward's outputs; each tile's probabilities are
-// recomputed from qkv and stats. No workspace.
+// dqkv[B,T,3C] is overwritten (its old values are never read). out and stats are the forward's
+// outputs; each tile's probabilities are recomputed from qkv and stats. No workspace.
 ZT_OP(attention_tiled_backward,
       (const TensorView& dqkv, const TensorView& dout, const TensorView& qkv, const TensorView& out,
        const TensorView& stats, int64_t B, int64_t T, int64_t C, int64_t H, int64_t tile_q, int64_t tile_k),
@@ -169,8 +169,8 @@ ZT_OP(attention_gqa_forward,
        const TensorView& v, int64_t B, int64_t T, int64_t H, int64_t Hkv, int64_t hs, int64_t tile_q,
        int64_t tile_k),
       (out, stats, q, k, v, B, T, H, Hkv, hs, tile_q, tile_k))
-// dq[B,T,H·hs] +=, dk and dv [B,T,Hkv·hs] += (a key/value head sums the gradients of its H/Hkv
-// query heads in a fixed order: deterministic). out and stats are the forward's outputs.
+// dq[B,T,H·hs], dk and dv [B,T,Hkv·hs] are overwritten (a key/value head sums the gradients of
+// its H/Hkv query heads in a fixed order: deterministic). out and stats are the forward's outputs.
 ZT_OP(attention_gqa_backward,
       (const TensorView& dq, const TensorView& dk, const TensorView& dv, const TensorView& dout,
        const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
