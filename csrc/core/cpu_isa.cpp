@@ -84,20 +84,25 @@ bool detect_avx512_bf16() {
   return (a & (1u << 5)) != 0;
 }
 
-bool amd_cpu() {
+bool detect_amd() {
   unsigned a = 0, b = 0, c = 0, d = 0;
   if (!__get_cpuid(0, &a, &b, &c, &d)) return false;
   return b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;  // "AuthenticAMD"
 }
 #else
 bool detect_avx512_bf16() { return false; }
-bool amd_cpu() { return false; }
+bool detect_amd() { return false; }
 #endif
 
 }  // namespace
 
 bool avx512_bf16_supported() {
   static const bool yes = detect_avx512_bf16();
+  return yes;
+}
+
+bool amd_cpu() {
+  static const bool yes = detect_amd();
   return yes;
 }
 
@@ -117,8 +122,8 @@ Bf16Gemm active_bf16_gemm() { return active_bf16_gemm(active_isa()); }
 Bf16Gemm active_bf16_gemm(Isa isa) {
   const char* env = std::getenv("ZT_CPU_BF16_GEMM");
   if (env == nullptr || env[0] == '\0') {
-    static const bool dot_at_full_rate = avx512_bf16_supported() && amd_cpu();
-    return isa == Isa::Avx512 && dot_at_full_rate ? Bf16Gemm::Dot : Bf16Gemm::Widen;
+    if (isa == Isa::Avx512 && avx512_bf16_supported() && amd_cpu()) return Bf16Gemm::Dot;
+    return isa == Isa::Avx2 && amd_cpu() ? Bf16Gemm::Native : Bf16Gemm::Widen;
   }
   if (std::strcmp(env, "widen") == 0) return Bf16Gemm::Widen;
   const bool dot = std::strcmp(env, "dpbf16") == 0;

@@ -130,8 +130,11 @@ TEST(Bf16Gemm, PathChoiceAndOverride) {
   unsetenv("ZT_CPU_BF16_GEMM");
   unsetenv("ZT_CPU_ISA");
   const bool native = cpu::isa_supported(cpu::Isa::Avx2), dot = cpu::avx512_bf16_supported();
-  const Bf16Gemm by_default = cpu::active_bf16_gemm();  // dpbf16 where it runs at full rate, else widen
-  EXPECT_TRUE(by_default == Bf16Gemm::Widen || (dot && by_default == Bf16Gemm::Dot));
+  // dpbf16 where it runs at full rate, native at AVX2 on AMD, else widen
+  const Bf16Gemm by_default = cpu::active_bf16_gemm();
+  const bool avx2_here = cpu::active_isa() == cpu::Isa::Avx2;
+  EXPECT_TRUE(by_default == (avx2_here && cpu::amd_cpu() ? Bf16Gemm::Native : Bf16Gemm::Widen) ||
+              (dot && cpu::amd_cpu() && by_default == Bf16Gemm::Dot));
   std::printf("default bf16 GEMM here: %s\n", cpu::bf16_gemm_name(by_default));
   setenv("ZT_CPU_BF16_GEMM", "", 1);
   EXPECT_EQ(cpu::active_bf16_gemm(), by_default);
@@ -159,7 +162,7 @@ TEST(Bf16Gemm, PathChoiceAndOverride) {
     setenv("ZT_CPU_BF16_GEMM", "dpbf16", 1);
     EXPECT_THROW(cpu::active_bf16_gemm(), InputError);
     unsetenv("ZT_CPU_BF16_GEMM");
-    EXPECT_EQ(cpu::active_bf16_gemm(), Bf16Gemm::Widen);
+    EXPECT_EQ(cpu::active_bf16_gemm(), cpu::amd_cpu() ? Bf16Gemm::Native : Bf16Gemm::Widen);
   }
   setenv("ZT_CPU_ISA", "scalar", 1);  // no tile of ours at the scalar level
   for (const char* path : {"native", "dpbf16"}) {

@@ -22,6 +22,8 @@ const char* isa_name(Isa isa);  // "scalar", "avx2", "avx512"
 // Whether the CPU has AVX512_BF16 (vdpbf16ps; CPUID.(7,1):EAX[5]) on top of detected_isa() ==
 // Avx512. Cached.
 bool avx512_bf16_supported();
+// Whether the CPU is AMD's (CPUID vendor "AuthenticAMD"). Cached.
+bool amd_cpu();
 
 // How the CPU backend multiplies bf16 matrices; every path accumulates in fp32 and rounds the
 // result to bf16 once. Widen: both operands widened to fp32 scratch (exact), then OpenBLAS sgemm.
@@ -34,10 +36,11 @@ enum class Bf16Gemm : uint8_t { Widen, Native, Dot };
 
 // The path for this process: env ZT_CPU_BF16_GEMM=widen|native|dpbf16 forces one; unset or empty
 // picks Dot where vdpbf16ps runs at full rate (AVX512_BF16 on an AMD CPU: Zen 4 and later) and
-// ZT_CPU_ISA allows AVX-512, else Widen: on the Intel machines measured OpenBLAS's sgemm kernel
-// outruns our AVX-512 FMA tile (and vdpbf16ps retired at a quarter of vfmadd's rate); on Zen 3 the
-// AVX2 tile's GEMMs match sgemm's, but the native step is not ahead of widen's in every case
-// measured (docs/design.md, "GEMM paths on the CPU"). An unknown value, or a path that cannot
+// ZT_CPU_ISA allows AVX-512; Native where the active ISA is AVX2 on an AMD CPU (on Zen 3 the AVX2
+// tile's GEMMs take ~0.99× sgemm's time where widen's take 1.05×, and its step is at or under
+// widen's in most cases measured); else Widen: on the Intel machines measured OpenBLAS's sgemm
+// kernel outruns our AVX-512 FMA tile (and vdpbf16ps retired at a quarter of vfmadd's rate)
+// (docs/design.md, "GEMM paths on the CPU"). An unknown value, or a path that cannot
 // run here (dpbf16 without AVX-512F + AVX512_BF16 or with ZT_CPU_ISA below avx512; native at the
 // scalar ISA), throws zt::InputError naming ZT_CPU_BF16_GEMM. Read on every call.
 Bf16Gemm active_bf16_gemm();
