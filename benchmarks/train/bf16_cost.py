@@ -8,7 +8,8 @@ For 1 and 2 ranks (--ranks) and ZeRO stages 1-3 (--stages), a GPT of 5.3 M param
 AVX2 CPU or with --avx2) and =widen; thread pools are
 sized by zerotrain itself (OMP_NUM_THREADS / OPENBLAS_NUM_THREADS removed: 2 threads at 1 rank
 on a 2-CPU machine, 1 per rank at 2 ranks). Every round runs
-every (ranks, stage, variant) back to back, so machine-load drift spreads over all of them. A
+every (ranks, stage, variant) back to back, so machine-load drift spreads over all of them; the
+variants' order rotates from round to round, so none always runs first or after the same one. A
 run's time is the median of rank 0's step_ms (--metrics) after the first --skip steps; the
 table gives per case the median over rounds of each variant and the median over rounds of the
 per-round ratio to fp32. A second table pools every step time a variant took over all rounds
@@ -122,7 +123,7 @@ def main():
             json.dump(MODEL, f)
         for r in range(args.rounds):
             for c in cases:
-                for v in VARIANTS:
+                for v in VARIANTS[r % len(VARIANTS):] + VARIANTS[:r % len(VARIANTS)]:  # each slot in turn
                     step_ms, header = run(args, d, c[0], c[1], v)
                     ms = statistics.median(step_ms)
                     times[(c, v[0])].append(ms)

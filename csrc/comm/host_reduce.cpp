@@ -6,7 +6,9 @@
 #include <cstring>
 #include <limits>
 
+#include "host_reduce_kernels.h"
 #include "zerotrain/core/check.h"
+#include "zerotrain/core/cpu_isa.h"
 
 namespace zt {
 
@@ -32,7 +34,8 @@ inline float max_f32(float a, float b) {
 
 // The element loops carry `omp simd`: per element they do exactly the scalar operations in the
 // same order (widen, add left to right, divide, round once), so vector lanes change no bit; they
-// only run at the baseline ISA's width (SSE2 on x86-64), which every CPU has.
+// only run at the baseline ISA's width (SSE2 on x86-64), which every CPU has. Sum and avg take
+// the AVX2 kernels instead where cpu::active_isa() allows (host_reduce_kernels.h; the same bits).
 template <typename T>
 void reduce_typed(const void* const* srcs, int nsrc, void* dst_v, size_t count, ReduceOp op, int divisor) {
   T* dst = static_cast<T*>(dst_v);
@@ -71,6 +74,14 @@ void reduce_in_order(const void* const* srcs, int nsrc, void* dst, size_t count,
   if (nsrc == 1 && (op != ReduceOp::Avg || divisor == 1)) {  // nothing to combine: copied bit for bit
     if (dst != srcs[0]) std::memmove(dst, srcs[0], count * dtype_size(dt));
     return;
+  }
+  if (op != ReduceOp::Max && cpu::active_isa() != cpu::Isa::Scalar) {
+    const int d = op == ReduceOp::Avg ? divisor : 1;
+    switch (dt) {
+      case DType::F32: return host_reduce::sum_f32_avx2(srcs, nsrc, dst, count, d);
+      case DType::BF16: return host_reduce::sum_bf16_avx2(srcs, nsrc, dst, count, d);
+      case DType::F16: return host_reduce::sum_f16_avx2(srcs, nsrc, dst, count, d);
+    }
   }
   switch (dt) {
     case DType::F32: reduce_typed<float>(srcs, nsrc, dst, count, op, divisor); break;

@@ -11,6 +11,7 @@
 #include "zerotrain/comm/comm_log.h"
 #include "zerotrain/comm/host_reduce.h"
 #include "zerotrain/comm/watchdog.h"
+#include "zerotrain/core/cpu_isa.h"
 
 using namespace zt;
 
@@ -127,10 +128,66 @@ void expect_reduce_matches_reference(DType dt) {
   }
 }
 
-TEST(HostReduce, BitwiseTheElementLoopOnEveryDtype) {
-  expect_reduce_matches_reference<float>(DType::F32);
-  expect_reduce_matches_reference<bf16>(DType::BF16);
-  expect_reduce_matches_reference<fp16>(DType::F16);
+// f() on every kernel path the machine has: the scalar loops and the AVX2 sum / avg (at the avx2
+// and avx512 levels), chosen by ZT_CPU_ISA as in a run.
+template <typename F>
+void on_every_isa(const F& f) {
+  for (const cpu::Isa isa : {cpu::Isa::Scalar, cpu::Isa::Avx2, cpu::Isa::Avx512}) {
+    if (!cpu::isa_supported(isa)) continue;
+    SCOPED_TRACE(cpu::isa_name(isa));
+    setenv("ZT_CPU_ISA", cpu::isa_name(isa), 1);
+    f();
+  }
+  unsetenv("ZT_CPU_ISA");
+}
+
+TEST(HostReduce, BitwiseTheElementLoopOnEveryDtypeAndIsa) {
+  on_every_isa([] {
+    expect_reduce_matches_reference<float>(DType::F32);
+    expect_reduce_matches_reference<bf16>(DType::BF16);
+    expect_reduce_matches_reference<fp16>(DType::F16);
+  });
+}
+
+// Every 16-bit pattern (signalling NaNs, subnormals, infinities) as a contribution: the sum and
+// the avg of two and three sources round exactly as the element loop does, on every path (a NaN
+// result as a NaN).
+template <typename T>
+void expect_every_pattern_matches_reference(DType dt) {
+  const size_t n = 65536;
+  std::vector<std::vector<T>> src(3, std::vector<T>(n));
+  std::mt19937 rng(11);
+  for (size_t i = 0; i < n; ++i) {
+    src[0][i] = T::from_bits(static_cast<uint16_t>(i));
+    src[1][i] = T::from_bits(static_cast<uint16_t>(rng()));
+    src[2][i] = T::from_bits(static_cast<uint16_t>(i * 40503u));
+  }
+  for (const int nsrc : {2, 3}) {
+    const std::vector<std::vector<T>> used(src.begin(), src.begin() + nsrc);
+    const void* ptrs[] = {src[0].data(), src[1].data(), src[2].data()};
+    for (const ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg}) {
+      const std::vector<T> want = reduce_reference(used, op, nsrc);
+      std::vector<T> out(n);
+      reduce_in_order(ptrs, nsrc, out.data(), n, dt, op, nsrc);
+      for (size_t i = 0; i < n; ++i) {
+        // Of two NaN contributions either payload may come out (the compiler may swap an add's
+        // operands): a NaN must stay a NaN, every other result is exact.
+        if (std::isnan(to_f32(want[i]))) {
+          ASSERT_TRUE(std::isnan(to_f32(out[i]))) << dtype_name(dt) << " i=" << i;
+          continue;
+        }
+        ASSERT_EQ(out[i].bits, want[i].bits) << dtype_name(dt) << " sources=" << nsrc << " op=" << reduce_op_name(op)
+                                             << " i=" << i;
+      }
+    }
+  }
+}
+
+TEST(HostReduce, EverySixteenBitPatternOnEveryIsa) {
+  on_every_isa([] {
+    expect_every_pattern_matches_reference<bf16>(DType::BF16);
+    expect_every_pattern_matches_reference<fp16>(DType::F16);
+  });
 }
 
 TEST(CommLog, SequenceRingAndStats) {

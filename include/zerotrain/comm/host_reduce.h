@@ -5,7 +5,9 @@
 //
 // Values are widened to fp32, combined left to right in fp32 (sum starts from src[0][i], so
 // -0 stays -0 with one source), optionally divided by `divisor` (avg), then rounded once to the
-// dtype (round to nearest even). Max propagates NaN. One source with nothing to divide is copied
+// dtype (round to nearest even). Max propagates NaN. Sum and avg take 8 lanes at a time where
+// cpu::active_isa() is AVX2 or above, with the same bits (a NaN stays a NaN; of several NaN
+// contributions, whose payload comes out is not fixed). One source with nothing to divide is copied
 // bit for bit (the round trip through fp32 is exact, but for a signalling NaN's quiet bit). dst may be the same pointer as any source
 // (each tile of elements is read from every source before it is written); it must not
 // partially overlap one.
