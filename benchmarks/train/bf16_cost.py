@@ -82,6 +82,18 @@ def percentile(xs, q):
     return xs[int(q * (len(xs) - 1))]
 
 
+def print_table(kind, names):
+    """The header of a markdown table: fp32's ms, then each bf16 variant's ms and ratio to fp32."""
+    print(f"| ranks | stage | fp32{kind} ms | " + " | ".join(f"{n}{kind} ms | {n}{kind} / fp32" for n in names) + " |")
+    print("|---|---|---|" + "---|---|" * len(names))
+
+
+def print_row(case, cells):
+    """One case's row: cells = [fp32 ms, then (ms, ratio) per variant]."""
+    print("| %d | %d | %.1f | " % (case[0], case[1], cells[0]) +
+          " | ".join("%.1f | %.2f" % tuple(cells[i:i + 2]) for i in range(1, len(cells), 2)) + " |")
+
+
 def load_average():
     with open("/proc/loadavg") as f:
         return f.read().split()[0]
@@ -138,30 +150,26 @@ def main():
           f"{args.rounds} interleaved rounds of each run's median after {args.skip} steps; ratio = median of the "
           f"per-round ratios to fp32")
     names = [v[0] for v in VARIANTS[1:]]
-    print("| ranks | stage | fp32 ms | " + " | ".join(f"{n} ms | {n} / fp32" for n in names) + " |")
-    print("|---|---|---|" + "---|---|" * len(names))
     rows = []
+    print_table("", names)
     for c in cases:
         f32 = times[(c, "fp32")]
-        row = [c[0], c[1], statistics.median(f32)]
+        cells = [statistics.median(f32)]
         for n in names:
-            row += [statistics.median(times[(c, n)]), statistics.median(x / f for x, f in zip(times[(c, n)], f32))]
-        rows.append(row)
-        print("| %d | %d | %.1f | " % tuple(row[:3]) + " | ".join("%.1f | %.2f" % tuple(row[i:i + 2])
-                                                               for i in range(3, len(row), 2)) + " |")
+            cells += [statistics.median(times[(c, n)]), statistics.median(x / f for x, f in zip(times[(c, n)], f32))]
+        print_row(c, cells)
+        rows.append([c[0], c[1]] + cells)
     print(f"\nEvery step time after {args.skip} steps pooled over the {args.rounds} rounds: 10th percentile, ms, and "
           f"its ratio to fp32's")
-    print("| ranks | stage | fp32 p10 ms | " + " | ".join(f"{n} p10 ms | {n} p10 / fp32" for n in names) + " |")
-    print("|---|---|---|" + "---|---|" * len(names))
+    print_table(" p10", names)
     for c, row in zip(cases, rows):
         f32 = percentile(steps[(c, "fp32")], 0.1)
-        p10 = [f32]
+        cells = [f32]
         for n in names:
             x = percentile(steps[(c, n)], 0.1)
-            p10 += [x, x / f32]
-        row += p10
-        print("| %d | %d | %.1f | " % (c[0], c[1], f32) + " | ".join("%.1f | %.2f" % tuple(p10[i:i + 2])
-                                                                    for i in range(1, len(p10), 2)) + " |")
+            cells += [x, x / f32]
+        print_row(c, cells)
+        row += cells
     if args.csv:
         with open(args.csv, "w") as f:
             cols = [f"{n.replace(' ', '_')}_ms,{n.replace(' ', '_')}_over_fp32" for n in names]

@@ -193,8 +193,8 @@ inline void expect_accumulated(const std::vector<double>& after, const std::vect
 }
 // A gradient an op overwrites (whatever the tensor held before): after == grad within
 // rel (|grad| + max|grad| + 1). The 1 is the inputs' scale (the tests draw values of magnitude ~1):
-// where grad is exactly 0 (no key before the first query), fp32 sums of such terms still leave
-// round-off of their size.
+// where grad is exactly 0 (at T = 1 each query sees only its own key, and the gradients of q and
+// k vanish), fp32 sums of such terms still leave round-off of their size.
 inline void expect_overwritten(const std::vector<double>& after, const std::vector<double>& grad, double rel,
                                const std::string& what) {
   double gmax = 0;
