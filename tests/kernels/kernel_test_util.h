@@ -178,12 +178,16 @@ inline double dtype_eps(DType t) { return t == DType::F32 ? 2e-6 : t == DType::B
 }  // namespace zt::test
 
 namespace zt::test {
+inline double max_abs(const std::vector<double>& v) {
+  double m = 0;
+  for (double x : v) m = std::max(m, std::fabs(x));
+  return m;
+}
 // Checks an accumulating gradient output: after == before + grad (grad from finite differences).
 // Tolerance: rel (|before| + |grad|) + rel * max|grad| (fp32 kernels vs a double reference).
 inline void expect_accumulated(const std::vector<double>& after, const std::vector<double>& before,
                                const std::vector<double>& grad, double rel, const std::string& what) {
-  double gmax = 0;
-  for (double g : grad) gmax = std::max(gmax, std::fabs(g));
+  const double gmax = max_abs(grad);
   std::vector<double> want(grad.size()), mag(grad.size());
   for (size_t i = 0; i < grad.size(); ++i) {
     want[i] = before[i] + grad[i];
@@ -197,8 +201,7 @@ inline void expect_accumulated(const std::vector<double>& after, const std::vect
 // k vanish), fp32 sums of such terms still leave round-off of their size.
 inline void expect_overwritten(const std::vector<double>& after, const std::vector<double>& grad, double rel,
                                const std::string& what) {
-  double gmax = 0;
-  for (double g : grad) gmax = std::max(gmax, std::fabs(g));
+  const double gmax = max_abs(grad);
   std::vector<double> mag(grad.size());
   for (size_t i = 0; i < grad.size(); ++i) mag[i] = std::fabs(grad[i]) + gmax + 1.0;
   expect_close_mag(after, grad, mag, rel, what);
